@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# setup-system.sh: install the Debian packages threadwise needs (idempotent).
+#
+# bookworm + bookworm-backports only (never trixie/sid: see shared/LAB.md).
+# qemu comes from bookworm-backports (10.x) because bookworm's 7.2 crashes
+# under multi-threaded TCG about one boot in five.
+set -euo pipefail
+
+if [[ $(id -u) -ne 0 ]]; then
+    echo "setup-system: must run as root (apt-get, tracefs mount)" >&2
+    exit 1
+fi
+
+APT_PACKAGES=(
+    bpftrace            # observe: the bpftrace backend
+    redis-server redis-tools   # a real workload for tests
+    stress-ng rt-tests  # background spinners, hackbench
+    clang-19 llvm-19 libelf-dev zlib1g-dev libseccomp-dev libcap-ng-dev pkg-config  # scx_layered, virtiofsd
+    libbpf-dev bpftool gcc make  # the libbpf C tracer
+    kmod                # depmod, needed by virtme-ng
+    hyperfine           # benchmarks
+    xz-utils ca-certificates
+)
+BACKPORTS_PACKAGES=(qemu-system-x86)
+
+backports_list=/etc/apt/sources.list.d/threadwise-bookworm-backports.list
+need_update=0
+if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    echo "deb http://deb.debian.org/debian bookworm-backports main" > "$backports_list"
+    need_update=1
+fi
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+qemu_ok=0
+if command -v qemu-system-x86_64 >/dev/null; then
+    qemu_major=$(qemu-system-x86_64 --version | sed -n 's/.*version \([0-9]*\)\..*/\1/p')
+    [[ ${qemu_major:-0} -ge 10 ]] && qemu_ok=1
+fi
+
+if [[ ${#missing[@]} -gt 0 || $qemu_ok -eq 0 ]]; then
+    # A stale package list makes installs fail with 404s: refresh when we must install.
+    need_update=1
+fi
+if [[ $need_update -eq 1 ]]; then
+    echo "setup-system: apt-get update"
+    apt-get update -qq
+fi
+export DEBIAN_FRONTEND=noninteractive
+if [[ ${#missing[@]} -gt 0 ]]; then
+    echo "setup-system: installing ${missing[*]}"
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [[ $qemu_ok -eq 0 ]]; then
+    echo "setup-system: installing qemu-system-x86 from bookworm-backports"
+    apt-get install -y -qq --no-install-recommends -t bookworm-backports "${BACKPORTS_PACKAGES[@]}" >/dev/null
+fi
+
+# The tests start their own redis-server; the Debian service is not needed.
+if command -v systemctl >/dev/null && systemctl is-active --quiet redis-server 2>/dev/null; then
+    systemctl stop redis-server || true
+fi
+
+# bpftrace needs tracefs; some machines boot with it unmounted.
+if [[ -z "$(ls -A /sys/kernel/tracing 2>/dev/null)" ]]; then
+    mount -t tracefs nodev /sys/kernel/tracing
+fi
+echo "setup-system: ok ($(bpftrace --version), $(qemu-system-x86_64 --version | head -1))"
