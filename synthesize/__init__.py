@@ -1,0 +1,1 @@
+"""synthesize: profile schema, validation, compilation to scx_layered JSON, placement lint."""

@@ -1,0 +1,166 @@
+"""Read a profile TOML: tomllib for the syntax, pydantic for the schema, lines for both.
+
+Every failure becomes a Diagnostic with the file, the line (and column for
+syntax errors) and a hint; unknown keys name the keys that are allowed there.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import pydantic
+from threadwise.synthesize.diagnostics import Diagnostic, ProfileError
+from threadwise.synthesize.locate import SourceMap
+from threadwise.synthesize.schema import SCHEMA_VERSION, Profile
+
+from threadwise.errors import UsageError
+
+_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
+
+
+def load_profile(path: str | Path) -> tuple[Profile, SourceMap]:
+    """Read and schema-check a profile file; raises UsageError or ProfileError."""
+    text = read_text(path)
+    return parse_profile(text, str(path))
+
+
+def read_text(path: str | Path) -> str:
+    file = Path(path)
+    if not file.exists():
+        raise UsageError(f"{file}: no such file", hint="check the path to the profile TOML")
+    if file.is_dir():
+        raise UsageError(f"{file}: is a directory, not a profile TOML")
+    try:
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as bad:
+        raise ProfileError(
+            str(file),
+            [Diagnostic("encoding", f"not UTF-8 text ({bad.reason})", file=str(file), line=1)],
+        ) from None
+
+
+def parse_profile(text: str, file: str = "<profile>") -> tuple[Profile, SourceMap]:
+    """Parse TOML text into a Profile and its source map, or raise ProfileError."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as bad:
+        raise ProfileError(file, [_syntax_diagnostic(str(bad), text, file)]) from None
+    source = SourceMap(text)
+    version = raw.get("schema_version")
+    if version != SCHEMA_VERSION:
+        line = source.line_of(("schema_version",)) or 1
+        raise ProfileError(file, [_version_diagnostic(version, file, line)])
+    try:
+        profile = Profile.model_validate(raw)
+    except pydantic.ValidationError as bad:
+        diagnostics = [_schema_diagnostic(err, source, file) for err in bad.errors()]
+        raise ProfileError(file, diagnostics) from None
+    return profile, source
+
+
+def _syntax_diagnostic(message: str, text: str, file: str) -> Diagnostic:
+    found = _AT.search(message)
+    if found:
+        line, column = int(found.group(1)), int(found.group(2))
+        message = message[: found.start()]
+    else:  # "(at end of document)"
+        line, column = text.count("\n") + 1, None
+        message = message.replace(" (at end of document)", " at the end of the file")
+    return Diagnostic(
+        "toml_syntax",
+        f"invalid TOML: {message}",
+        hint="fix the TOML syntax at this position (TOML 1.0; strings need quotes)",
+        file=file,
+        line=line,
+        column=column,
+    )
+
+
+def _version_diagnostic(version: object, file: str, line: int) -> Diagnostic:
+    if version is None:
+        message = "missing schema_version"
+    else:
+        message = f"schema_version {version!r} is not supported"
+    return Diagnostic(
+        "schema_version",
+        message,
+        hint=f"this threadwise reads schema_version = {SCHEMA_VERSION}",
+        path=("schema_version",),
+        file=file,
+        line=line,
+    )
+
+
+def _schema_diagnostic(err: Any, source: SourceMap, file: str) -> Diagnostic:
+    loc = tuple(part for part in err["loc"] if isinstance(part, (str, int)))
+    where = _dotted(loc)
+    kind = err["type"]
+    hint: str | None = None
+    if kind == "extra_forbidden":
+        allowed = sorted(_allowed_keys(loc[:-1]))
+        message = f"unknown key {where!r}"
+        hint = "allowed here: " + ", ".join(allowed) if allowed else None
+    elif kind == "missing":
+        message = f"missing required key {where!r}"
+        hint = "add it; see docs/profile-schema.md"
+    elif kind == "finite_number":
+        message = f"{where}: nan and inf are not allowed"
+        hint = "write a finite number"
+    elif kind in {"literal_error", "enum"}:
+        message = f"{where}: {err['msg']}"
+    elif kind == "value_error":
+        message = f"{where}: {err['msg'].removeprefix('Value error, ')}"
+    else:
+        message = f"{where}: {err['msg'].lower()}, got {_short(err.get('input'))}"
+    return Diagnostic(
+        "schema",
+        message,
+        hint=hint,
+        path=loc,
+        file=file,
+        line=source.line_of(loc) or 1,
+    )
+
+
+def _dotted(loc: tuple[str | int, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text or "(top level)"
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _allowed_keys(loc: tuple[str | int, ...]) -> set[str]:
+    """The keys the model at `loc` accepts (aliases as written in TOML)."""
+    model: Any = Profile
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        fields = {(f.alias or name): f for name, f in model.model_fields.items()}
+        if part not in fields:
+            return set()
+        model = _inner_model(fields[part].annotation)
+        if model is None:
+            return set()
+    return {(f.alias or name) for name, f in model.model_fields.items()}
+
+
+def _inner_model(annotation: Any) -> type[pydantic.BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin in (list, typing.Union, types.UnionType, typing.Annotated):
+        for arg in typing.get_args(annotation):
+            found = _inner_model(arg)
+            if found is not None:
+                return found
+    return None

@@ -1,0 +1,149 @@
+"""The profile schema: what a reviewed profile TOML may contain (pydantic, strict).
+
+A profile is machine-independent: it names the workload, and lists thread
+groups with their comm patterns, treatment, sizing and the evidence behind
+them. The machine shape only enters in `compile`. Units are in field names
+(`_us`, `_millicores`, `_per_s`). Every model forbids unknown keys and
+non-finite floats; the TOML reader maps pydantic's errors back to lines.
+
+Field-level checks live here (types, ranges, empty lists); rules that need the
+whole profile or scx_layered's limits (prefix length, suffix patterns,
+overlaps, layer counts) live in `rules.py`, so that each one can report its
+own rule name and hint.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+SCHEMA_VERSION = 1
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+class Treatment(StrEnum):
+    """How a group's threads are scheduled (see `compile.py` for the layer each becomes)."""
+
+    EXCLUSIVE = "exclusive"  # whole physical cores of their own (Confined, exclusive)
+    LATENCY = "latency"  # preempt, short slices (wake chains)
+    BATCH = "batch"  # low weight, long slices
+    HOUSEKEEPING = "housekeeping"  # lowest weight
+    DEFAULT = "default"  # an ordinary layer; kept so that first-match order holds
+
+
+class Role(StrEnum):
+    """The role analysis inferred (the contract's `role` column)."""
+
+    COMPUTE = "compute"
+    LATENCY = "latency"
+    HOUSEKEEPING = "housekeeping"
+    BATCH = "batch"
+    DEFAULT = "default"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, allow_inf_nan=False, populate_by_name=True
+    )
+
+
+NonNegInt = Annotated[int, Field(ge=0)]
+NonNegFloat = Annotated[float, Field(ge=0.0)]
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+
+
+class Workload(_Model):
+    """How the workload's process is recognised: scx_layered `PcommPrefix`."""
+
+    process: Annotated[str, Field(min_length=1)]
+
+
+class Source(_Model):
+    """The capture a generated profile was trained on (evidence only; not compiled)."""
+
+    capture: str | None = None
+    duration_s: NonNegFloat | None = None
+    nr_cpus: Annotated[int, Field(ge=1)] | None = None
+    events_lost: NonNegInt | None = None
+    caveats: list[str] = []
+
+
+class Evidence(_Model):
+    """What the capture showed about a group; rendered as comments above it."""
+
+    role: Annotated[Role, Field(strict=False)] | None = None
+    confidence: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    threads: NonNegInt = 0
+    names: list[str] = []
+    cpu_share: NonNegFloat = 0.0
+    max_thread_share: NonNegFloat = 0.0
+    wakeups_per_s: NonNegFloat = 0.0
+    slice_p50_us: NonNegFloat | None = None
+    slice_p99_us: NonNegFloat | None = None
+    rq_latency_p50_us: NonNegFloat | None = None
+    rq_latency_p99_us: NonNegFloat | None = None
+    in_wake_chain: bool = False
+    separable: bool = True
+
+
+class Group(_Model):
+    """One set of threads with one treatment; becomes one scx_layered layer."""
+
+    name: Name
+    match: list[str]
+    exclude: list[str] = []
+    avg_runtime_us: list[NonNegInt] | None = None
+    treatment: Annotated[Treatment, Field(strict=False)]
+    hot_threads: NonNegInt = 0
+    cpu_fraction: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
+    request_millicores: Annotated[int, Field(ge=1)] | None = None
+    slice_us: Annotated[int, Field(ge=1)] | None = None
+    weight: Annotated[int, Field(ge=1, le=10000)] | None = None
+    comment: str | None = None
+    evidence: Evidence | None = None
+
+    @field_validator("match")
+    @classmethod
+    def _not_empty(cls, patterns: list[str]) -> list[str]:
+        if not patterns:
+            raise ValueError("a group needs at least one match pattern")
+        if any(not p for p in patterns):
+            raise ValueError("an empty pattern would match every thread; name a comm prefix")
+        return patterns
+
+    @field_validator("avg_runtime_us")
+    @classmethod
+    def _range(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and (len(value) != 2 or value[0] >= value[1]):
+            raise ValueError("avg_runtime_us is [min, max) with min < max")
+        return value
+
+    def exclusive_cores(self) -> int:
+        """Whole cores this group asks for: ceil(demand x cpu_fraction), demand in CPUs.
+
+        Demand is the pod's CPU request when given, else one CPU per hot thread.
+        """
+        demand_m = self.request_millicores if self.request_millicores else self.hot_threads * 1000
+        wanted_m = round(demand_m * self.cpu_fraction, 6)
+        return math.ceil(wanted_m / 1000 - 1e-9) if wanted_m > 0 else 0
+
+
+class Profile(_Model):
+    """A workload profile: the root of a profile TOML."""
+
+    schema_version: Literal[1]
+    name: Name
+    comment: str | None = None
+    workload: Workload
+    source: Source | None = None
+    groups: list[Group] = Field(alias="group")
+
+    @field_validator("groups")
+    @classmethod
+    def _has_groups(cls, groups: list[Group]) -> list[Group]:
+        if not groups:
+            raise ValueError("a profile needs at least one [[group]]")
+        return groups

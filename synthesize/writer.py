@@ -1,0 +1,149 @@
+"""Write a profile as TOML: deterministic, with the evidence as comments.
+
+Problem: profiles are reviewed in pull requests, so the same profile must give
+byte-identical text, and a reviewer must see why each group is treated the way
+it is (thread counts, runtime shares, wake rates, the sizing arithmetic).
+
+Approach: every comment is rendered from values in the profile itself (its
+`evidence` tables and sizing fields), never from data that is lost on
+reading. Reading a profile and writing it again therefore reproduces the file
+byte for byte, comments included. Keys come in schema order; values that equal
+their default (None, empty lists) are left out; floats are written by tomlkit
+(shortest repr that round-trips), comment numbers with fixed precision.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tomlkit
+from threadwise.synthesize.matchers import SCX_LAYERED_VERSION
+from threadwise.synthesize.schema import Evidence, Group, Profile, Source, Treatment
+from tomlkit.items import AoT, Table
+
+_TREATMENT_NOTES = {
+    Treatment.EXCLUSIVE: "whole physical cores of its own (Confined layer, exclusive)",
+    Treatment.LATENCY: "preempts other layers and runs short slices (wake-chain latency)",
+    Treatment.BATCH: "low weight and long slices (throughput, yields to others)",
+    Treatment.HOUSEKEEPING: "lowest weight (background work)",
+    Treatment.DEFAULT: "a layer with default settings (keeps first-match order)",
+}
+
+
+def dumps(profile: Profile) -> str:
+    """The profile as TOML text (deterministic)."""
+    doc = tomlkit.document()
+    doc.add(tomlkit.comment(f'threadwise profile "{profile.name}" for scx_layered '
+                            f"{SCX_LAYERED_VERSION} (schema {profile.schema_version})."))
+    doc.add(tomlkit.comment("Comments are derived from the values below; "
+                            "`threadwise compile` sizes it for a machine."))
+    doc.add("schema_version", profile.schema_version)
+    doc.add("name", profile.name)
+    if profile.comment is not None:
+        doc.add("comment", profile.comment)
+    workload = tomlkit.table()
+    workload.add(tomlkit.comment("Groups match only threads of processes whose comm starts "
+                                 "with this (PcommPrefix)."))
+    workload.add("process", profile.workload.process)
+    doc.add("workload", workload)
+    if profile.source is not None:
+        doc.add("source", _source_table(profile.source))
+    groups = AoT([])
+    for group in profile.groups:
+        groups.append(_group_table(group))
+    doc.add("group", groups)
+    return tomlkit.dumps(doc)
+
+
+def _source_table(source: Source) -> Table:
+    table = tomlkit.table()
+    table.add(tomlkit.comment("The capture this profile was trained on."))
+    _add_fields(table, source.model_dump(mode="json", exclude_defaults=True))
+    return table
+
+
+def _group_table(group: Group) -> Table:
+    table = tomlkit.table()
+    table.add(tomlkit.comment(f"{group.treatment.value}: {_TREATMENT_NOTES[group.treatment]}"))
+    if group.evidence is not None:
+        for line in evidence_lines(group.evidence):
+            table.add(tomlkit.comment(line))
+    data = group.model_dump(mode="json", exclude_defaults=True, exclude={"evidence"})
+    for key in ("name", "match", "exclude", "avg_runtime_us", "treatment"):
+        if key in data:
+            _add(table, key, data.pop(key))
+    for line in sizing_lines(group):
+        table.add(tomlkit.comment(line))
+    _add_fields(table, data)
+    if group.evidence is not None:
+        evidence = tomlkit.table()
+        _add_fields(evidence, group.evidence.model_dump(mode="json", exclude_defaults=True))
+        table.add("evidence", evidence)
+    return table
+
+
+def evidence_lines(evidence: Evidence) -> list[str]:
+    """What the capture showed, in words (one or more comment lines)."""
+    names = ", ".join(evidence.names[:6]) + (", ..." if len(evidence.names) > 6 else "")
+    lines = [
+        f"evidence: {_plural(evidence.threads, 'thread')}"
+        + (f" ({names})" if names else "")
+        + f", {evidence.cpu_share:.2f} CPUs busy, busiest thread {evidence.max_thread_share:.2f}"
+    ]
+    timing = [f"{evidence.wakeups_per_s:.1f} wakeups/s"]
+    if evidence.slice_p50_us is not None and evidence.slice_p99_us is not None:
+        timing.append(f"slice p50 {evidence.slice_p50_us:.0f} us / p99 "
+                      f"{evidence.slice_p99_us:.0f} us")
+    if evidence.rq_latency_p99_us is not None:
+        timing.append(f"run-queue latency p99 {evidence.rq_latency_p99_us:.0f} us")
+    if evidence.in_wake_chain:
+        timing.append("in a busy wake chain")
+    lines.append("  " + ", ".join(timing))
+    if evidence.role is not None:
+        role = f"  role {evidence.role.value}"
+        if evidence.confidence is not None:
+            role += f" (confidence {evidence.confidence:.2f})"
+        if not evidence.separable:
+            role += "; names alone do not separate it from another group"
+        lines.append(role)
+    return lines
+
+
+def sizing_lines(group: Group) -> list[str]:
+    """The sizing arithmetic of a group, as a reviewer would check it."""
+    if group.treatment is not Treatment.EXCLUSIVE:
+        if group.hot_threads:
+            return [f"sizing: not exclusive; {_plural(group.hot_threads, 'hot thread')} "
+                    "share the layer's CPUs"]
+        return ["sizing: not exclusive; no hot threads"]
+    cores = group.exclusive_cores()
+    if group.request_millicores:
+        demand = f"request {group.request_millicores}m"
+        wanted = group.request_millicores * group.cpu_fraction
+    else:
+        demand = f"{_plural(group.hot_threads, 'hot thread')} x 1000m"
+        wanted = group.hot_threads * 1000 * group.cpu_fraction
+    lines = [f"sizing: {demand} x cpu_fraction {group.cpu_fraction:.2f} = {wanted:.1f}m "
+             f"-> {_plural(cores, 'exclusive core')} (rounded up)"]
+    if group.hot_threads > cores:
+        lines.append(f"  {group.hot_threads} hot threads share {_plural(cores, 'core')}")
+    return lines
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def _add_fields(table: Table, data: dict[str, Any]) -> None:
+    for key, value in data.items():
+        _add(table, key, value)
+
+
+def _add(table: Table, key: str, value: Any) -> None:
+    if isinstance(value, list) and len(value) > 4:
+        array = tomlkit.array()
+        array.extend(value)
+        array.multiline(True)
+        table.add(key, array)
+    else:
+        table.add(key, value)
