@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sys
 
-import click
 import typer
 
 from threadwise.errors import ThreadwiseError
@@ -42,7 +41,7 @@ def _register_stages() -> None:
         try:
             module = __import__(f"threadwise.{name}.cli", fromlist=["register"])
         except ModuleNotFoundError as missing:
-            if missing.name != f"threadwise.{name}.cli":
+            if missing.name not in (f"threadwise.{name}", f"threadwise.{name}.cli"):
                 raise
             continue
         module.register(app)
@@ -56,20 +55,16 @@ def report(error: ThreadwiseError) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; usage errors exit 2 (typer), ThreadwiseErrors exit with their code."""
     _register_stages()
     try:
-        app(args=argv, standalone_mode=False)
+        app(args=argv, prog_name="threadwise")
     except ThreadwiseError as error:
         report(error)
         return error.exit_code
-    except click.exceptions.Abort:
-        print("aborted", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
         return 130
-    except click.exceptions.Exit as done:
-        return done.exit_code
-    except click.ClickException as error:
-        error.show()
-        return error.exit_code
     return 0
 
 

@@ -1,0 +1,1 @@
+"""observe: eBPF capture of a workload's threads into DuckDB."""

@@ -1,0 +1,57 @@
+"""Tracer backends: the interface every tracer implements, and how to pick one.
+
+A backend starts tracing, hands back parsed Arrow batches when polled, and on
+stop reports what the kernel counted and what was lost. Ingest (capture.py)
+only sees this interface, so a second backend (the libbpf tracer) plugs in by
+implementing it and registering in BACKENDS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from threadwise.observe.stream import ParsedChunk
+
+
+@dataclass
+class TracerReport:
+    """What a backend knows once tracing has stopped."""
+
+    end_ts: int | None
+    kernel_counts: dict[str, int] = field(default_factory=dict)
+    unparsed: int = 0               # lines the parser did not understand
+    unparsed_samples: list[str] = field(default_factory=list)
+    stderr_tail: str = ""
+
+
+class TracerBackend(Protocol):
+    name: str
+
+    def check(self) -> None:
+        """Raise MissingTool/PermissionProblem when this backend cannot run here."""
+
+    def version(self) -> str: ...
+
+    def start(self, workdir: Path, *, attach_timeout_s: float = 60.0) -> int:
+        """Start tracing; return the monotonic ns at which tracing was live."""
+
+    def poll(self) -> ParsedChunk:
+        """Events that arrived since the last poll (never blocks long)."""
+
+    def alive(self) -> bool: ...
+
+    def stop(self) -> tuple[ParsedChunk, TracerReport]:
+        """Stop tracing; return the remaining events and the final report."""
+
+
+def get_backend(name: str) -> TracerBackend:
+    from threadwise.observe.bpftrace_backend import BpftraceBackend
+
+    from threadwise.errors import UsageError
+
+    backends: dict[str, type] = {"bpftrace": BpftraceBackend}
+    if name not in backends:
+        raise UsageError(f"unknown tracer backend {name!r}", hint=f"choose one of: {', '.join(backends)}")
+    return backends[name]()

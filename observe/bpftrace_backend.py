@@ -1,0 +1,180 @@
+"""The bpftrace backend: runs tracers/sched_stream.bt and tails its output file.
+
+bpftrace writes to a file (`-o`), not a pipe, and we read it every poll: a pipe
+would wake our reader for every few events, and every wakeup is itself traced,
+which feeds back into the stream. Per-CPU perf buffers are enlarged
+(BPFTRACE_PERF_RB_PAGES) so bursts are absorbed; what still overflows is
+reported by bpftrace as "Lost N events" and, independently, shows up as the
+difference between the in-kernel @events counts and the rows we ingested.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import time
+from importlib import resources
+from pathlib import Path
+
+from threadwise.observe.backend import TracerReport
+from threadwise.observe.stream import ParsedChunk, StreamParser
+
+from threadwise.errors import MissingTool, PermissionProblem, TracerError
+
+SCRIPT = "sched_stream.bt"
+TRACEFS = Path("/sys/kernel/tracing")
+PR_SET_PDEATHSIG = 1
+PERF_RB_PAGES = "1024"   # per CPU: 4 MiB of perf ring buffer
+MAP_KEYS_MAX = "65536"   # @seen holds one key per thread seen
+DRAIN_S = 0.3            # after the stop line: let bpftrace read the other CPUs' buffers
+
+
+def script_path() -> Path:
+    return Path(str(resources.files("threadwise.observe").joinpath("tracers", SCRIPT)))
+
+
+def _child_setup() -> None:
+    # Die with the observer (kill -9 included) and ignore the terminal's Ctrl-C:
+    # the observer decides when tracing stops.
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+
+class BpftraceBackend:
+    name = "bpftrace"
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._out: Path | None = None
+        self._err: Path | None = None
+        self._fh = None
+        self._parser = StreamParser()
+
+    # -- prerequisites -------------------------------------------------------
+    def check(self) -> None:
+        if shutil.which("bpftrace") is None:
+            raise MissingTool("bpftrace is not installed",
+                              hint="run scripts/setup-system.sh (apt-get install bpftrace)")
+        if os.geteuid() != 0:
+            raise PermissionProblem(
+                "eBPF tracing needs root: bpftrace must load BPF programs and attach to "
+                "tracepoints (CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN)",
+                hint="run as root, e.g. sudo .venv/bin/threadwise observe ...",
+            )
+        if not (TRACEFS / "events" / "sched" / "sched_switch").exists():
+            raise MissingTool(
+                f"tracefs is not mounted at {TRACEFS} (no sched tracepoints visible)",
+                hint=f"mount -t tracefs nodev {TRACEFS}",
+            )
+
+    def version(self) -> str:
+        out = subprocess.run(["bpftrace", "--version"], capture_output=True, text=True, check=False)
+        match = re.search(r"v?(\d+\.\d+\.\d+)", out.stdout)
+        return match.group(1) if match else out.stdout.strip()
+
+    # -- lifecycle -------------------------------------------------------------
+    def start(self, workdir: Path, *, attach_timeout_s: float = 60.0) -> int:
+        self._out = workdir / "stream.txt"
+        self._err = workdir / "bpftrace.err"
+        self._out.touch()
+        env = dict(os.environ, BPFTRACE_PERF_RB_PAGES=PERF_RB_PAGES,
+                   BPFTRACE_MAP_KEYS_MAX=MAP_KEYS_MAX)
+        with open(self._err, "wb") as err:
+            self._proc = subprocess.Popen(
+                ["bpftrace", "-o", str(self._out), str(script_path())],
+                stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env,
+                preexec_fn=_child_setup,  # noqa: PLW1509 - prctl must run in the child
+            )
+        self._fh = open(self._out, encoding="utf-8", errors="replace")  # noqa: SIM115
+        deadline = time.monotonic() + attach_timeout_s
+        self._pending: list[ParsedChunk] = []
+        while self._parser.live_ts is None:
+            if self._proc.poll() is not None:
+                raise TracerError(f"bpftrace exited with status {self._proc.returncode} before "
+                                  f"tracing started: {self._stderr_tail()}")
+            if time.monotonic() > deadline:
+                self._kill()
+                raise TracerError(f"bpftrace did not attach within {attach_timeout_s:.0f} s: "
+                                  f"{self._stderr_tail()}")
+            self._pending.append(self._read())
+            time.sleep(0.05)
+        return self._parser.live_ts
+
+    def _read(self) -> ParsedChunk:
+        assert self._fh is not None
+        return self._parser.feed(self._fh.read())
+
+    def poll(self) -> ParsedChunk:
+        chunk = self._read()
+        if self._pending:
+            chunk = _merge([*self._pending, chunk])
+            self._pending = []
+        return chunk
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def stop(self) -> tuple[ParsedChunk, TracerReport]:
+        assert self._proc is not None
+        chunks = [self.poll()]
+        if self._proc.poll() is None:
+            # kill(pid, 0) is the script's stop trigger (see sched_stream.bt): the
+            # kernel side stops counting and printing, then we drain the buffers
+            # (until the E line and a little longer for the other CPUs' buffers)
+            # before SIGINT makes bpftrace detach.
+            os.kill(self._proc.pid, 0)
+            deadline = time.monotonic() + 10
+            while self._parser.end_ts is None and time.monotonic() < deadline and self.alive():
+                time.sleep(0.05)
+                chunks.append(self._read())
+            time.sleep(DRAIN_S)
+            chunks.append(self._read())
+            self._proc.send_signal(signal.SIGINT)
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._kill()
+        chunks.append(self._read())
+        chunks.append(self._parser.close())
+        if self._fh is not None:
+            self._fh.close()
+        report = TracerReport(
+            end_ts=self._parser.end_ts,
+            kernel_counts=dict(self._parser.kernel_counts),
+            unparsed=self._parser.unparsed,
+            unparsed_samples=list(self._parser.unparsed_samples),
+            stderr_tail=self._stderr_tail(),
+        )
+        return _merge(chunks), report
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+    def _stderr_tail(self) -> str:
+        if self._err is None or not self._err.exists():
+            return ""
+        lines = [line for line in self._err.read_text(errors="replace").splitlines()
+                 if "RLIMIT_MEMLOCK" not in line and line.strip()]
+        return " | ".join(lines[-5:])
+
+
+def _merge(chunks: list[ParsedChunk]) -> ParsedChunk:
+    import pyarrow as pa
+
+    tables: dict[str, list[pa.Table]] = {}
+    lost: list[int] = []
+    for chunk in chunks:
+        lost.extend(chunk.lost)
+        for name, table in chunk.tables.items():
+            tables.setdefault(name, []).append(table)
+    return ParsedChunk({name: pa.concat_tables(parts) for name, parts in tables.items()}, lost)

@@ -1,0 +1,247 @@
+"""Orchestrate one capture: tracer + target + /proc snapshots -> one DuckDB file.
+
+Order matters for honesty:
+1. tracing goes live first (the tracer's BEGIN), then a launched command
+   starts, so thread births are seen;
+2. the start snapshot of /proc (the kernel's runtime per thread) is read while
+   tracing is live, and the end snapshot before tracing stops, so every
+   thread's runtime in the capture can be checked against the kernel's;
+3. the file is finalized and renamed into place last; Ctrl-C ends tracing
+   early but still finalizes; any failure after data arrived still keeps it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import signal
+import socket
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from threadwise.observe import procfs
+from threadwise.observe.backend import TracerBackend, TracerReport, get_backend
+from threadwise.observe.store import SCHEMA_VERSION, CaptureWriter
+from threadwise.observe.stream import ParsedChunk
+from threadwise.observe.target import Target
+from threadwise.observe.topology import read_topology
+
+from threadwise.errors import TargetError, TracerError
+
+POLL_INTERVAL_S = 0.25
+SCAN_INTERVAL_S = 0.5
+# raw table <- kernel counter name in the tracer
+COUNTED = {"switch": "raw_sched_switch", "waking": "raw_sched_waking",
+           "migrate": "raw_sched_migrate", "new": "raw_task_new", "exit": "raw_task_exit",
+           "rename": "raw_task_rename"}
+_EVENT_TABLES = frozenset(COUNTED.values())
+
+
+@dataclass
+class CaptureResult:
+    path: Path
+    duration_s: float
+    events: int
+    events_lost: int
+    end_reason: str
+    target_threads: int
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.duration_s if self.duration_s > 0 else 0.0
+
+
+Progress = Callable[[str], None]
+
+
+def _stderr_progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class _Snapshotter:
+    """Reads /proc for target processes: at start, for new threads, and at end."""
+
+    def __init__(self, writer: CaptureWriter) -> None:
+        self.writer = writer
+        self.seen_tids: set[int] = set()
+
+    def take(self, tgids: set[int], phase: str, *, only_new: bool = False) -> int:
+        rows = []
+        for tgid in sorted(tgids):
+            for snap in procfs.snapshot_process(tgid):
+                if only_new and snap.tid in self.seen_tids:
+                    continue
+                self.seen_tids.add(snap.tid)
+                rows.append((snap.ts, phase, snap.tid, snap.tgid, snap.comm, snap.process_comm,
+                             snap.cmdline, snap.cgroup, snap.nice, snap.policy, snap.rt_priority,
+                             snap.sum_exec_runtime, snap.run_delay, snap.timeslices))
+        if rows:
+            self.writer.insert_rows(
+                "proc_snapshot",
+                ["ts", "phase", "tid", "tgid", "comm", "process_comm", "cmdline", "cgroup", "nice",
+                 "policy", "rt_priority", "sum_exec_runtime", "run_delay", "timeslices"],
+                rows,
+            )
+        return len(rows)
+
+
+def observe(target: Target, output: Path, *, duration_s: float | None, force: bool = False,
+            backend_name: str = "bpftrace", progress: Progress = _stderr_progress) -> CaptureResult:
+    backend = get_backend(backend_name)
+    backend.check()
+    writer = CaptureWriter(output, force=force)
+    workdir = Path(tempfile.mkdtemp(prefix="threadwise-observe-"))
+    try:
+        return _run(target, writer, backend, workdir, duration_s=duration_s, progress=progress)
+    except BaseException:
+        writer.abandon()
+        target.stop_launched()
+        raise
+    finally:
+        for leftover in workdir.iterdir():
+            leftover.unlink()
+        workdir.rmdir()
+
+
+def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir: Path, *,
+         duration_s: float | None, progress: Progress) -> CaptureResult:
+    _write_topology(writer)
+    start_wall = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    progress(f"observe: attaching {backend.name} (target {target.kind} {target.spec}) ...")
+    live_ts = backend.start(workdir)
+    if target.kind == "command":
+        target.launch()
+    snapper = _Snapshotter(writer)
+    snapper.take(target.tgids, "start")
+    progress(f"observe: tracing live; target has {len(target.tgids)} process(es), "
+             f"{len(snapper.seen_tids)} thread(s)"
+             + (f"; {duration_s:g} s" if duration_s else "; until Ctrl-C or the target exits"))
+
+    lost_reported = 0
+    events = 0
+    end_reason = "duration"
+    warnings: list[str] = []
+    started = time.monotonic()
+    next_scan = next_report = started
+    try:
+        while True:
+            time.sleep(POLL_INTERVAL_S)
+            chunk = backend.poll()
+            events += _ingest(writer, chunk)
+            lost_reported += sum(chunk.lost)
+            now = time.monotonic()
+            if now >= next_scan:
+                target.refresh()
+                snapper.take(target.tgids, "scan", only_new=True)
+                next_scan = now + SCAN_INTERVAL_S
+            if now >= next_report + 5:
+                next_report = now
+                progress(f"observe: {now - started:5.1f} s, {events:,} events, {lost_reported:,} lost")
+            if not backend.alive():
+                end_reason = "tracer-failed"
+                warnings.append("the tracer stopped unexpectedly; the capture keeps what it recorded")
+                break
+            if not target.alive():
+                end_reason = "target-exited"
+                break
+            if duration_s is not None and now - started >= duration_s:
+                break
+    except KeyboardInterrupt:
+        end_reason = "interrupted"
+        progress("observe: interrupted; finishing the capture (keeps what was recorded) ...")
+
+    # From here on the capture must complete: a second Ctrl-C would lose it.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        snapper.take(target.tgids, "end")
+        chunk, report = backend.stop()
+        events += _ingest(writer, chunk)
+        lost_reported += sum(chunk.lost)
+        target.refresh()
+        target.stop_launched()
+        return _finish(writer, backend, target, report=report, live_ts=live_ts,
+                       start_wall=start_wall, events=events, lost_reported=lost_reported,
+                       end_reason=end_reason, warnings=warnings,
+                       target_threads=len(snapper.seen_tids))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _ingest(writer: CaptureWriter, chunk: ParsedChunk) -> int:
+    count = 0
+    for table, batch in chunk.tables.items():
+        writer.append(table, batch)
+        if table in _EVENT_TABLES:
+            count += batch.num_rows
+    if count:
+        writer.checkpoint()
+    return count
+
+
+def _write_topology(writer: CaptureWriter) -> None:
+    writer.insert_rows(
+        "cpu_topology",
+        ["cpu", "core_id", "package_id", "core_key", "smt_siblings", "llc_id", "llc_cpus", "online"],
+        [(c.cpu, c.core_id, c.package_id, c.core_key, list(c.smt_siblings), c.llc_id,
+          list(c.llc_cpus), c.online) for c in read_topology()],
+    )
+
+
+def _finish(writer: CaptureWriter, backend: TracerBackend, target: Target, *, report: TracerReport,
+            live_ts: int, start_wall: dt.datetime, events: int, lost_reported: int,
+            end_reason: str, warnings: list[str], target_threads: int) -> CaptureResult:
+    # Loss, two independent ways: the tracer's own reports, and kernel counts
+    # minus what reached the tables. The larger is stored; both are kept.
+    counted_rows = []
+    missing = 0
+    for name, table in COUNTED.items():
+        kernel = report.kernel_counts.get(name, 0)
+        ingested = writer.rows[table]
+        counted_rows.append((name, kernel, ingested))
+        missing += max(0, kernel - ingested)
+    writer.insert_rows("tracer_counts", ["event", "kernel", "ingested"], counted_rows)
+    if not report.kernel_counts:
+        warnings.append("the tracer reported no kernel event counts; loss is only what it reported")
+    if report.unparsed:
+        warnings.append(f"{report.unparsed} tracer lines were not understood, e.g. "
+                        f"{report.unparsed_samples[:2]}")
+    events_lost = max(lost_reported, missing)
+    if lost_reported:
+        writer.insert_rows("raw_lost", ["ts", "source", "events"],
+                           [(report.end_ts or live_ts, f"{backend.name} reported", lost_reported)])
+    end_ts = report.end_ts or time.monotonic_ns()
+    first_event = writer.con.execute("SELECT min(ts) FROM raw_sched_switch").fetchone()
+    start_ts = min(live_ts, first_event[0]) if first_event and first_event[0] else live_ts
+    loss_detail = (f"{backend.name} reported {lost_reported}; kernel counted "
+                   f"{sum(k for _, k, _ in counted_rows)}, ingested {sum(i for _, _, i in counted_rows)}")
+    if end_reason == "target-exited" and target.kind != "command":
+        warnings.append("the target exited during the capture; the capture keeps what was recorded")
+    writer.insert_rows(
+        "capture",
+        ["capture_id", "schema_version", "host", "kernel_release", "start_wall", "start_ts", "end_ts",
+         "duration_ns", "target_kind", "target_spec", "target_tgids", "tracer_backend",
+         "tracer_version", "events_recorded", "events_lost", "loss_detail", "end_reason", "notes"],
+        [(str(uuid.uuid4()), SCHEMA_VERSION, socket.gethostname(), os.uname().release, start_wall,
+          start_ts, end_ts, end_ts - start_ts, target.kind, target.spec, sorted(target.tgids),
+          backend.name, backend.version(), events, events_lost, loss_detail, end_reason,
+          "; ".join(warnings) or None)],
+    )
+    path = writer.finalize()
+    with contextlib.suppress(Exception):
+        os.chmod(path, 0o644)
+    result = CaptureResult(path, (end_ts - start_ts) / 1e9, events, events_lost, end_reason,
+                           target_threads, warnings)
+    if end_reason == "tracer-failed":
+        raise TracerError(f"the tracer failed: {report.stderr_tail or 'no message'}; "
+                          f"what was recorded is kept in {path}")
+    if end_reason == "target-exited" and target.kind != "command":
+        raise TargetError(f"the target exited after {result.duration_s:.1f} s; "
+                          f"the capture up to then is kept in {path}")
+    return result

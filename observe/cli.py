@@ -1,0 +1,75 @@
+"""CLI commands of the observe stage: `observe` and `show`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def observe_command(
+    command: Annotated[list[str] | None, typer.Argument(
+        help="Launch this command and observe it (write it after --).", show_default=False)] = None,
+    pid: Annotated[int | None, typer.Option("--pid", "-p", help="Observe a running process.")] = None,
+    comm: Annotated[str | None, typer.Option(
+        "--comm", "-c",
+        help="Observe every process with this name (15 chars, as the kernel keeps it).")] = None,
+    cgroup: Annotated[str | None, typer.Option(
+        "--cgroup",
+        help="Observe the processes of a cgroup v2 path, e.g. /system.slice/x.service.")] = None,
+    duration: Annotated[str | None, typer.Option(
+        "--duration", "-d",
+        help="How long to trace: 10s, 500ms, 2m. Default: until Ctrl-C or the target exits.")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Capture file to write. Default: <target>-<time>.duckdb here.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing capture file.")] = False,
+    backend: Annotated[str, typer.Option(help="Tracer backend.")] = "bpftrace",
+) -> None:
+    """Record a workload's threads with eBPF into one DuckDB capture file.
+
+    Traces sched_switch, wakeups (with the waker), migrations, thread births,
+    exits and renames on every CPU, and reads the kernel's own runtime of each
+    target thread from /proc at start and end. Needs root.
+
+    Examples:
+
+      threadwise observe --comm redis-server -d 10s -o redis.duckdb
+
+      threadwise observe -d 5s -- ./rolesim --hot 2
+    """
+    from threadwise.observe.capture import observe
+    from threadwise.observe.target import Target, parse_duration
+
+    seconds = parse_duration(duration) if duration is not None else None
+    target = Target.from_options(pid=pid, comm=comm, cgroup=cgroup, command=command)
+    if output is None:
+        import time
+
+        label = (comm or (Path(command[0]).name if command else None)
+                 or (f"pid{pid}" if pid else "cgroup"))
+        output = Path(f"{label}-{time.strftime('%Y%m%d-%H%M%S')}.duckdb")
+    result = observe(target, output, duration_s=seconds, force=force, backend_name=backend)
+    for warning in result.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    typer.echo(f"wrote {result.path}: {result.duration_s:.2f} s, {result.events:,} events "
+               f"({result.events_per_s:,.0f}/s), {result.events_lost:,} lost, "
+               f"{result.target_threads} target threads, ended by {result.end_reason}")
+
+
+def show_command(
+    capture: Annotated[Path, typer.Argument(help="A capture file written by `threadwise observe`.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    top: Annotated[int, typer.Option(help="How many threads to list.")] = 10,
+) -> None:
+    """Summarize a capture: duration, threads, events, loss, top threads, topology."""
+    from threadwise.observe.summary import render, summarize
+
+    info = summarize(capture, top=top)
+    typer.echo(json.dumps(info, indent=2, default=str) if as_json else render(info))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("observe", context_settings={"allow_interspersed_args": False})(observe_command)
+    app.command("show")(show_command)

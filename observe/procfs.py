@@ -1,0 +1,157 @@
+"""Read threads, processes and the kernel's own CPU accounting from /proc.
+
+Everything here tolerates the process or thread vanishing between listing and
+reading (it returns None / skips), because targets exit while we look.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+
+# /proc/<pid>/stat field 41 (policy) values, include/uapi/linux/sched.h.
+POLICIES = {0: "SCHED_OTHER", 1: "SCHED_FIFO", 2: "SCHED_RR", 3: "SCHED_BATCH", 5: "SCHED_IDLE",
+            6: "SCHED_DEADLINE", 7: "SCHED_EXT"}
+
+
+@dataclass(frozen=True)
+class ThreadSnapshot:
+    """One thread as /proc shows it at `ts` (monotonic ns)."""
+
+    ts: int
+    tid: int
+    tgid: int
+    comm: str
+    process_comm: str
+    cmdline: str
+    cgroup: str
+    nice: int
+    policy: str
+    rt_priority: int
+    sum_exec_runtime: int
+    run_delay: int
+    timeslices: int
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    except OSError:
+        return None
+
+
+def pid_exists(pid: int) -> bool:
+    return (PROC / str(pid)).is_dir()
+
+
+def process_comm(pid: int) -> str | None:
+    text = _read(PROC / str(pid) / "comm")
+    return None if text is None else text.rstrip("\n")
+
+
+def thread_ids(tgid: int) -> list[int]:
+    try:
+        return sorted(int(name) for name in os.listdir(PROC / str(tgid) / "task"))
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+
+
+def all_pids() -> list[int]:
+    return sorted(int(name) for name in os.listdir(PROC) if name.isdigit())
+
+
+def pids_by_comm(comm: str) -> list[int]:
+    """Processes whose comm equals `comm` (compared at the kernel's 15 characters)."""
+    wanted = comm[:15]
+    return [pid for pid in all_pids() if process_comm(pid) == wanted]
+
+
+def cgroup_of(pid: int) -> str | None:
+    text = _read(PROC / str(pid) / "cgroup")
+    if text is None:
+        return None
+    for line in text.splitlines():
+        # cgroup v2: "0::/path"; on hybrid hosts prefer the unified line.
+        if line.startswith("0::"):
+            return line[3:]
+    return text.splitlines()[0].split(":", 2)[-1] if text else ""
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct child processes (from every thread's children list)."""
+    found: list[int] = []
+    for tid in thread_ids(pid):
+        text = _read(PROC / str(pid) / "task" / str(tid) / "children")
+        if text:
+            found.extend(int(x) for x in text.split())
+    return found
+
+
+def descendants_of(pid: int) -> list[int]:
+    out: list[int] = []
+    stack = [pid]
+    while stack:
+        for child in children_of(stack.pop()):
+            if child not in out:
+                out.append(child)
+                stack.append(child)
+    return out
+
+
+def _stat_fields(text: str) -> list[str]:
+    # comm (field 2) may contain spaces and parentheses: split after the last ')'.
+    return text[text.rfind(")") + 2 :].split()
+
+
+def snapshot_thread(tgid: int, tid: int, *, process_name: str, cmdline: str,
+                    cgroup: str) -> ThreadSnapshot | None:
+    base = PROC / str(tgid) / "task" / str(tid)
+    schedstat = _read(base / "schedstat")
+    stat = _read(base / "stat")
+    comm = _read(base / "comm")
+    ts = time.monotonic_ns()
+    if schedstat is None or stat is None or comm is None:
+        return None
+    runtime, delay, slices = (int(x) for x in schedstat.split()[:3])
+    fields = _stat_fields(stat)
+    # Fields after comm start at index 3 (state); nice = 19, rt_priority = 40, policy = 41.
+    nice = int(fields[19 - 3])
+    rt_priority = int(fields[40 - 3])
+    policy = POLICIES.get(int(fields[41 - 3]), f"policy-{fields[41 - 3]}")
+    return ThreadSnapshot(ts, tid, tgid, comm.rstrip("\n"), process_name, cmdline, cgroup,
+                          nice, policy, rt_priority, runtime, delay, slices)
+
+
+def snapshot_process(tgid: int) -> list[ThreadSnapshot]:
+    """Every thread of `tgid` with its schedstat, read as close together as we can."""
+    name = process_comm(tgid)
+    if name is None:
+        return []
+    raw_cmdline = _read(PROC / str(tgid) / "cmdline") or ""
+    cmdline = raw_cmdline.replace("\0", " ").strip()
+    cgroup = cgroup_of(tgid) or ""
+    snaps = []
+    for tid in thread_ids(tgid):
+        snap = snapshot_thread(tgid, tid, process_name=name, cmdline=cmdline, cgroup=cgroup)
+        if snap is not None:
+            snaps.append(snap)
+    return snaps
+
+
+def cgroup_pids(cgroup: str) -> list[int] | None:
+    """Processes in a cgroup v2 directory and its descendants (None if no such cgroup)."""
+    root = Path("/sys/fs/cgroup") / cgroup.lstrip("/")
+    if not root.is_dir():
+        return None
+    pids: set[int] = set()
+    for directory, _dirs, files in os.walk(root):
+        if "cgroup.procs" in files:
+            text = _read(Path(directory) / "cgroup.procs") or ""
+            pids.update(int(x) for x in text.split())
+    return sorted(pids)

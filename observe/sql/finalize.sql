@@ -1,0 +1,252 @@
+-- finalize.sql: derived, Perfetto-shaped tables of a complete capture.
+--
+-- Problem: raw events carry kernel tids, which are reused, and a switch event
+-- only says who left and who entered a CPU. Analysis wants threads with stable
+-- ids and intervals (slices, states) like Perfetto's trace processor.
+-- Approach: a thread *instance* is a tid between two task_newtask events for
+-- that tid (the first instance, born before the capture, starts at -inf).
+-- Every event is mapped to its instance with an ASOF join on (tid, ts).
+-- Slices are consecutive switches on one CPU; the first slice of each CPU
+-- starts at the capture start and the last ends at the capture end (clipped,
+-- flagged), so per-thread runtime inside the window is exact.
+-- Run once per capture, after the last raw batch; parameters: none (capture
+-- window comes from the `capture` table).
+
+-- ---------------------------------------------------------------------------
+-- Thread instances
+-- ---------------------------------------------------------------------------
+CREATE TEMP TABLE _births AS
+    SELECT DISTINCT tid, ts AS born_ts FROM raw_task_new
+    UNION
+    SELECT DISTINCT tid, -9223372036854775807 AS born_ts FROM (
+        SELECT prev_tid AS tid FROM raw_sched_switch
+        UNION SELECT next_tid FROM raw_sched_switch
+        UNION SELECT wakee_tid FROM raw_sched_waking
+        UNION SELECT waker_tid FROM raw_sched_waking
+        UNION SELECT tid FROM raw_sched_migrate
+        UNION SELECT tid FROM raw_task_exit
+        UNION SELECT tid FROM raw_task_rename
+        UNION SELECT tid FROM raw_task_seen
+        UNION SELECT tid FROM proc_snapshot
+        UNION SELECT parent_tid FROM raw_task_new
+    );
+
+-- tid 0 (the idle tasks of every CPU) gets utid 0, as in Perfetto.
+CREATE TEMP TABLE _instance AS
+    SELECT
+        tid,
+        born_ts,
+        LEAD(born_ts) OVER (PARTITION BY tid ORDER BY born_ts) AS next_born_ts,
+        ROW_NUMBER() OVER (ORDER BY (tid <> 0), born_ts, tid) - 1 AS utid
+    FROM _births;
+
+-- Keyed event streams (tid, ts) -> utid, via ASOF on the latest birth <= ts.
+CREATE TEMP TABLE _switch AS
+    SELECT s.ts, s.cpu, s.prev_state, s.prev_prio, s.next_prio,
+           p.utid AS prev_utid, n.utid AS next_utid, s.prev_tid, s.next_tid
+    FROM raw_sched_switch s
+    ASOF JOIN _instance p ON p.tid = s.prev_tid AND s.ts >= p.born_ts
+    ASOF JOIN _instance n ON n.tid = s.next_tid AND s.ts >= n.born_ts;
+
+-- ---------------------------------------------------------------------------
+-- sched_slice: who held each CPU, when (Perfetto: sched_slice)
+-- ---------------------------------------------------------------------------
+CREATE TABLE sched_slice AS
+WITH ordered AS (
+    SELECT *,
+        LEAD(ts) OVER w AS next_ts,
+        LEAD(prev_state) OVER w AS next_prev_state,
+        ROW_NUMBER() OVER w AS nth
+    FROM _switch
+    WINDOW w AS (PARTITION BY cpu ORDER BY ts)
+), bounds AS (
+    SELECT start_ts, end_ts FROM capture
+), body AS (
+    -- A slice of next_utid from this switch to the next switch on the CPU.
+    SELECT o.ts, COALESCE(o.next_ts, b.end_ts) - o.ts AS dur, o.cpu, o.next_utid AS utid,
+           o.next_prev_state AS raw_end_state, o.next_prio AS priority,
+           o.next_ts IS NULL AS clipped
+    FROM ordered o, bounds b
+), head AS (
+    -- The thread that held the CPU when tracing started, up to its first switch.
+    SELECT b.start_ts AS ts, o.ts - b.start_ts AS dur, o.cpu, o.prev_utid AS utid,
+           o.prev_state AS raw_end_state, o.prev_prio AS priority, TRUE AS clipped
+    FROM ordered o, bounds b
+    WHERE o.nth = 1 AND o.ts > b.start_ts
+)
+SELECT ts, dur, cpu, utid,
+    -- Perfetto's end_state letters; R+ = preempted (TASK_REPORT_MAX bit, 0x100).
+    CASE
+        WHEN raw_end_state IS NULL THEN NULL
+        WHEN raw_end_state & 256 <> 0 THEN 'R+'
+        WHEN raw_end_state & 127 = 0 AND raw_end_state & 128 = 0 THEN 'R'
+        WHEN raw_end_state & 1 <> 0 THEN 'S'
+        WHEN raw_end_state & 2 <> 0 THEN 'D'
+        WHEN raw_end_state & 4 <> 0 THEN 'T'
+        WHEN raw_end_state & 8 <> 0 THEN 't'
+        WHEN raw_end_state & 16 <> 0 THEN 'X'
+        WHEN raw_end_state & 32 <> 0 THEN 'Z'
+        WHEN raw_end_state & 64 <> 0 THEN 'P'
+        ELSE 'I'
+    END::VARCHAR AS end_state,
+    priority, clipped
+FROM (SELECT * FROM body UNION ALL SELECT * FROM head)
+WHERE dur >= 0
+ORDER BY ts, cpu;
+
+-- ---------------------------------------------------------------------------
+-- wakeup and migration, keyed by utid
+-- ---------------------------------------------------------------------------
+CREATE TABLE wakeup AS
+    SELECT w.ts, w.cpu,
+           CASE WHEN w.waker_tid = 0 THEN NULL ELSE a.utid END AS waker_utid,
+           b.utid AS wakee_utid, w.target_cpu, w.is_new
+    FROM raw_sched_waking w
+    ASOF JOIN _instance a ON a.tid = w.waker_tid AND w.ts >= a.born_ts
+    ASOF JOIN _instance b ON b.tid = w.wakee_tid AND w.ts >= b.born_ts
+    ORDER BY w.ts;
+
+CREATE TABLE migration AS
+    SELECT m.ts, i.utid, m.orig_cpu, m.dest_cpu
+    FROM raw_sched_migrate m
+    ASOF JOIN _instance i ON i.tid = m.tid AND m.ts >= i.born_ts
+    ORDER BY m.ts;
+
+-- ---------------------------------------------------------------------------
+-- thread_state: Running / R / R+ / S / D ... intervals (Perfetto: thread_state)
+-- After a slice ends in a sleep state the thread sleeps until its first waking,
+-- then is runnable ('R', with the waker) until its next slice. After a
+-- preemption ('R+') it is runnable until its next slice.
+-- ---------------------------------------------------------------------------
+CREATE TEMP TABLE _gap AS
+    SELECT utid, ts + dur AS gap_ts,
+           LEAD(ts) OVER (PARTITION BY utid ORDER BY ts) AS gap_end,
+           end_state, cpu
+    FROM sched_slice
+    WHERE utid <> 0;
+
+CREATE TEMP TABLE _gap_wake AS
+    SELECT g.*, w.ts AS wake_ts, w.waker_utid, w.target_cpu
+    FROM _gap g
+    ASOF LEFT JOIN (SELECT ts, wakee_utid, waker_utid, target_cpu FROM wakeup) w
+        ON w.wakee_utid = g.utid AND w.ts >= g.gap_ts
+    WHERE g.gap_end IS NOT NULL AND g.end_state IS NOT NULL;
+
+CREATE TABLE thread_state AS
+SELECT * FROM (
+    SELECT ts, dur, utid, 'Running'::VARCHAR AS state, NULL::BIGINT AS waker_utid, cpu
+    FROM sched_slice WHERE utid <> 0
+    UNION ALL
+    -- runnable right away (preempted or yielded)
+    SELECT gap_ts, gap_end - gap_ts, utid, end_state, NULL, cpu
+    FROM _gap_wake WHERE end_state IN ('R', 'R+')
+    UNION ALL
+    -- asleep until woken (or until the next slice if the waking was not seen)
+    SELECT gap_ts,
+           CASE WHEN wake_ts IS NOT NULL AND wake_ts < gap_end THEN wake_ts ELSE gap_end END - gap_ts,
+           utid, end_state, NULL, cpu
+    FROM _gap_wake WHERE end_state NOT IN ('R', 'R+')
+    UNION ALL
+    -- woken, waiting for a CPU
+    SELECT wake_ts, gap_end - wake_ts, utid, 'R', waker_utid, target_cpu
+    FROM _gap_wake
+    WHERE end_state NOT IN ('R', 'R+') AND wake_ts IS NOT NULL AND wake_ts < gap_end
+)
+ORDER BY utid, ts;
+
+-- ---------------------------------------------------------------------------
+-- thread and process
+-- ---------------------------------------------------------------------------
+CREATE TEMP TABLE _instance_span AS
+    SELECT utid, MIN(ts) AS first_ts, MAX(ts + dur) AS last_ts
+    FROM sched_slice GROUP BY utid;
+
+-- Names and tgids, newest evidence first: /proc at end, renames, first seen, birth.
+CREATE TEMP TABLE _facts AS
+    SELECT i.utid, f.ts, f.tgid, f.comm, f.rank
+    FROM (
+        SELECT ts, tid, tgid, comm, 1 AS rank FROM proc_snapshot
+        UNION ALL SELECT ts, tid, NULL, new_comm, 2 FROM raw_task_rename
+        UNION ALL SELECT ts, tid, tgid, comm, 3 FROM raw_task_exit
+        UNION ALL SELECT ts, tid, tgid, comm, 4 FROM raw_task_seen
+        UNION ALL SELECT ts, tid, tgid, comm, 5 FROM raw_task_new
+    ) f
+    ASOF JOIN _instance i ON i.tid = f.tid AND f.ts >= i.born_ts;
+
+CREATE TEMP TABLE _thread_facts AS
+    SELECT utid,
+        ARG_MAX(comm, ts) FILTER (WHERE comm IS NOT NULL AND rank IN (1, 2, 3, 4)) AS last_name,
+        ARG_MIN(comm, ts) FILTER (WHERE comm IS NOT NULL AND rank = 5) AS birth_name,
+        ANY_VALUE(tgid) FILTER (WHERE tgid IS NOT NULL) AS tgid
+    FROM _facts GROUP BY utid;
+
+CREATE TEMP TABLE _thread0 AS
+    SELECT i.utid, i.tid,
+        CASE WHEN i.tid = 0 THEN 0 ELSE f.tgid END AS tgid,
+        CASE WHEN i.tid = 0 THEN 'swapper' ELSE COALESCE(f.last_name, f.birth_name) END AS name,
+        CASE WHEN i.born_ts < -9223372036854775000 THEN NULL ELSE i.born_ts END AS start_ts,
+        x.ts AS end_ts,
+        i.born_ts
+    FROM _instance i
+    LEFT JOIN _thread_facts f USING (utid)
+    LEFT JOIN (
+        SELECT i2.utid, MIN(e.ts) AS ts FROM raw_task_exit e
+        ASOF JOIN _instance i2 ON i2.tid = e.tid AND e.ts >= i2.born_ts
+        GROUP BY i2.utid
+    ) x USING (utid);
+
+-- A process is the instance of its leader thread (tid = tgid) alive when the
+-- thread was born; upid 0 is the idle "process".
+CREATE TEMP TABLE _thread_leader AS
+    SELECT t.utid, l.utid AS leader_utid
+    FROM _thread0 t
+    ASOF LEFT JOIN (SELECT tid, born_ts, utid FROM _instance) l
+        ON l.tid = t.tgid AND GREATEST(t.born_ts, -9223372036854775807) >= l.born_ts;
+
+CREATE TABLE process AS
+WITH leaders AS (
+    SELECT DISTINCT leader_utid FROM _thread_leader WHERE leader_utid IS NOT NULL
+), snap AS (
+    SELECT tgid, ARG_MAX(process_comm, ts) AS name, ARG_MAX(cmdline, ts) AS cmdline,
+           ARG_MAX(cgroup, ts) AS cgroup
+    FROM proc_snapshot GROUP BY tgid
+)
+SELECT
+    (ROW_NUMBER() OVER (ORDER BY (t.tid <> 0), t.tid, t.born_ts) - 1)::BIGINT AS upid,
+    t.tid AS pid,
+    COALESCE(s.name, t.name) AS name,
+    s.cmdline,
+    s.cgroup,
+    t.start_ts,
+    t.end_ts,
+    list_contains(c.target_tgids, t.tid) AS is_target,
+    t.utid AS leader_utid
+FROM leaders l
+JOIN _thread0 t ON t.utid = l.leader_utid
+LEFT JOIN snap s ON s.tgid = t.tid
+CROSS JOIN capture c;
+
+CREATE TABLE thread AS
+WITH last_snap AS (
+    SELECT tid, ARG_MAX(nice, ts) AS nice, ARG_MAX(policy, ts) AS policy,
+           ARG_MAX(cgroup, ts) AS cgroup
+    FROM proc_snapshot GROUP BY tid
+)
+SELECT
+    t.utid::BIGINT AS utid, t.tid, t.tgid, p.upid, t.name,
+    t.start_ts, t.end_ts,
+    sp.first_ts AS first_seen_ts, sp.last_ts AS last_seen_ts,
+    COALESCE(p.is_target, FALSE) AS is_target,
+    s.nice, s.policy, s.cgroup,
+    t.tid = t.tgid AS is_main_thread
+FROM _thread0 t
+LEFT JOIN _thread_leader tl USING (utid)
+LEFT JOIN process p ON p.leader_utid = tl.leader_utid
+LEFT JOIN _instance_span sp ON sp.utid = t.utid
+-- /proc facts belong to the instance alive at the end (the last one of a tid).
+LEFT JOIN last_snap s ON s.tid = t.tid AND t.end_ts IS NULL
+ORDER BY utid;
+
+DROP TABLE _births; DROP TABLE _instance; DROP TABLE _switch; DROP TABLE _gap;
+DROP TABLE _gap_wake; DROP TABLE _instance_span; DROP TABLE _facts;
+DROP TABLE _thread_facts; DROP TABLE _thread0; DROP TABLE _thread_leader;

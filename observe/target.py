@@ -1,0 +1,127 @@
+"""What to observe: a pid, a process name, a cgroup, or a command we launch.
+
+The target is a set of processes (tgids) that can grow during the capture:
+new processes with the name, new members of the cgroup, children of the pid
+or command. Tracing itself is system-wide (who else held the CPUs matters);
+the target decides which threads are marked `is_target` and get /proc
+snapshots with the kernel's own runtime accounting.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass, field
+
+from threadwise.observe import procfs
+
+from threadwise.errors import TargetError, UsageError
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+MAX_DURATION_S = 24 * 3600
+
+
+def parse_duration(text: str) -> float:
+    """'10', '10s', '500ms', '2m' -> seconds; nonsense is a UsageError."""
+    match = _DURATION.match(text)
+    if not match:
+        raise UsageError(f"cannot read duration {text!r}", hint="write e.g. 10s, 500ms or 2m")
+    seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
+    if seconds < 0.1:
+        raise UsageError(f"duration {text!r} is too short to observe anything",
+                         hint="use at least 100ms")
+    if seconds > MAX_DURATION_S:
+        raise UsageError(f"duration {text!r} is longer than 24 h",
+                         hint="a capture that long would not fit a DuckDB file sensibly; use <= 24h")
+    return seconds
+
+
+@dataclass
+class Target:
+    kind: str                      # pid | comm | cgroup | command
+    spec: str                      # what the user asked for, as text
+    pid: int | None = None
+    comm: str | None = None
+    cgroup: str | None = None
+    command: list[str] | None = None
+    tgids: set[int] = field(default_factory=set)
+    launched: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def from_options(cls, *, pid: int | None, comm: str | None, cgroup: str | None,
+                     command: list[str] | None) -> Target:
+        chosen = [name for name, value in
+                  (("--pid", pid), ("--comm", comm), ("--cgroup", cgroup), ("-- CMD", command))
+                  if value]
+        if len(chosen) != 1:
+            raise UsageError(
+                "choose exactly one target" + (f" (got {', '.join(chosen)})" if chosen else ""),
+                hint="--pid PID, --comm NAME, --cgroup PATH, or -- CMD ARGS... to launch one",
+            )
+        if pid is not None:
+            if pid <= 0 or not procfs.pid_exists(pid):
+                raise TargetError(f"no process with pid {pid}", hint="check it with: ps -p PID")
+            return cls("pid", str(pid), pid=pid, tgids={pid, *procfs.descendants_of(pid)})
+        if comm is not None:
+            if len(comm) > 15:
+                raise UsageError(f"process name {comm!r} is longer than 15 characters",
+                                 hint=f"the kernel truncates comm to 15: use {comm[:15]!r}")
+            found = procfs.pids_by_comm(comm)
+            if not found:
+                raise TargetError(f"no running process is named {comm!r}",
+                                  hint="list names with: ps -eo comm | sort -u")
+            return cls("comm", comm, comm=comm, tgids=set(found))
+        if cgroup is not None:
+            found = procfs.cgroup_pids(cgroup)
+            if found is None:
+                raise TargetError(f"no cgroup {cgroup!r} under /sys/fs/cgroup",
+                                  hint="give a cgroup v2 path, e.g. /system.slice/redis.service")
+            return cls("cgroup", cgroup, cgroup=cgroup, tgids=set(found))
+        assert command is not None
+        return cls("command", shlex.join(command), command=list(command))
+
+    def launch(self) -> None:
+        """Start the command (only after tracing is live, so its threads' births are seen)."""
+        assert self.command is not None
+        try:
+            self.launched = subprocess.Popen(self.command, start_new_session=True,
+                                             stdin=subprocess.DEVNULL)
+        except (FileNotFoundError, PermissionError) as error:
+            raise UsageError(f"cannot run {self.command[0]!r}: {error.strerror}",
+                             hint="check the command after --") from error
+        self.pid = self.launched.pid
+        self.tgids = {self.launched.pid}
+
+    def refresh(self) -> set[int]:
+        """Grow the tgid set with processes that joined the target; return the new ones."""
+        before = set(self.tgids)
+        if self.kind == "comm" and self.comm:
+            self.tgids.update(procfs.pids_by_comm(self.comm))
+        elif self.kind == "cgroup" and self.cgroup:
+            self.tgids.update(procfs.cgroup_pids(self.cgroup) or [])
+        elif self.pid is not None:
+            self.tgids.update(procfs.descendants_of(self.pid))
+        return self.tgids - before
+
+    def alive(self) -> bool:
+        if self.launched is not None:
+            return self.launched.poll() is None
+        if self.kind == "cgroup":
+            return True   # a cgroup can be empty for a while; it ends with the duration
+        return any(procfs.pid_exists(pid) for pid in self.tgids)
+
+    def stop_launched(self, grace_s: float = 3.0) -> None:
+        """End the command we launched (and only it: its own process group)."""
+        import os
+        import signal
+
+        if self.launched is None or self.launched.poll() is not None:
+            return
+        os.killpg(self.launched.pid, signal.SIGTERM)
+        try:
+            self.launched.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.launched.pid, signal.SIGKILL)
+            self.launched.wait()

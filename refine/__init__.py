@@ -1,0 +1,1 @@
+"""refine: workload drivers and (later) the background-load ladder."""

@@ -1,0 +1,42 @@
+"""The bundled workloads: small C programs with named threads (ground truth).
+
+They are compiled on first use into the cache, keyed by the hash of their
+source, so an edited source is rebuilt and an unchanged one is reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+from importlib import resources
+from pathlib import Path
+
+from threadwise.errors import MissingTool, ThreadwiseError
+from threadwise.paths import cache_dir
+
+# rolesim's thread roles, by name pattern: the ground truth tests compare with.
+ROLESIM_ROLES = {"hot-*": "compute", "feeder": "latency", "worker-*": "latency",
+                 "housekeep": "housekeeping"}
+
+
+def build(name: str = "rolesim") -> Path:
+    """Compile workloads/<name>.c (once per source version) and return the binary."""
+    source = resources.files("threadwise.refine").joinpath("workloads", f"{name}.c").read_bytes()
+    digest = hashlib.sha256(source).hexdigest()[:16]
+    binary = cache_dir() / "bin" / f"{name}-{digest}"
+    if binary.exists():
+        return binary
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        raise MissingTool("no C compiler to build the bundled workload", hint="apt-get install gcc")
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    src = binary.with_suffix(".c")
+    src.write_bytes(source)
+    tmp = binary.with_name(binary.name + ".tmp")
+    result = subprocess.run([compiler, "-O2", "-Wall", "-pthread", "-o", str(tmp), str(src)],
+                            capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise ThreadwiseError(f"building {name} failed: {result.stderr.strip()}")
+    tmp.rename(binary)
+    return binary
