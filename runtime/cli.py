@@ -1,0 +1,115 @@
+"""Commands of the runtime stage: apply / status / stop, `runtime info`, and the lab.
+
+Each command parses options and calls the library; errors are ThreadwiseError
+subclasses that threadwise/cli.py turns into `error:` / `hint:` lines.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from threadwise.runtime import info as runtime_info_mod
+from threadwise.runtime import kernel as kernel_mod
+from threadwise.runtime import lab as lab_mod
+
+lab_app = typer.Typer(
+    help=(
+        "The sched_ext lab: a VM on a Debian kernel with sched_ext, for hosts whose "
+        "kernel has none.\n\n"
+        "  threadwise lab kernel                      # fetch the kernel (once, ~15 MB)\n\n"
+        "  threadwise lab run -- uname -r             # boot it (TCG), run a command\n\n"
+        "  threadwise lab run -- threadwise apply layered.json --duration 20"
+    ),
+    no_args_is_help=True,
+)
+runtime_app = typer.Typer(
+    help="The bundled scx_layered and this kernel's sched_ext support.", no_args_is_help=True
+)
+
+
+def _err(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@lab_app.command("kernel")
+def lab_kernel(
+    refresh: Annotated[
+        bool, typer.Option("--refresh", help="Re-read the archive index for a newer kernel.")
+    ] = False,
+) -> None:
+    """Fetch the lab kernel: the newest Debian cloud kernel with CONFIG_SCHED_CLASS_EXT=y.
+
+    Reads trixie-backports' Packages.xz from deb.debian.org (the machine's apt
+    sources are never changed), downloads linux-binary-* and linux-base-*,
+    checks their SHA256 against the index, unpacks them with dpkg-deb into
+    ~/.cache/threadwise/lab-kernel/<release>/ and verifies the config. A cached
+    kernel is reused without network access unless --refresh is given.
+    """
+    kernel = kernel_mod.fetch_lab_kernel(refresh=refresh, log=lambda msg: _err(f"lab kernel: {msg}"))
+    print(kernel.vmlinuz)
+
+
+@lab_app.command("run", context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
+def lab_run(
+    command: Annotated[list[str], typer.Argument(help="The command to run in the guest.")],
+    *,
+    cpus: Annotated[int, typer.Option("--cpus", help="Guest CPUs (vCPUs).")] = 2,
+    threads_per_core: Annotated[
+        int, typer.Option("--threads-per-core", help="2 gives the guest SMT sibling pairs.")
+    ] = 1,
+    memory: Annotated[str, typer.Option("--memory", help="Guest memory (qemu -m).")] = "2G",
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds before the VM is stopped.")] = 600.0,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Results directory (default: a new /tmp/threadwise-lab-*)."),
+    ] = None,
+    keep_console: Annotated[
+        bool, typer.Option("--keep-console", help="Keep console.log even on success.")
+    ] = False,
+) -> None:
+    """Boot the lab kernel under virtme-ng (TCG, no KVM) and run COMMAND inside.
+
+    The guest sees the host's root filesystem read-only, runs as root, and has
+    /boot/config-<release> (a guest-only overlay). The command's stdout and
+    stderr are printed here. Inside, write
+    files to $THREADWISE_LAB_OUT (the results directory, shared with the host).
+    The console log is kept there when the command fails, and the command's
+    exit status becomes ours. Put `--` before the
+    command: `threadwise lab run --cpus 4 --threads-per-core 2 -- nproc`.
+    Under TCG a boot takes several seconds and everything runs slower.
+    """
+    result = lab_mod.run_in_lab(
+        command,
+        cpus=cpus,
+        threads_per_core=threads_per_core,
+        memory=memory,
+        timeout_s=timeout,
+        out_dir=out,
+        keep_console=keep_console,
+    )
+    sys.stdout.write(result.stdout)
+    sys.stderr.write(result.stderr)
+    _err(
+        f"lab: {result.release}, exit status {result.status}, {result.wall_s:.1f} s wall (TCG); "
+        f"results in {result.out_dir}" + (f"; console log {result.console_log}" if result.console_log else "")
+    )
+    if result.status:
+        raise lab_mod.GuestCommandFailed(result.status, result.out_dir, result.console_log)
+
+
+@runtime_app.command("info")
+def runtime_info(
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
+) -> None:
+    """Report the bundled scx_layered (version, path), this kernel's sched_ext and the lab."""
+    info = runtime_info_mod.gather_info()
+    print(json.dumps(info, indent=2) if as_json else runtime_info_mod.format_info(info))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(lab_app, name="lab")
+    app.add_typer(runtime_app, name="runtime")

@@ -1,0 +1,100 @@
+"""The bundled scx_layered binary and the kernel's sched_ext state in sysfs.
+
+`/sys/kernel/sched_ext/state` reads `enabled`, `disabled`, `enabling` or
+`disabling`; `/sys/kernel/sched_ext/root/ops` names the attached scheduler
+(`layered_1.1.4_x86_64_unknown_linux_gnu`). The directory is absent on a
+kernel built without sched_ext. The binary is the one scripts/setup-scx.sh
+builds into `<cache>/scx_layered-<version>/bin/` ($THREADWISE_SCX_LAYERED
+overrides it).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from threadwise.errors import MissingTool
+from threadwise.paths import cache_dir
+
+SCX_VERSION = "1.1.4"
+SCHED_EXT = Path("/sys/kernel/sched_ext")
+LAB_HINT = (
+    "this host cannot attach sched_ext schedulers; use the lab VM: "
+    "threadwise lab run -- threadwise apply CONFIG --duration 30"
+)
+
+
+@dataclass(frozen=True)
+class SchedExtState:
+    """A snapshot of /sys/kernel/sched_ext."""
+
+    supported: bool
+    state: str  # enabled / disabled / enabling / disabling / "" if unsupported
+    ops: str  # root/ops, "" when nothing is attached
+
+    @property
+    def layered_attached(self) -> bool:
+        return self.state == "enabled" and self.ops.startswith("layered")
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def sched_ext_state(root: Path = SCHED_EXT) -> SchedExtState:
+    if not root.is_dir():
+        return SchedExtState(supported=False, state="", ops="")
+    return SchedExtState(supported=True, state=_read(root / "state"), ops=_read(root / "root" / "ops"))
+
+
+def wait_for_state(want: str, timeout_s: float, root: Path = SCHED_EXT) -> SchedExtState:
+    """Poll until state == want or the timeout passes; return the last snapshot."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        snap = sched_ext_state(root)
+        if snap.state == want or time.monotonic() >= deadline:
+            return snap
+        time.sleep(0.1)
+
+
+def require_sched_ext() -> SchedExtState:
+    snap = sched_ext_state()
+    if not snap.supported:
+        raise MissingTool(
+            f"this kernel ({platform.release()}) has no sched_ext "
+            f"({SCHED_EXT} is absent; CONFIG_SCHED_CLASS_EXT is off)",
+            hint=LAB_HINT,
+        )
+    return snap
+
+
+def scx_layered_path() -> Path:
+    """The pinned scx_layered, or MissingTool naming the set-up step."""
+    override = os.environ.get("THREADWISE_SCX_LAYERED")
+    path = Path(override) if override else cache_dir() / f"scx_layered-{SCX_VERSION}" / "bin" / "scx_layered"
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise MissingTool(
+            f"scx_layered {SCX_VERSION} not found at {path}",
+            hint="run scripts/setup-scx.sh (cargo install, about 4 minutes the first time)",
+        )
+    return path
+
+
+def scx_layered_version(path: Path) -> str:
+    """`1.1.4 x86_64-unknown-linux-gnu` from `scx_layered --version`."""
+    try:
+        done = subprocess.run(
+            [str(path), "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except OSError as error:
+        raise MissingTool(f"cannot run {path}: {error}") from error
+    match = re.search(r"scx_layered\s+(\S+(?:\s+\S+)?)", done.stdout)
+    return match.group(1) if match else done.stdout.strip()
