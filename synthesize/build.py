@@ -1,0 +1,218 @@
+"""Turn an analysis (groups of threads with roles and numbers) into a Profile.
+
+Problem: analysis says what each name-pattern group does (role, CPU share, hot
+threads, wake rates); a profile must say how to schedule it, in an order where
+first-match-wins gives every group its own threads, sized in whole cores, with
+the reasons written down.
+
+Approach:
+- Input is `AnalysisInput`, a plain mirror of the `Analysis` contract in
+  docs/interfaces.md (`from_analysis` adapts the real object and its polars
+  DataFrame), so the builder is testable without a capture.
+- Role -> treatment: compute with hot threads -> exclusive; latency, batch,
+  housekeeping map to themselves; low confidence or groups that names cannot
+  separate (and that have no AvgRuntime split) stay `default`.
+- Sizing: one exclusive core per hot thread; with a CPU request (millicores),
+  cores = ceil(request x cpu_fraction), where cpu_fraction starts at 0.90 and
+  is lowered in 0.05 steps until the cores do not exceed the hot threads
+  (2250m x 0.90 rounds up to 3 cores for 2 hot threads; 0.85 keeps 2).
+- Order: exclusive, latency, batch, housekeeping, default, then by CPU share
+  and pattern; a broader earlier prefix excludes a later group's narrower one
+  when none of its own threads would be lost by it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from threadwise.synthesize.patterns import comm_matches
+from threadwise.synthesize.rules import CATCH_ALL
+from threadwise.synthesize.schema import (
+    SCHEMA_VERSION,
+    Evidence,
+    Group,
+    Profile,
+    Role,
+    Source,
+    Treatment,
+    Workload,
+)
+
+MIN_CONFIDENCE = 0.5
+START_FRACTION = 0.90
+FRACTION_STEP = 0.05
+_ORDER = [Treatment.EXCLUSIVE, Treatment.LATENCY, Treatment.BATCH, Treatment.HOUSEKEEPING,
+          Treatment.DEFAULT]
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    """One row of `Analysis.groups` (see docs/interfaces.md for the meaning of each)."""
+
+    pattern: str
+    role: str
+    confidence: float
+    match_prefixes: list[str]
+    thread_count: int
+    names: list[str]
+    cpu_time_ns: int
+    cpu_share: float
+    max_thread_share: float
+    hot_threads: int
+    wakeups_per_s: float
+    exclude_prefixes: list[str] = field(default_factory=list)
+    separable: bool = True
+    slice_p50_ns: int | None = None
+    slice_p99_ns: int | None = None
+    rq_latency_p50_ns: int | None = None
+    rq_latency_p99_ns: int | None = None
+    in_wake_chain: bool = False
+    avg_runtime_range_ns: list[int] | None = None
+
+
+@dataclass(frozen=True)
+class AnalysisInput:
+    """The parts of `Analysis` the builder reads."""
+
+    process_name: str
+    duration_ns: int
+    nr_cpus: int
+    groups: list[GroupRow]
+    events_lost: int = 0
+    caveats: list[str] = field(default_factory=list)
+
+
+def from_analysis(analysis: Any) -> AnalysisInput:
+    """Adapt `threadwise.analyze.Analysis` (groups as a polars DataFrame)."""
+    fields = set(GroupRow.__dataclass_fields__)
+    rows = [GroupRow(**{k: v for k, v in row.items() if k in fields})
+            for row in analysis.groups.to_dicts()]
+    return AnalysisInput(
+        process_name=analysis.process_name,
+        duration_ns=int(analysis.duration_ns),
+        nr_cpus=int(analysis.nr_cpus),
+        groups=rows,
+        events_lost=int(analysis.events_lost or 0),
+        caveats=list(analysis.caveats),
+    )
+
+
+def treatment_for(row: GroupRow) -> tuple[Treatment, str | None]:
+    """The treatment of a group and, when it is not the obvious one, why."""
+    if row.confidence < MIN_CONFIDENCE:
+        return Treatment.DEFAULT, f"role {row.role} has low confidence ({row.confidence:.2f})"
+    if not row.separable and row.avg_runtime_range_ns is None:
+        return Treatment.DEFAULT, "names do not separate it from another group"
+    role = Role(row.role)
+    if role is Role.COMPUTE:
+        if row.hot_threads >= 1:
+            return Treatment.EXCLUSIVE, None
+        return Treatment.DEFAULT, "compute role but no thread keeps half a CPU busy"
+    return Treatment(role.value), None
+
+
+def fraction_for(request_millicores: int, hot_threads: int) -> tuple[float, str | None]:
+    """cpu_fraction for a request: 0.90, lowered until cores <= hot threads."""
+    fraction = START_FRACTION
+    first = math.ceil(round(request_millicores * fraction, 6) / 1000 - 1e-9)
+    while fraction > FRACTION_STEP and hot_threads >= 1:
+        cores = math.ceil(round(request_millicores * fraction, 6) / 1000 - 1e-9)
+        if cores <= hot_threads:
+            break
+        fraction = round(fraction - FRACTION_STEP, 2)
+    if fraction == START_FRACTION:
+        return fraction, None
+    return fraction, (
+        f"cpu_fraction {fraction:.2f}, not {START_FRACTION:.2f}: {request_millicores}m x "
+        f"{START_FRACTION:.2f} rounds up to {first} cores for {hot_threads} hot threads"
+    )
+
+
+def _pattern(prefix: str, names: list[str]) -> str:
+    return prefix + "*" if any(n != prefix and n.startswith(prefix) for n in names) else prefix
+
+
+def _group_name(pattern: str, taken: set[str]) -> str:
+    base = re.sub(r"[^A-Za-z0-9_.-]+", "-", pattern.rstrip("*")).strip("-_.") or "group"
+    base = base[:60]
+    name, n = base, 2
+    while name in taken or name == CATCH_ALL:
+        name, n = f"{base}-{n}", n + 1
+    taken.add(name)
+    return name
+
+
+def _evidence(row: GroupRow) -> Evidence:
+    def us(ns: int | None) -> float | None:
+        return None if ns is None else round(ns / 1000, 1)
+
+    return Evidence(
+        role=Role(row.role), confidence=round(row.confidence, 3), threads=row.thread_count,
+        names=sorted(row.names), cpu_share=round(row.cpu_share, 3),
+        max_thread_share=round(row.max_thread_share, 3),
+        wakeups_per_s=round(row.wakeups_per_s, 1), slice_p50_us=us(row.slice_p50_ns),
+        slice_p99_us=us(row.slice_p99_ns), rq_latency_p50_us=us(row.rq_latency_p50_ns),
+        rq_latency_p99_us=us(row.rq_latency_p99_ns), in_wake_chain=row.in_wake_chain,
+        separable=row.separable,
+    )
+
+
+def _group(row: GroupRow, taken: set[str], requests: dict[str, int]) -> Group:
+    treatment, why = treatment_for(row)
+    notes = [why] if why else []
+    sizing: dict[str, Any] = {"hot_threads": row.hot_threads}
+    request = requests.get(row.pattern)
+    if treatment is Treatment.EXCLUSIVE and request:
+        fraction, fraction_note = fraction_for(request, row.hot_threads)
+        sizing.update(request_millicores=request, cpu_fraction=fraction)
+        notes += [fraction_note] if fraction_note else []
+    runtime = row.avg_runtime_range_ns
+    return Group(
+        name=_group_name(row.pattern, taken),
+        match=[_pattern(p, row.names) for p in row.match_prefixes],
+        exclude=list(row.exclude_prefixes),
+        avg_runtime_us=None if runtime is None else [runtime[0] // 1000,
+                                                     -(-runtime[1] // 1000)],
+        treatment=treatment,
+        comment="; ".join(notes) or None,
+        evidence=_evidence(row),
+        **sizing,
+    )
+
+
+def _carve_out(groups: list[Group]) -> list[Group]:
+    """Let a broad earlier prefix exclude a narrower later one it would swallow."""
+    out = list(groups)
+    for j, later in enumerate(out):
+        for i in range(j):
+            earlier = out[i]
+            own = earlier.evidence.names if earlier.evidence else []
+            extra = [p.rstrip("*") for p in later.match
+                     if any(p.startswith(e.rstrip("*")) for e in earlier.match)
+                     and not any(comm_matches(p.rstrip("*"), n) for n in own)
+                     and p.rstrip("*") not in earlier.exclude]
+            if extra:
+                out[i] = earlier.model_copy(update={"exclude": [*earlier.exclude, *extra]})
+    return out
+
+
+def build_profile(analysis: AnalysisInput, name: str, *, capture: str | None = None,
+                  requests: dict[str, int] | None = None) -> Profile:
+    """The profile for one analysed workload (deterministic for the same input)."""
+    rows = sorted(
+        analysis.groups,
+        key=lambda r: (_ORDER.index(treatment_for(r)[0]), -r.cpu_share, r.pattern),
+    )
+    taken: set[str] = set()
+    groups = _carve_out([_group(row, taken, requests or {}) for row in rows])
+    source = Source(
+        capture=capture, duration_s=round(analysis.duration_ns / 1e9, 3),
+        nr_cpus=analysis.nr_cpus, events_lost=analysis.events_lost,
+        caveats=list(analysis.caveats),
+    )
+    return Profile(schema_version=SCHEMA_VERSION, name=name,
+                   workload=Workload(process=analysis.process_name[:15]),
+                   source=source, group=groups)

@@ -1,0 +1,92 @@
+"""Comm patterns and what scx_layered can make of them.
+
+scx_layered 1.1.4 matches a thread's comm (and its process's comm) by PREFIX
+only (`CommPrefix`, `PcommPrefix`, `match_str(..., STR_PREFIX)` in its BPF),
+and the kernel keeps at most 15 bytes of a comm. A profile pattern is therefore
+a prefix, written either bare (`redis-server`) or with one trailing `*`
+(`io_thd_*`); both compile to the same `CommPrefix`. Anything else a glob can
+say (a leading `*`, `?`, `[...]`, a `*` in the middle) has no matcher, and a
+prefix longer than 15 bytes can never match.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass
+
+from threadwise.synthesize.matchers import matcher_set
+
+GLOB_CHARS = "*?["
+
+
+@dataclass(frozen=True)
+class PatternProblem:
+    """Why a pattern cannot be compiled: rule name, message, hint."""
+
+    rule: str
+    message: str
+    hint: str
+
+
+def prefix_of(pattern: str) -> str:
+    """The comm prefix a (valid) pattern compiles to."""
+    return pattern[:-1] if pattern.endswith("*") else pattern
+
+
+def check_pattern(pattern: str, observed: list[str] | None = None) -> PatternProblem | None:
+    """None when `pattern` is expressible as a comm prefix, else the problem."""
+    limit = matcher_set().limits.max_comm_bytes
+    body = prefix_of(pattern)
+    if pattern.startswith("*") and any(ch not in "*" for ch in pattern):
+        return PatternProblem(
+            "suffix_pattern",
+            f"pattern {pattern!r} matches by suffix or substring; scx_layered matches "
+            "comm by prefix only",
+            _prefix_hint(pattern, observed),
+        )
+    if not body:
+        return PatternProblem(
+            "match_all",
+            f"pattern {pattern!r} matches every thread",
+            "leave such threads to the catch-all layer (no group), or name a prefix",
+        )
+    if any(ch in body for ch in GLOB_CHARS):
+        return PatternProblem(
+            "glob_pattern",
+            f"pattern {pattern!r} uses glob syntax scx_layered cannot express; only a "
+            "trailing '*' (a prefix) is allowed",
+            _prefix_hint(pattern, observed),
+        )
+    size = len(body.encode("utf-8"))
+    if size > limit:
+        cut = body.encode("utf-8")[:limit].decode("utf-8", "ignore")
+        return PatternProblem(
+            "prefix_too_long",
+            f"prefix {body!r} is {size} bytes; the kernel keeps {limit} bytes of a comm, "
+            "so it can never match",
+            f"use at most the first {limit} bytes: {cut!r}",
+        )
+    return None
+
+
+def _prefix_hint(pattern: str, observed: list[str] | None) -> str:
+    if observed:
+        hits = [name for name in observed if _glob_hit(pattern, name)]
+        common = os.path.commonprefix(hits) if hits else ""
+        if common:
+            return f"threads seen: {', '.join(hits[:5])}; their common prefix is {common!r}"
+        if hits:
+            return f"list the full names as prefixes: {', '.join(repr(h) for h in hits[:5])}"
+    return "name the threads by a common prefix, or list their full names (each is a prefix)"
+
+
+def _glob_hit(pattern: str, name: str) -> bool:
+    return fnmatch.fnmatchcase(name, pattern)
+
+
+def comm_matches(prefix: str, comm: str) -> bool:
+    """Whether scx_layered's CommPrefix(prefix) matches a thread named `comm`."""
+    limit = matcher_set().limits.max_comm_bytes
+    kept = comm.encode("utf-8")[:limit]
+    return kept.startswith(prefix.encode("utf-8"))

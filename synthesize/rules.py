@@ -1,0 +1,190 @@
+"""Validation rules: can scx_layered 1.1.4 express this profile, and as meant?
+
+Problem: `scx_layered --print-and-exit` accepts configs that its own
+`verify_layer_specs` (run only when it attaches) or the BPF matcher would
+reject or never fire on, and it silently drops unknown keys. A profile must be
+checked against those limits before it reaches a machine, with an answer a
+reviewer can act on.
+
+Approach: each rule is a function over the parsed Profile that yields
+Diagnostics tagged with a rule name and the TOML path they concern; `validate`
+runs them all and fills in line numbers from the source map. Limits come from
+the matcher set data (`matchers.py`), never from literals here. Errors make a
+profile invalid; warnings (threads that move between groups, evidence that
+its own patterns do not match) are reported but do not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+from threadwise.synthesize.diagnostics import Diagnostic, ProfileError
+from threadwise.synthesize.locate import SourceMap
+from threadwise.synthesize.matchers import matcher_set
+from threadwise.synthesize.overlap import find_overlaps, group_matches
+from threadwise.synthesize.patterns import check_pattern
+from threadwise.synthesize.reader import load_profile
+from threadwise.synthesize.schema import Profile, Treatment
+
+CATCH_ALL = "rest"
+Rule = Callable[[Profile], Iterator[Diagnostic]]
+
+
+def _patterns(profile: Profile) -> Iterator[Diagnostic]:
+    process_problem = check_pattern(profile.workload.process)
+    if process_problem:
+        yield Diagnostic(process_problem.rule, "workload.process: " + process_problem.message,
+                         process_problem.hint, path=("workload", "process"))
+    for i, group in enumerate(profile.groups):
+        names = group.evidence.names if group.evidence else None
+        for field in ("match", "exclude"):
+            for k, pattern in enumerate(getattr(group, field)):
+                problem = check_pattern(pattern, names)
+                if problem:
+                    yield Diagnostic(problem.rule, f"group {group.name!r}: {problem.message}",
+                                     problem.hint, path=("group", i, field, k))
+
+
+def _layer_count(profile: Profile) -> Iterator[Diagnostic]:
+    limit = matcher_set().limits.max_layers
+    layers = len(profile.groups) + 1
+    if layers > limit:
+        yield Diagnostic(
+            "too_many_layers",
+            f"{len(profile.groups)} groups and the catch-all make {layers} layers; "
+            f"scx_layered {matcher_set().version} allows at most {limit}",
+            "merge groups with the same treatment (one group may list several patterns)",
+            path=("group", limit - 1),
+        )
+
+
+def _match_sizes(profile: Profile) -> Iterator[Diagnostic]:
+    limits = matcher_set().limits
+    for i, group in enumerate(profile.groups):
+        if len(group.match) > limits.max_layer_match_ors:
+            yield Diagnostic(
+                "too_many_patterns",
+                f"group {group.name!r} has {len(group.match)} patterns; a layer takes at most "
+                f"{limits.max_layer_match_ors} OR blocks",
+                "use shorter, shared prefixes or split the group",
+                path=("group", i, "match"),
+            )
+        ands = 2 + len(group.exclude) + (1 if group.avg_runtime_us else 0)
+        if ands > limits.max_match_ands:
+            yield Diagnostic(
+                "too_many_excludes",
+                f"group {group.name!r} needs {ands} matches in one AND block (process, pattern, "
+                f"excludes, runtime); scx_layered allows {limits.max_match_ands}",
+                "exclude by shorter prefixes",
+                path=("group", i, "exclude"),
+            )
+
+
+def _names(profile: Profile) -> Iterator[Diagnostic]:
+    seen: dict[str, int] = {}
+    for i, group in enumerate(profile.groups):
+        if group.name == CATCH_ALL:
+            yield Diagnostic(
+                "reserved_name",
+                f"group name {CATCH_ALL!r} is the compiled catch-all layer",
+                "pick another name",
+                path=("group", i, "name"),
+            )
+        if group.name in seen:
+            yield Diagnostic(
+                "duplicate_name",
+                f"group name {group.name!r} is also group {seen[group.name] + 1}; layer names "
+                "must be unique",
+                "rename one of them",
+                path=("group", i, "name"),
+            )
+        seen.setdefault(group.name, i)
+
+
+def _sizing(profile: Profile) -> Iterator[Diagnostic]:
+    for i, group in enumerate(profile.groups):
+        if group.treatment is Treatment.EXCLUSIVE and group.exclusive_cores() < 1:
+            yield Diagnostic(
+                "exclusive_without_size",
+                f"exclusive group {group.name!r} asks for 0 cores (hot_threads = "
+                f"{group.hot_threads}, no request_millicores)",
+                "set hot_threads >= 1 or request_millicores, or use another treatment",
+                path=("group", i, "treatment"),
+            )
+
+
+def _overlaps(profile: Profile) -> Iterator[Diagnostic]:
+    groups = profile.groups
+    for found in find_overlaps(profile):
+        earlier, later = groups[found.earlier], groups[found.later]
+        pattern = later.match[found.pattern]
+        moved = f" ({', '.join(found.threads)})" if found.threads else ""
+        if found.full:
+            yield Diagnostic(
+                "overlap",
+                f"group {later.name!r} pattern {pattern!r} can never match: group "
+                f"{earlier.name!r} comes first and its {found.by_pattern!r} takes every such "
+                f"thread{moved}",
+                f"move {later.name!r} above {earlier.name!r} or add {pattern!r} to the "
+                f"exclude list of {earlier.name!r}",
+                path=("group", found.later, "match", found.pattern),
+                threads=found.threads,
+            )
+        else:
+            yield Diagnostic(
+                "overlap",
+                f"threads {', '.join(found.threads)} recorded in group {later.name!r} also match "
+                f"{found.by_pattern!r} of the earlier group {earlier.name!r}: they land there "
+                "(first match wins)",
+                f"exclude them from {earlier.name!r} or drop them from {later.name!r}'s evidence",
+                severity="warning",
+                path=("group", found.later, "match", found.pattern),
+                threads=found.threads,
+            )
+
+
+def _evidence(profile: Profile) -> Iterator[Diagnostic]:
+    for i, group in enumerate(profile.groups):
+        if group.evidence is None:
+            continue
+        missed = [n for n in group.evidence.names if not group_matches(group, n)]
+        if missed:
+            yield Diagnostic(
+                "evidence_unmatched",
+                f"group {group.name!r} records threads its patterns do not match: "
+                f"{', '.join(missed[:8])}",
+                "add a pattern for them or move them to the group that matches them",
+                severity="warning",
+                path=("group", i, "evidence", "names"),
+                threads=tuple(missed),
+            )
+
+
+RULES: tuple[Rule, ...] = (_patterns, _layer_count, _match_sizes, _names, _sizing, _overlaps,
+                           _evidence)
+
+
+def validate(profile: Profile, source: SourceMap | None = None,
+             file: str = "<profile>") -> list[Diagnostic]:
+    """Every problem of a schema-valid profile, in rule then file order, with lines."""
+    found: list[Diagnostic] = []
+    for rule in RULES:
+        for diag in rule(profile):
+            line = source.line_of(diag.path) if source else None
+            found.append(replace(diag, file=file, line=line))
+    return found
+
+
+def check_file(path: str | Path) -> tuple[Profile | None, list[Diagnostic]]:
+    """Read and validate a profile file: (profile or None, diagnostics).
+
+    A missing file raises UsageError; unreadable TOML or schema errors come back
+    as diagnostics with no profile.
+    """
+    try:
+        profile, source = load_profile(path)
+    except ProfileError as bad:
+        return None, bad.diagnostics
+    return profile, validate(profile, source, str(path))

@@ -1,0 +1,159 @@
+"""Machine shapes: physical cores, their SMT siblings, and the cores kept for the system.
+
+A shape comes from `host` (sysfs), an explicit `cores=N,threads-per-core=T`
+(optionally `,reserve=R`), or a JSON/TOML file with the same keys (or an
+explicit `siblings` list). Synthetic shapes number CPUs core by core: core c
+holds CPUs c*T .. c*T+T-1.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from threadwise.errors import UsageError
+
+DEFAULT_RESERVE_CORES = 1
+SYSFS_CPU = Path("/sys/devices/system/cpu")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Physical cores as tuples of sibling CPU ids; `reserve_cores` stay with the system."""
+
+    siblings: tuple[tuple[int, ...], ...]
+    reserve_cores: int = DEFAULT_RESERVE_CORES
+    source: str = "explicit"
+
+    @property
+    def cores(self) -> int:
+        return len(self.siblings)
+
+    @property
+    def threads_per_core(self) -> int:
+        return max((len(core) for core in self.siblings), default=1)
+
+    @property
+    def nr_cpus(self) -> int:
+        return sum(len(core) for core in self.siblings)
+
+    @property
+    def exclusive_budget(self) -> int:
+        """Cores that exclusive groups may take: all cores minus the reserve."""
+        return max(self.cores - self.reserve_cores, 0)
+
+    def describe(self) -> str:
+        return (f"{self.cores} cores x {self.threads_per_core} threads ({self.nr_cpus} CPUs), "
+                f"{self.reserve_cores} reserved for the system")
+
+    def as_dict(self) -> dict[str, object]:
+        return {"cores": self.cores, "threads_per_core": self.threads_per_core,
+                "reserve_cores": self.reserve_cores, "source": self.source,
+                "siblings": [list(core) for core in self.siblings]}
+
+
+def synthetic(cores: int, threads_per_core: int = 1,
+              reserve_cores: int = DEFAULT_RESERVE_CORES) -> Shape:
+    """A shape of `cores` identical cores."""
+    if cores < 1 or threads_per_core < 1 or reserve_cores < 0:
+        raise UsageError(
+            f"bad shape: cores={cores}, threads-per-core={threads_per_core}, "
+            f"reserve={reserve_cores}",
+            hint="cores and threads-per-core are >= 1, reserve >= 0",
+        )
+    siblings = tuple(
+        tuple(range(c * threads_per_core, (c + 1) * threads_per_core)) for c in range(cores)
+    )
+    return Shape(siblings, reserve_cores, source=f"cores={cores},threads-per-core="
+                 f"{threads_per_core},reserve={reserve_cores}")
+
+
+class _ShapeFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    cores: Annotated[int, Field(ge=1)] | None = None
+    threads_per_core: Annotated[int, Field(ge=1)] = 1
+    reserve_cores: Annotated[int, Field(ge=0)] = DEFAULT_RESERVE_CORES
+    siblings: list[list[int]] | None = None
+
+
+def parse_shape(spec: str) -> Shape:
+    """`host`, `cores=N,threads-per-core=T[,reserve=R]`, or a JSON/TOML file."""
+    if spec == "host":
+        return host_shape()
+    if "=" in spec:
+        return _parse_pairs(spec)
+    path = Path(spec)
+    if path.is_file():
+        return _shape_file(path)
+    raise UsageError(
+        f"unknown shape {spec!r}",
+        hint="use `host`, `cores=N,threads-per-core=T[,reserve=R]`, or a JSON/TOML file",
+    )
+
+
+def _parse_pairs(spec: str) -> Shape:
+    names = {"cores": "cores", "threads-per-core": "threads_per_core", "tpc": "threads_per_core",
+             "reserve": "reserve_cores"}
+    values: dict[str, int] = {}
+    for pair in spec.split(","):
+        key, _, value = pair.partition("=")
+        key = key.strip()
+        if key not in names or not value.strip().isdigit():
+            raise UsageError(
+                f"bad shape item {pair!r} in {spec!r}",
+                hint="keys: cores=N, threads-per-core=T, reserve=R (non-negative integers)",
+            )
+        values[names[key]] = int(value)
+    if "cores" not in values:
+        raise UsageError(f"shape {spec!r} has no cores=N", hint="e.g. cores=4,threads-per-core=2")
+    return synthetic(values["cores"], values.get("threads_per_core", 1),
+                     values.get("reserve_cores", DEFAULT_RESERVE_CORES))
+
+
+def _shape_file(path: Path) -> Shape:
+    text = path.read_text(encoding="utf-8")
+    try:
+        raw = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        spec = _ShapeFile.model_validate(raw)
+    except (ValueError, ValidationError) as bad:
+        raise UsageError(f"{path}: not a shape file ({str(bad).splitlines()[0]})",
+                         hint="keys: cores, threads_per_core, reserve_cores, siblings") from None
+    if spec.siblings:
+        return Shape(tuple(tuple(core) for core in spec.siblings), spec.reserve_cores, str(path))
+    if spec.cores is None:
+        raise UsageError(f"{path}: a shape needs cores or siblings")
+    shape = synthetic(spec.cores, spec.threads_per_core, spec.reserve_cores)
+    return Shape(shape.siblings, shape.reserve_cores, str(path))
+
+
+def _cpu_list(text: str) -> list[int]:
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        cpus.extend(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def host_shape(root: Path = SYSFS_CPU, reserve_cores: int = DEFAULT_RESERVE_CORES) -> Shape:
+    """The shape of this machine, from sysfs (online CPUs, thread_siblings_list)."""
+    try:
+        online = _cpu_list((root / "online").read_text())
+        cores: set[tuple[int, ...]] = set()
+        for cpu in online:
+            topo = root / f"cpu{cpu}" / "topology"
+            listed = topo / "core_cpus_list"
+            if not listed.exists():
+                listed = topo / "thread_siblings_list"
+            siblings = [c for c in _cpu_list(listed.read_text()) if c in online]
+            cores.add(tuple(sorted(siblings)))
+    except OSError as bad:
+        raise UsageError(f"cannot read the CPU topology from {root}: {bad}",
+                         hint="give the shape explicitly: cores=N,threads-per-core=T") from None
+    return Shape(tuple(sorted(cores)), reserve_cores, source="host")
