@@ -12,7 +12,6 @@ prefix longer than 15 bytes can never match.
 from __future__ import annotations
 
 import fnmatch
-import os
 from dataclasses import dataclass
 
 from threadwise.synthesize.matchers import matcher_set
@@ -73,12 +72,22 @@ def check_pattern(pattern: str, observed: list[str] | None = None) -> PatternPro
 def _prefix_hint(pattern: str, observed: list[str] | None) -> str:
     if observed:
         hits = [name for name in observed if _glob_hit(pattern, name)]
-        common = os.path.commonprefix(hits) if hits else ""
+        common = _common_prefix(hits)
         if common:
             return f"threads seen: {', '.join(hits[:5])}; their common prefix is {common!r}"
         if hits:
             return f"list the full names as prefixes: {', '.join(repr(h) for h in hits[:5])}"
     return "name the threads by a common prefix, or list their full names (each is a prefix)"
+
+
+def _common_prefix(names: list[str]) -> str:
+    if not names:
+        return ""
+    first, last = min(names), max(names)
+    size = 0
+    while size < min(len(first), len(last)) and first[size] == last[size]:
+        size += 1
+    return first[:size]
 
 
 def _glob_hit(pattern: str, name: str) -> bool:

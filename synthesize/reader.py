@@ -82,10 +82,11 @@ def _syntax_diagnostic(message: str, text: str, file: str) -> Diagnostic:
 
 
 def _version_diagnostic(version: object, file: str, line: int) -> Diagnostic:
-    if version is None:
-        message = "missing schema_version"
-    else:
-        message = f"schema_version {version!r} is not supported"
+    message = (
+        "missing schema_version"
+        if version is None
+        else f"schema_version {version!r} is not supported"
+    )
     return Diagnostic(
         "schema_version",
         message,
