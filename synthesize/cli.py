@@ -1,0 +1,184 @@
+"""CLI commands of the synthesize stage: `synthesize`, `validate`, `compile`, `lint`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from threadwise.errors import InputError, ThreadwiseError, UsageError
+
+if TYPE_CHECKING:
+    from threadwise.synthesize.schema import Profile
+
+SHAPE_HELP = "Machine shape: host, cores=N,threads-per-core=T[,reserve=R], or a JSON/TOML file."
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _requests(items: list[str] | None) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items or []:
+        pattern, _, value = item.rpartition("=")
+        value = value.removesuffix("m")
+        if not pattern or not value.isdigit():
+            raise UsageError(f"bad --request {item!r}", hint="use PATTERN=MILLICORES, e.g. hot-*=2250")
+        out[pattern] = int(value)
+    return out
+
+
+def synthesize_command(
+    capture: Annotated[Path | None, typer.Argument(help="A capture written by `threadwise observe`.",
+                                                   show_default=False)] = None,
+    name: Annotated[str | None, typer.Option("--name", "-n", help="Profile name.")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Where to write. Default: profiles/NAME.toml.")] = None,
+    request: Annotated[list[str] | None, typer.Option(
+        "--request", help="CPU request of a group's pod: PATTERN=MILLICORES (repeatable).")] = None,
+    example: Annotated[bool, typer.Option("--example", help="Write a valid sample profile.")] = False,
+) -> None:
+    """Write a profile TOML for a captured workload (or a sample with --example)."""
+    from threadwise.synthesize.build import build_profile, from_analysis
+    from threadwise.synthesize.example import example_profile
+    from threadwise.synthesize.rules import validate
+    from threadwise.synthesize.writer import dumps
+
+    if example:
+        profile = example_profile(name or "example")
+    else:
+        if capture is None or name is None:
+            raise UsageError("synthesize needs CAPTURE and --name NAME (or --example)",
+                             hint="threadwise synthesize capture.duckdb --name redis")
+        from threadwise.analyze import analyze_capture
+
+        analysis = from_analysis(analyze_capture(capture))
+        profile = build_profile(analysis, name, capture=str(capture), requests=_requests(request))
+    problems = validate(profile)
+    for diag in problems:
+        typer.echo(diag.render(), err=True)
+    if any(d.severity == "error" for d in problems):
+        raise ThreadwiseError("the synthesized profile is not valid (see above); not written",
+                              hint="this is a bug in synthesize; please report it")
+    path = output or Path("profiles") / f"{profile.name}.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dumps(profile), encoding="utf-8")
+    typer.echo(f"wrote {path}: {len(profile.groups)} groups "
+               f"({', '.join(f'{g.name}={g.treatment.value}' for g in profile.groups)})")
+
+
+def validate_command(
+    profile: Annotated[Path, typer.Argument(help="A profile TOML.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """Check a profile against the schema and scx_layered 1.1.4's matchers and limits."""
+    from threadwise.synthesize.rules import check_file
+
+    parsed, problems = check_file(profile)
+    errors = [d for d in problems if d.severity == "error"]
+    if as_json:
+        typer.echo(json.dumps({"file": str(profile), "valid": not errors,
+                               "problems": [d.as_dict() for d in problems]}, indent=2))
+    else:
+        for diag in problems:
+            typer.echo(diag.render(), err=True)
+    if errors:
+        raise InputError(f"{profile}: invalid ({_count(len(errors), 'error')}, "
+                         f"{_count(len(problems) - len(errors), 'warning')})")
+    if not as_json and parsed is not None:
+        typer.echo(f"{profile}: valid ({_count(len(parsed.groups), 'group')}, "
+                   f"{_count(len(problems), 'warning')})")
+
+
+def _valid_profile(path: Path) -> Profile:
+    from threadwise.synthesize.diagnostics import ProfileError
+    from threadwise.synthesize.rules import check_file
+
+    parsed, problems = check_file(path)
+    errors = [d for d in problems if d.severity == "error"]
+    if parsed is None or errors:
+        raise ProfileError(str(path), errors or problems)
+    return parsed
+
+
+def compile_command(
+    profile: Annotated[Path, typer.Argument(help="A profile TOML.")],
+    shape: Annotated[str, typer.Option("--shape", "-s", help=SHAPE_HELP)] = "host",
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Write the JSON here instead of stdout.")] = None,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Run scx_layered --print-and-exit on the result and compare.")] = False,
+) -> None:
+    """Compile a profile into an scx_layered JSON layer config for a machine shape."""
+    from threadwise.synthesize import oracle
+    from threadwise.synthesize.compile import compile_profile
+    from threadwise.synthesize.shape import parse_shape
+
+    machine = parse_shape(shape)
+    compiled = compile_profile(_valid_profile(profile), machine)
+    for note in compiled.notes:
+        typer.echo(f"note: {note}", err=True)
+    if check:
+        bad = oracle.check(compiled.specs)
+        if bad:
+            raise ThreadwiseError("scx_layered did not keep these options: " + "; ".join(bad))
+        typer.echo(f"checked: scx_layered {oracle.SCX_LAYERED_VERSION} accepts the config "
+                   "and kept every option", err=True)
+    if output is None:
+        typer.echo(compiled.to_json(), nl=False)
+    else:
+        output.write_text(compiled.to_json(), encoding="utf-8")
+        typer.echo(f"wrote {output}: {len(compiled.specs)} layers for {machine.describe()}",
+                   err=True)
+
+
+def lint_command(
+    profile: Annotated[Path, typer.Argument(
+        help="A profile TOML, or an scx_layered JSON layer config.")],
+    shape: Annotated[str, typer.Option("--shape", "-s", help=SHAPE_HELP)] = "host",
+    capture: Annotated[Path | None, typer.Option(
+        "--capture", help="A capture taken under the profile (observed placement).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """Check placement invariants: smt_collision, oversubscribed, uncovered, overlap."""
+    from threadwise.synthesize.layers import load_layer_config, views_from_profile, views_from_specs
+    from threadwise.synthesize.lint import lint
+    from threadwise.synthesize.shape import parse_shape
+
+    machine = parse_shape(shape)
+    if profile.suffix == ".json":
+        if not profile.exists():
+            raise UsageError(f"{profile}: no such file")
+        views = views_from_specs(load_layer_config(profile), machine)
+    else:
+        views = views_from_profile(_valid_profile(profile), machine)
+    facts = None
+    if capture is not None:
+        from threadwise.synthesize.lint_capture import capture_facts
+
+        facts = capture_facts(capture)
+    findings = lint(views, machine, facts)
+    if as_json:
+        typer.echo(json.dumps({"file": str(profile), "shape": machine.as_dict(),
+                               "findings": [f.as_dict() for f in findings]}, indent=2))
+    else:
+        for finding in findings:
+            typer.echo(finding.render())
+        if capture is None:
+            typer.echo("note: without --capture, uncovered threads are not checked", err=True)
+    errors = [f for f in findings if f.severity == "error"]
+    if errors:
+        raise ThreadwiseError(f"{profile}: {len(errors)} placement problems on "
+                              f"{machine.describe()}")
+    if not as_json:
+        typer.echo(f"{profile}: no placement problems on {machine.describe()}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("synthesize")(synthesize_command)
+    app.command("validate")(validate_command)
+    app.command("compile")(compile_command)
+    app.command("lint")(lint_command)

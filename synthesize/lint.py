@@ -1,0 +1,257 @@
+"""Placement lint: will the layers put the workload's threads where the profile means?
+
+Problem: a profile can be valid and still place threads badly on a given
+machine: two hot threads of an exclusive group squeezed onto the SMT siblings
+of one core, more exclusive cores than the machine can spare, busy threads no
+group matches, groups whose patterns take each other's threads.
+
+Approach: lint works on `LayerView`s (a compiled profile, or any scx_layered
+JSON, so pinned tier-style configs are linted alike) and a machine shape, plus
+optionally facts from a capture taken under the profile. Each invariant is a
+function returning Findings with a name, an explanation and the threads
+involved:
+- smt_collision: a fixed-size exclusive layer (or, once demoted, the cores
+  left for it) holds fewer whole cores than hot threads on an SMT shape, so
+  some hot threads must share a core's siblings; with a capture, sibling CPUs
+  observed running two of its threads at once for longer than a threshold.
+- oversubscribed: exclusive cores asked for exceed the shape minus the reserve.
+- uncovered: busy threads of the workload (capture) that only the catch-all takes.
+- overlap: a pattern of a later layer that an earlier one always takes, or
+  recorded threads of a layer that land in an earlier one.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from threadwise.synthesize.layers import Block, LayerView
+from threadwise.synthesize.shape import Shape
+
+HOT_SHARE = 0.5
+BUSY_SHARE = 0.05
+SMT_OVERLAP_SHARE = 0.05
+
+EXPLANATIONS = {
+    "smt_collision": "SMT siblings share one core's execution units: two hot threads on the "
+                     "siblings of one core each get roughly 55-65% of a core, which is what "
+                     "exclusive treatment is meant to prevent.",
+    "oversubscribed": "exclusive groups ask for more whole cores than the shape has outside the "
+                      "reserve; `compile` demotes those that do not fit to Grouped layers.",
+    "uncovered": "busy threads of the workload that no group matches fall into the catch-all "
+                 "with the rest of the system and get no treatment of their own.",
+    "overlap": "scx_layered puts a thread into the first layer whose matches fire; a later "
+               "layer loses every thread an earlier one also matches.",
+}
+
+
+@dataclass(frozen=True)
+class ThreadFact:
+    """One thread of a capture: its names and CPU share (CPUs, 1.0 = one busy CPU)."""
+
+    utid: int
+    name: str
+    process_name: str | None
+    cpu_share: float
+    is_target: bool = True
+
+
+@dataclass
+class CaptureFacts:
+    """What lint reads from a capture: threads, on-CPU slices, sibling CPUs."""
+
+    duration_ns: int
+    threads: list[ThreadFact]
+    slices: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)  # cpu -> ts,end,utid
+    siblings: tuple[tuple[int, ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class Finding:
+    lint: str
+    message: str
+    threads: tuple[str, ...] = ()
+    layers: tuple[str, ...] = ()
+    severity: str = "error"
+
+    @property
+    def explanation(self) -> str:
+        return EXPLANATIONS[self.lint]
+
+    def render(self) -> str:
+        text = f"{self.severity}[{self.lint}]: {self.message}"
+        if self.threads:
+            text += f"\n  threads: {', '.join(self.threads)}"
+        return text + f"\n  why: {self.explanation}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"lint": self.lint, "severity": self.severity, "message": self.message,
+                "explanation": self.explanation, "threads": list(self.threads),
+                "layers": list(self.layers)}
+
+
+def _is_catch_all(view: LayerView) -> bool:
+    return view.blocks == (Block(),)
+
+
+def _first_layer(views: list[LayerView], thread: ThreadFact) -> int | None:
+    for index, view in enumerate(views):
+        if not _is_catch_all(view) and view.matches(thread.name, thread.process_name):
+            return index
+    return None
+
+
+def _hot_by_layer(views: list[LayerView], facts: CaptureFacts | None) -> dict[int, list[str]]:
+    hot: dict[int, list[str]] = defaultdict(list)
+    if facts is None:
+        for index, view in enumerate(views):
+            hot[index] = list(view.names[: view.hot_threads]) or [
+                f"{view.name} hot thread {n + 1}" for n in range(view.hot_threads)]
+        return hot
+    for thread in facts.threads:
+        index = _first_layer(views, thread)
+        if index is not None and thread.is_target and thread.cpu_share >= HOT_SHARE:
+            hot[index].append(thread.name)
+    return hot
+
+
+def smt_collisions(views: list[LayerView], shape: Shape,
+                   facts: CaptureFacts | None = None) -> list[Finding]:
+    """Hot threads of exclusive layers that the layer's size puts on siblings."""
+    found: list[Finding] = []
+    tpc = shape.threads_per_core
+    budget = shape.exclusive_budget
+    hot = _hot_by_layer(views, facts)
+    for index, view in enumerate(views):
+        if not view.exclusive and not view.demoted:
+            continue
+        cores = view.fixed_cores if view.fixed_cores is not None else budget
+        budget = max(budget - (view.fixed_cores or 0), 0)
+        threads = hot.get(index, [])
+        if tpc >= 2 and 1 <= cores < len(threads):
+            found.append(Finding(
+                "smt_collision",
+                f"layer {view.name!r}: {len(threads)} hot threads in {cores} whole "
+                f"core{'s' if cores != 1 else ''} ({cores * tpc} sibling CPUs): "
+                f"{len(threads) - cores} must share a core with another hot thread",
+                tuple(threads), (view.name,)))
+    if facts is not None:
+        found += _observed_collisions(views, facts)
+    return found
+
+
+def _observed_collisions(views: list[LayerView], facts: CaptureFacts,
+                         threshold: float = SMT_OVERLAP_SHARE) -> list[Finding]:
+    """Exclusive-layer threads seen running on two siblings of one core at once."""
+    layer_of = {t.utid: _first_layer(views, t) for t in facts.threads}
+    names = {t.utid: t.name for t in facts.threads}
+    exclusive = {i for i, v in enumerate(views) if v.exclusive}
+    overlap: dict[tuple[int, int], int] = defaultdict(int)
+    for core in facts.siblings:
+        for n, cpu_a in enumerate(core):
+            for cpu_b in core[n + 1:]:
+                a = [s for s in facts.slices.get(cpu_a, []) if layer_of.get(s[2]) in exclusive]
+                b = [s for s in facts.slices.get(cpu_b, []) if layer_of.get(s[2]) in exclusive]
+                for (ua, ub), ns in _interval_overlaps(a, b).items():
+                    overlap[tuple(sorted((ua, ub)))] += ns  # type: ignore[index]
+    found = []
+    for (ua, ub), ns in sorted(overlap.items()):
+        share = ns / facts.duration_ns if facts.duration_ns else 0.0
+        if share >= threshold:
+            layers = sorted({views[layer_of[u]].name for u in (ua, ub)})  # type: ignore[index]
+            found.append(Finding(
+                "smt_collision",
+                f"observed: {names[ua]} and {names[ub]} ran on sibling CPUs of one core at the "
+                f"same time for {ns / 1e6:.1f} ms ({share:.1%} of the capture, threshold "
+                f"{threshold:.0%})",
+                (names[ua], names[ub]), tuple(layers)))
+    return found
+
+
+def _interval_overlaps(a: list[tuple[int, int, int]],
+                       b: list[tuple[int, int, int]]) -> dict[tuple[int, int], int]:
+    """Total overlap per (utid on a, utid on b) of two CPUs' sorted slices."""
+    a, b = sorted(a), sorted(b)
+    out: dict[tuple[int, int], int] = defaultdict(int)
+    i = j = 0
+    while i < len(a) and j < len(b):
+        start, end = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if end > start and a[i][2] != b[j][2]:
+            out[(a[i][2], b[j][2])] += end - start
+        if a[i][1] <= b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def oversubscribed(views: list[LayerView], shape: Shape) -> list[Finding]:
+    asked = [(v.name, v.demanded_cores or v.fixed_cores or 0, v.names) for v in views
+             if v.exclusive or v.demoted]
+    total = sum(cores for _, cores, _ in asked)
+    if total <= shape.exclusive_budget:
+        return []
+    parts = ", ".join(f"{name} {cores}" for name, cores, _ in asked)
+    return [Finding(
+        "oversubscribed",
+        f"exclusive groups ask for {total} whole cores ({parts}); the shape has "
+        f"{shape.exclusive_budget} ({shape.describe()})",
+        tuple(n for _, _, names in asked for n in names), tuple(n for n, _, _ in asked))]
+
+
+def uncovered(views: list[LayerView], facts: CaptureFacts | None) -> list[Finding]:
+    if facts is None:
+        return []
+    busy = sorted((t for t in facts.threads if t.is_target and t.cpu_share >= BUSY_SHARE
+                   and _first_layer(views, t) is None), key=lambda t: (-t.cpu_share, t.name))
+    if not busy:
+        return []
+    detail = ", ".join(f"{t.name} {t.cpu_share:.2f}" for t in busy[:8])
+    return [Finding(
+        "uncovered",
+        f"{len(busy)} busy threads of the workload match no group (CPUs busy: {detail})",
+        tuple(t.name for t in busy))]
+
+
+def _shadowed(earlier: Block, later: Block) -> bool:
+    if earlier.other or len(earlier.comm) != 1 or len(later.comm) != 1:
+        return False
+    pb = later.comm[0]
+    if not pb.startswith(earlier.comm[0]) or any(pb.startswith(e) for e in earlier.exclude):
+        return False
+    return all(any(q.startswith(p) for q in later.pcomm) for p in earlier.pcomm)
+
+
+def overlaps(views: list[LayerView]) -> list[Finding]:
+    found: list[Finding] = []
+    for j, later in enumerate(views):
+        shadowed: set[str] = set()
+        for k, block in enumerate(later.blocks):
+            for earlier in views[:j]:
+                if not _is_catch_all(earlier) and any(_shadowed(b, block) for b in earlier.blocks):
+                    threads = tuple(n for n in later.names if block.matches(n, None))
+                    shadowed.update(threads)
+                    found.append(Finding(
+                        "overlap",
+                        f"layer {later.name!r} match block {k + 1} ({'+'.join(block.comm)}) can "
+                        f"never fire: the earlier layer {earlier.name!r} takes every such thread",
+                        threads, (earlier.name, later.name)))
+                    break
+        for earlier in views[:j]:
+            if _is_catch_all(earlier) or earlier.blocks == later.blocks:
+                continue
+            moved = tuple(n for n in later.names if n not in shadowed and later.matches(n)
+                          and earlier.matches(n))
+            if moved:
+                found.append(Finding(
+                    "overlap",
+                    f"threads recorded in {later.name!r} land in the earlier layer "
+                    f"{earlier.name!r}", moved, (earlier.name, later.name), severity="warning"))
+    return found
+
+
+def lint(views: list[LayerView], shape: Shape,
+         facts: CaptureFacts | None = None) -> list[Finding]:
+    """Every placement finding, in lint order."""
+    return (smt_collisions(views, shape, facts) + oversubscribed(views, shape)
+            + uncovered(views, facts) + overlaps(views))
