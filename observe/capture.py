@@ -217,7 +217,7 @@ def _finish(writer: CaptureWriter, backend: TracerBackend, target: Target, *, re
         writer.insert_rows("raw_lost", ["ts", "source", "events"],
                            [(report.end_ts or live_ts, f"{backend.name} reported", lost_reported)])
     end_ts = report.end_ts or time.monotonic_ns()
-    first_event = writer.con.execute("SELECT min(ts) FROM raw_sched_switch").fetchone()
+    first_event = writer.con.execute("SELECT min(ts) FROM raw_sched_switch").fetchall()[0]
     start_ts = min(live_ts, first_event[0]) if first_event and first_event[0] else live_ts
     loss_detail = (f"{backend.name} reported {lost_reported}; kernel counted "
                    f"{sum(k for _, k, _ in counted_rows)}, ingested {sum(i for _, _, i in counted_rows)}")

@@ -136,7 +136,7 @@ def _migrate(con: duckdb.DuckDBPyConnection, path: Path, found: int) -> None:
 
 def schema_version_of(con: duckdb.DuckDBPyConnection) -> int | None:
     try:
-        row = con.execute("SELECT max(version) FROM schema_migrations").fetchone()
+        row = con.execute("SELECT max(version) FROM schema_migrations").fetchall()[0]
     except duckdb.CatalogException:
         return None
     return None if row is None else row[0]
@@ -176,5 +176,5 @@ def open_capture(path: str | Path, *, read_only: bool = True) -> Iterator[duckdb
 def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     row = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
-    ).fetchone()
+    ).fetchall()[0]
     return bool(row and row[0])

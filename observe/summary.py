@@ -28,7 +28,7 @@ def summarize(path: Path, *, top: int = 10) -> dict[str, Any]:
             "SELECT capture_id, host, kernel_release, start_wall, duration_ns, target_kind, "
             "target_spec, target_tgids, tracer_backend, tracer_version, events_recorded, "
             "events_lost, loss_detail, end_reason, notes, schema_version FROM capture"
-        ).fetchone()
+        ).fetchall()[0]
         cols = ["capture_id", "host", "kernel_release", "start_wall", "duration_ns", "target_kind",
                 "target_spec", "target_tgids", "tracer_backend", "tracer_version", "events_recorded",
                 "events_lost", "loss_detail", "end_reason", "notes", "schema_version"]
@@ -43,7 +43,7 @@ def summarize(path: Path, *, top: int = 10) -> dict[str, Any]:
             "SELECT 'rename', count(*) FROM raw_task_rename").fetchall())
         threads = con.execute(
             "SELECT count(*) FILTER (WHERE is_target), count(*) FILTER (WHERE utid <> 0) FROM thread"
-        ).fetchone()
+        ).fetchall()[0]
         top_target = _rows(con, _TOP_THREADS_SQL, [True, top])
         top_all = _rows(con, _TOP_THREADS_SQL, [False, top])
         topology = _rows(con, "SELECT cpu, core_key AS core, package_id AS package, smt_siblings, "

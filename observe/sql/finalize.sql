@@ -15,21 +15,29 @@
 -- ---------------------------------------------------------------------------
 -- Thread instances
 -- ---------------------------------------------------------------------------
+CREATE TEMP TABLE _tid_first AS
+    SELECT tid, MIN(ts) AS first_ts FROM (
+        SELECT prev_tid AS tid, ts FROM raw_sched_switch
+        UNION ALL SELECT next_tid, ts FROM raw_sched_switch
+        UNION ALL SELECT wakee_tid, ts FROM raw_sched_waking
+        UNION ALL SELECT waker_tid, ts FROM raw_sched_waking
+        UNION ALL SELECT tid, ts FROM raw_sched_migrate
+        UNION ALL SELECT tid, ts FROM raw_task_exit
+        UNION ALL SELECT tid, ts FROM raw_task_rename
+        UNION ALL SELECT tid, ts FROM raw_task_seen
+        UNION ALL SELECT tid, ts FROM proc_snapshot
+        UNION ALL SELECT parent_tid, ts FROM raw_task_new
+    ) GROUP BY tid;
+
+-- One row per thread instance: every birth, plus an instance "born before the
+-- capture" (-inf) for tids with an event before their first birth (or none).
 CREATE TEMP TABLE _births AS
     SELECT DISTINCT tid, ts AS born_ts FROM raw_task_new
-    UNION
-    SELECT DISTINCT tid, -9223372036854775807 AS born_ts FROM (
-        SELECT prev_tid AS tid FROM raw_sched_switch
-        UNION SELECT next_tid FROM raw_sched_switch
-        UNION SELECT wakee_tid FROM raw_sched_waking
-        UNION SELECT waker_tid FROM raw_sched_waking
-        UNION SELECT tid FROM raw_sched_migrate
-        UNION SELECT tid FROM raw_task_exit
-        UNION SELECT tid FROM raw_task_rename
-        UNION SELECT tid FROM raw_task_seen
-        UNION SELECT tid FROM proc_snapshot
-        UNION SELECT parent_tid FROM raw_task_new
-    );
+    UNION ALL
+    SELECT f.tid, -9223372036854775807 AS born_ts
+    FROM _tid_first f
+    LEFT JOIN (SELECT tid, MIN(ts) AS first_birth FROM raw_task_new GROUP BY tid) b USING (tid)
+    WHERE b.first_birth IS NULL OR f.first_ts < b.first_birth;
 
 -- tid 0 (the idle tasks of every CPU) gets utid 0, as in Perfetto.
 CREATE TEMP TABLE _instance AS
@@ -247,6 +255,6 @@ LEFT JOIN _instance_span sp ON sp.utid = t.utid
 LEFT JOIN last_snap s ON s.tid = t.tid AND t.end_ts IS NULL
 ORDER BY utid;
 
-DROP TABLE _births; DROP TABLE _instance; DROP TABLE _switch; DROP TABLE _gap;
+DROP TABLE _tid_first; DROP TABLE _births; DROP TABLE _instance; DROP TABLE _switch; DROP TABLE _gap;
 DROP TABLE _gap_wake; DROP TABLE _instance_span; DROP TABLE _facts;
 DROP TABLE _thread_facts; DROP TABLE _thread0; DROP TABLE _thread_leader;

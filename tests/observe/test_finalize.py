@@ -1,0 +1,137 @@
+"""finalize.sql on hand-made events: slices, states, wakeups, thread instances."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from threadwise.errors import InputError, UsageError
+from threadwise.observe.store import CaptureWriter, open_capture, temp_path_for
+
+from .builder import build_capture, snapshot
+
+S, R_PLUS = 1, 256
+
+
+@pytest.fixture
+def capture(tmp_path):
+    # cpu0: idle -> A(10) at 100; A sleeps at 300 -> idle; idle -> B(11) at 500 .. end
+    # cpu1: idle .. B wakes A at 400 (target cpu1); A runs on cpu1 600..800, preempted by idle? no:
+    #       A preempted (R+) at 800 by C(12) which runs to the end.
+    events = {
+        "raw_sched_switch": [
+            (100, 0, 0, 0, 120, 10, 120),
+            (300, 0, 10, S, 120, 0, 120),
+            (500, 0, 0, 0, 120, 11, 120),
+            (600, 1, 0, 0, 120, 10, 120),
+            (800, 1, 10, R_PLUS, 120, 12, 120),
+        ],
+        "raw_sched_waking": [(400, 0, 11, 10, 1, False)],
+        "raw_task_seen": [(300, 10, 10, "alpha"), (800, 10, 10, "alpha")],
+        "raw_task_new": [],
+    }
+    snaps = [snapshot(50, "start", 10, 10, "alpha", 0), snapshot(950, "end", 10, 10, "alpha", 400)]
+    return build_capture(tmp_path / "c.duckdb", start_ts=0, end_ts=1000, events=events,
+                         target_tgids=(10,), snapshots=snaps)
+
+
+def test_slices_tile_each_cpu_from_start_to_end(capture):
+    with open_capture(capture) as con:
+        rows = con.execute("SELECT ts, dur, cpu, t.tid, end_state FROM sched_slice "
+                           "JOIN thread t USING (utid) ORDER BY cpu, ts").fetchall()
+    assert rows == [
+        (0, 100, 0, 0, "R"), (100, 200, 0, 10, "S"), (300, 200, 0, 0, "R"), (500, 500, 0, 11, None),
+        (0, 600, 1, 0, "R"), (600, 200, 1, 10, "R+"), (800, 200, 1, 12, None),
+    ]
+
+
+def test_thread_state_sleep_wake_and_preemption(capture):
+    with open_capture(capture) as con:
+        rows = con.execute(
+            "SELECT ts, dur, state, w.tid AS waker FROM thread_state s "
+            "JOIN thread t USING (utid) LEFT JOIN thread w ON w.utid = s.waker_utid "
+            "WHERE t.tid = 10 ORDER BY ts").fetchall()
+    assert rows == [(100, 200, "Running", None), (300, 100, "S", None), (400, 200, "R", 11),
+                    (600, 200, "Running", None)]
+
+
+def test_runtime_check_uses_the_snapshot_window(capture):
+    from threadwise.observe.checks import runtime_agreement
+
+    with open_capture(capture) as con:
+        frame = runtime_agreement(con)
+    row = frame.row(0, named=True)
+    assert (row["tid"], row["kernel_ns"], row["traced_ns"], row["slices"]) == (10, 400, 400, 2)
+    assert row["agrees"]
+
+
+def test_tid_reuse_gives_two_thread_instances(tmp_path):
+    events = {
+        "raw_task_new": [(50, 0, 1, 1, 20, 1, 0x10000, "first"), (300, 0, 1, 1, 20, 1, 0x10000, "second")],
+        "raw_sched_switch": [(100, 0, 0, 0, 120, 20, 120), (200, 0, 20, 16, 120, 0, 120),
+                             (400, 0, 0, 0, 120, 20, 120)],
+        "raw_task_exit": [(190, 0, 20, 1, "first")],
+        "raw_task_rename": [(310, 0, 20, "second", "second-name-15c")],
+    }
+    path = build_capture(tmp_path / "reuse.duckdb", start_ts=0, end_ts=500, events=events)
+    with open_capture(path) as con:
+        threads = con.execute("SELECT utid, name, start_ts, end_ts FROM thread WHERE tid = 20 "
+                              "ORDER BY start_ts").fetchall()
+        per_instance = con.execute("SELECT utid, sum(dur) FROM sched_slice WHERE utid IN "
+                                   "(SELECT utid FROM thread WHERE tid = 20) GROUP BY utid ORDER BY utid"
+                                   ).fetchall()
+    assert [(t[1], t[2], t[3]) for t in threads] == [("first", 50, 190), ("second-name-15c", 300, None)]
+    assert [d for _, d in per_instance] == [100, 100]
+
+
+def test_empty_capture_finalizes(tmp_path):
+    path = build_capture(tmp_path / "empty.duckdb", start_ts=0, end_ts=10, events={})
+    with open_capture(path) as con:
+        assert con.execute("SELECT count(*) FROM sched_slice").fetchall() == [(0,)]
+        assert con.execute("SELECT count(*) FROM thread_state").fetchall() == [(0,)]
+
+
+def test_writer_renames_into_place_only_when_finalized(tmp_path):
+    final = tmp_path / "x.duckdb"
+    writer = CaptureWriter(final)
+    assert temp_path_for(final).exists() and not final.exists()
+    writer.abandon()
+    assert not temp_path_for(final).exists() and not final.exists()
+
+
+def test_existing_capture_is_not_overwritten_without_force(tmp_path):
+    path = build_capture(tmp_path / "c.duckdb", start_ts=0, end_ts=10, events={})
+    with pytest.raises(UsageError, match="already exists"):
+        CaptureWriter(path)
+    build_capture(path, start_ts=0, end_ts=20, events={}, force=True)
+    with open_capture(path) as con:
+        assert con.execute("SELECT duration_ns FROM capture").fetchall() == [(20,)]
+
+
+def test_bad_output_paths(tmp_path):
+    with pytest.raises(UsageError, match="does not exist"):
+        CaptureWriter(tmp_path / "nope" / "c.duckdb")
+    with pytest.raises(UsageError, match="is a directory"):
+        CaptureWriter(tmp_path)
+
+
+def test_open_capture_rejects_what_is_not_a_capture(tmp_path):
+    with pytest.raises(UsageError, match="not found"):
+        open_capture(tmp_path / "missing.duckdb").__enter__()
+    junk = tmp_path / "junk.duckdb"
+    junk.write_text("this is not a database")
+    with pytest.raises(InputError):
+        open_capture(junk).__enter__()
+    other = tmp_path / "other.duckdb"
+    duckdb.connect(str(other)).execute("CREATE TABLE t (x INT)").close()
+    with pytest.raises(InputError, match="not a threadwise capture"):
+        open_capture(other).__enter__()
+
+
+def test_newer_schema_is_refused(tmp_path):
+    path = build_capture(tmp_path / "c.duckdb", start_ts=0, end_ts=10, events={})
+    con = duckdb.connect(str(path))
+    con.execute("INSERT INTO schema_migrations VALUES (99, now(), 'future')")
+    con.close()
+    with pytest.raises(InputError, match="newer than this threadwise"):
+        open_capture(path).__enter__()
