@@ -37,6 +37,13 @@ def check_pattern(pattern: str, observed: list[str] | None = None) -> PatternPro
     """None when `pattern` is expressible as a comm prefix, else the problem."""
     limit = matcher_set().limits.max_comm_bytes
     body = prefix_of(pattern)
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in pattern):
+        return PatternProblem(
+            "control_char",
+            f"pattern {pattern!r} holds a control character; no comm can contain it "
+            "(and scx_layered cannot pass a NUL to its BPF side)",
+            "remove the control character",
+        )
     if pattern.startswith("*") and any(ch not in "*" for ch in pattern):
         return PatternProblem(
             "suffix_pattern",
