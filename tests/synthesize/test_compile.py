@@ -1,0 +1,104 @@
+"""Compile to scx_layered JSON: layer shapes, the demotion rule, and the real oracle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from threadwise.errors import UsageError
+from threadwise.synthesize import oracle
+from threadwise.synthesize.compile import compile_profile
+from threadwise.synthesize.schema import Group, Profile, Workload
+from threadwise.synthesize.shape import host_shape, parse_shape, synthetic
+
+
+def hot_profile(hot_threads: int, **extra: object) -> Profile:
+    return Profile(schema_version=1, name="t", workload=Workload(process="svc"), group=[
+        Group(name="hot", match=["hot-*"], treatment="exclusive", hot_threads=hot_threads,
+              **extra),
+        Group(name="io", match=["io_"], exclude=["io_x"], treatment="latency"),
+    ])
+
+
+def test_exclusive_becomes_confined_whole_cores_with_siblings() -> None:
+    compiled = compile_profile(hot_profile(2), synthetic(4, 2))
+    hot, io, rest = compiled.specs
+    assert hot["kind"] == {"Confined": {
+        "util_range": [0.8, 0.9], "cpus_range": [4, 4], "exclusive": True, "protected": True,
+        "preempt": True, "slice_us": 20000, "weight": 100}}
+    assert hot["matches"] == [[{"PcommPrefix": "svc"}, {"CommPrefix": "hot-"}]]
+    assert io["matches"] == [[{"PcommPrefix": "svc"}, {"CommPrefix": "io_"},
+                              {"CommPrefixExclude": "io_x"}]]
+    assert io["kind"]["Open"]["preempt"] is True
+    assert rest == {"name": "rest", "comment": "threadwise t: everything else (catch-all)",
+                    "matches": [[]], "kind": {"Open": {"slice_us": 20000, "weight": 100}}}
+    assert compiled.notes == []
+
+
+def test_demotion_on_a_two_core_shape_with_three_hot_threads() -> None:
+    compiled = compile_profile(hot_profile(3), synthetic(2, 1))
+    hot = compiled.specs[0]
+    assert list(hot["kind"]) == ["Grouped"]
+    assert "exclusive" not in hot["kind"]["Grouped"]
+    reason = "needs 3 whole cores, the shape has 1 left (2 cores - 1 reserved)"
+    assert hot["comment"] == f"threadwise t/hot: exclusive, demoted to Grouped: {reason}"
+    assert compiled.notes == [
+        f"group 'hot' demoted from exclusive (Confined) to Grouped: {reason}"]
+    assert compiled.plans[0].demoted
+
+
+def test_exclusive_groups_take_cores_in_profile_order() -> None:
+    p = Profile(schema_version=1, name="t", workload=Workload(process="svc"), group=[
+        Group(name="a", match=["a"], treatment="exclusive", hot_threads=2),
+        Group(name="b", match=["b"], treatment="exclusive", hot_threads=2),
+    ])
+    compiled = compile_profile(p, synthetic(4, 2))
+    assert [next(iter(s["kind"])) for s in compiled.specs[:2]] == ["Confined", "Grouped"]
+    assert "has 1 left (4 cores - 1 reserved - earlier exclusive groups)" in compiled.notes[0]
+
+
+def test_request_sizing_and_overrides() -> None:
+    p = hot_profile(2, request_millicores=2250, cpu_fraction=0.85, slice_us=5000, weight=300)
+    kind = compile_profile(p, synthetic(8, 2)).specs[0]["kind"]["Confined"]
+    assert (kind["cpus_range"], kind["slice_us"], kind["weight"]) == ([4, 4], 5000, 300)
+
+
+def test_shapes() -> None:
+    assert parse_shape("cores=4,threads-per-core=2,reserve=0").as_dict()["siblings"] == [
+        [0, 1], [2, 3], [4, 5], [6, 7]]
+    assert parse_shape("cores=3").threads_per_core == 1
+    host = host_shape()
+    assert host.nr_cpus >= 1 and host.source == "host"
+    with pytest.raises(UsageError, match="bad shape item"):
+        parse_shape("cores=4,smt=2")
+    with pytest.raises(UsageError, match="unknown shape"):
+        parse_shape("no-such-file.json")
+
+
+def test_shape_file(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text("siblings = [[0, 4], [1, 5]]\nreserve_cores = 0\n")
+    shape = parse_shape(str(path))
+    assert (shape.cores, shape.threads_per_core, shape.exclusive_budget) == (2, 2, 2)
+
+
+def test_oracle_accepts_the_example_with_every_option(example: Profile, scx_binary: Path) -> None:
+    for shape in (synthetic(8, 2), synthetic(2, 1), synthetic(1, 2), host_shape()):
+        specs = compile_profile(example, shape).specs
+        back = oracle.print_and_exit(specs, scx_binary)
+        assert oracle.mismatches(specs, back) == []
+
+
+def test_oracle_catches_a_dropped_option(scx_binary: Path) -> None:
+    specs = [{"name": "a", "comment": "c", "matches": [[{"CommPrefix": "a"}]],
+              "kind": {"Open": {"exlusive": True, "weight": 0}}},
+             {"name": "rest", "comment": "r", "matches": [[]], "kind": {"Open": {}}}]
+    found = oracle.check(specs, scx_binary)
+    assert found == ["a.Open.exlusive: dropped by scx_layered", "a.Open.weight: sent 0, got 100"]
+
+
+def test_oracle_reports_a_rejected_config(scx_binary: Path) -> None:
+    specs = [{"name": "a", "matches": [[{"CommPrefx": "a"}]], "kind": {"Open": {}}}]
+    with pytest.raises(Exception, match="scx_layered rejected the config"):
+        oracle.check(specs, scx_binary)

@@ -1,0 +1,133 @@
+"""Placement lint: one negative test per invariant, with the message and threads checked."""
+
+from __future__ import annotations
+
+import json
+
+from threadwise.synthesize.compile import compile_profile
+from threadwise.synthesize.layers import views_from_profile, views_from_specs
+from threadwise.synthesize.lint import CaptureFacts, ThreadFact, lint
+from threadwise.synthesize.schema import Evidence, Group, Profile, Workload
+from threadwise.synthesize.shape import synthetic
+
+
+def hot_group(hot: int, names: list[str], **extra: object) -> Group:
+    return Group(name="hot", match=["hot-*"], treatment="exclusive", hot_threads=hot,
+                 evidence=Evidence(names=names, threads=len(names)), **extra)
+
+
+def profile(*groups: Group) -> Profile:
+    return Profile(schema_version=1, name="t", workload=Workload(process="svc"),
+                   group=list(groups))
+
+
+def run(p: Profile, shape=None, facts=None):  # noqa: ANN001, ANN202
+    shape = shape or synthetic(4, 2)
+    return lint(views_from_profile(p, shape), shape, facts)
+
+
+def test_clean_profile_has_no_findings(example: Profile) -> None:
+    assert run(example, synthetic(8, 2)) == []
+
+
+def test_smt_collision_on_a_one_core_budget_with_two_hot_threads() -> None:
+    p = profile(hot_group(2, ["hot-0", "hot-1"], request_millicores=1000))
+    [finding] = run(p, synthetic(4, 2))
+    assert finding.lint == "smt_collision"
+    assert finding.message == ("layer 'hot': 2 hot threads in 1 whole core (2 sibling CPUs): "
+                               "1 must share a core with another hot thread")
+    assert finding.threads == ("hot-0", "hot-1")
+    assert "SMT siblings share one core" in finding.explanation
+
+
+def test_smt_collision_when_demotion_leaves_one_core() -> None:
+    findings = run(profile(hot_group(2, ["hot-0", "hot-1"])), synthetic(2, 2))
+    assert [f.lint for f in findings] == ["smt_collision", "oversubscribed"]
+
+
+def test_no_smt_collision_without_smt() -> None:
+    p = profile(hot_group(2, ["hot-0", "hot-1"], request_millicores=1000))
+    assert run(p, synthetic(4, 1)) == []
+
+
+def test_oversubscribed() -> None:
+    p = profile(hot_group(3, ["hot-0", "hot-1", "hot-2"]))
+    [smt, over] = run(p, synthetic(2, 2))
+    assert over.lint == "oversubscribed"
+    assert over.message == ("exclusive groups ask for 3 whole cores (hot 3); the shape has 1 "
+                            "(2 cores x 2 threads (4 CPUs), 1 reserved for the system)")
+    assert over.threads == ("hot-0", "hot-1", "hot-2")
+    assert smt.lint == "smt_collision"
+
+
+def test_uncovered_needs_a_capture_and_names_busy_threads() -> None:
+    p = profile(Group(name="io", match=["io_"], treatment="latency"))
+    facts = CaptureFacts(10**9, [
+        ThreadFact(1, "io_1", "svc", 0.2), ThreadFact(2, "compactor", "svc", 0.4),
+        ThreadFact(3, "idle-one", "svc", 0.001), ThreadFact(4, "bash", "bash", 0.9, False)])
+    assert run(p) == []
+    [finding] = run(p, facts=facts)
+    assert finding.lint == "uncovered"
+    assert finding.message == ("1 busy threads of the workload match no group "
+                               "(CPUs busy: compactor 0.40)")
+    assert finding.threads == ("compactor",)
+
+
+def test_overlap_shadowed_layer() -> None:
+    p = profile(Group(name="io", match=["io_"], treatment="latency"),
+                Group(name="iothd", match=["io_thd_"], treatment="batch",
+                      evidence=Evidence(names=["io_thd_1"])))
+    [finding] = run(p)
+    assert finding.lint == "overlap"
+    assert finding.message == ("layer 'iothd' match block 1 (io_thd_) can never fire: the "
+                               "earlier layer 'io' takes every such thread")
+    assert finding.threads == ("io_thd_1",)
+
+
+def test_overlap_moved_threads_is_a_warning() -> None:
+    p = profile(Group(name="w1", match=["worker-1"], treatment="latency"),
+                Group(name="workers", match=["worker-"], treatment="batch",
+                      evidence=Evidence(names=["worker-1", "worker-2"])))
+    [finding] = run(p)
+    assert (finding.lint, finding.severity, finding.threads) == ("overlap", "warning",
+                                                                 ("worker-1",))
+
+
+def test_observed_smt_collision_from_a_capture() -> None:
+    p = profile(hot_group(2, ["hot-0", "hot-1"]))
+    shape = synthetic(4, 2)
+    threads = [ThreadFact(1, "hot-0", "svc", 0.9), ThreadFact(2, "hot-1", "svc", 0.9)]
+    ms = 1_000_000
+    facts = CaptureFacts(
+        1000 * ms, threads,
+        slices={0: [(0, 300 * ms, 1)], 1: [(200 * ms, 400 * ms, 2)], 2: [(500 * ms, 900 * ms, 2)]},
+        siblings=((0, 1), (2, 3)))
+    [finding] = lint(views_from_profile(p, shape), shape, facts)
+    assert finding.lint == "smt_collision"
+    assert finding.message == ("observed: hot-0 and hot-1 ran on sibling CPUs of one core at the "
+                               "same time for 100.0 ms (10.0% of the capture, threshold 5%)")
+    assert finding.threads == ("hot-0", "hot-1")
+
+
+def test_raw_layer_configs_are_linted_alike() -> None:
+    """A hand-written pinned tier-style config: fixed Confined layers, exclusive."""
+    specs = [
+        {"name": "tier0", "matches": [[{"CommPrefix": "db"}]],
+         "kind": {"Confined": {"util_range": [0.5, 0.9], "cpus_range": [8, 8],
+                               "exclusive": True}}},
+        {"name": "tier1", "matches": [[{"CommPrefix": "db_bg"}]], "kind": {"Open": {}}},
+        {"name": "rest", "matches": [[]], "kind": {"Open": {}}},
+    ]
+    shape = synthetic(4, 2)
+    facts = CaptureFacts(10**9, [ThreadFact(i, f"db{i}", "db", 0.9) for i in range(5)])
+    findings = lint(views_from_specs(json.loads(json.dumps(specs)), shape), shape, facts)
+    assert [f.lint for f in findings] == ["smt_collision", "oversubscribed", "overlap"]
+    assert findings[0].message.startswith("layer 'tier0': 5 hot threads in 4 whole cores")
+
+
+def test_compiled_and_profile_views_agree(example: Profile) -> None:
+    shape = synthetic(8, 2)
+    from_profile = views_from_profile(example, shape)
+    from_specs = views_from_specs(compile_profile(example, shape).specs, shape)
+    assert [(v.name, v.kind, v.blocks, v.exclusive, v.fixed_cores) for v in from_profile] == [
+        (v.name, v.kind, v.blocks, v.exclusive, v.fixed_cores) for v in from_specs]
