@@ -21,7 +21,7 @@ def profile(*groups: Group) -> Profile:
                    group=list(groups))
 
 
-def run(p: Profile, shape=None, facts=None):  # noqa: ANN001, ANN202
+def run(p: Profile, shape=None, facts=None):
     shape = shape or synthetic(4, 2)
     return lint(views_from_profile(p, shape), shape, facts)
 

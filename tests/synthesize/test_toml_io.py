@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from threadwise.synthesize.diagnostics import ProfileError
 from threadwise.synthesize.locate import SourceMap
 from threadwise.synthesize.reader import parse_profile
