@@ -27,11 +27,11 @@ def summarize(path: Path, *, top: int = 10) -> dict[str, Any]:
         cap = con.execute(
             "SELECT capture_id, host, kernel_release, start_wall, duration_ns, target_kind, "
             "target_spec, target_tgids, tracer_backend, tracer_version, events_recorded, "
-            "events_lost, loss_detail, end_reason, notes, schema_version FROM capture"
+            "events_lost, loss_detail, end_reason, notes, schema_version, switch_gaps FROM capture"
         ).fetchall()[0]
         cols = ["capture_id", "host", "kernel_release", "start_wall", "duration_ns", "target_kind",
                 "target_spec", "target_tgids", "tracer_backend", "tracer_version", "events_recorded",
-                "events_lost", "loss_detail", "end_reason", "notes", "schema_version"]
+                "events_lost", "loss_detail", "end_reason", "notes", "schema_version", "switch_gaps"]
         info: dict[str, Any] = dict(zip(cols, cap, strict=True))
         info["start_wall"] = str(info["start_wall"])
         counts = dict(con.execute(
@@ -80,7 +80,8 @@ def render(info: dict[str, Any]) -> str:
         f"tracer     {info['tracer_backend']} {info['tracer_version']}",
         f"events     {info['events_recorded']:,} ({info['events_per_s']:,.0f}/s)  "
         + ", ".join(f"{k} {v:,}" for k, v in info["events_by_kind"].items()),
-        f"lost       {info['events_lost']:,}  ({info['loss_detail']})",
+        f"lost       {info['events_lost']:,}  ({info['loss_detail']}; "
+        f"{info['switch_gaps']:,} gaps in the per-CPU switch sequence)",
         f"threads    {info['target_threads']} target, {info['all_threads']} seen on the CPUs",
     ]
     if info["notes"]:

@@ -59,21 +59,47 @@ CREATE TEMP TABLE _switch AS
 -- ---------------------------------------------------------------------------
 -- sched_slice: who held each CPU, when (Perfetto: sched_slice)
 -- ---------------------------------------------------------------------------
-CREATE TABLE sched_slice AS
-WITH ordered AS (
+-- A switch sequence on one CPU must chain: each switch's prev is the previous
+-- switch's next. Where it does not, the tracer's program did not run for at
+-- least one switch (seen on these hosts: a process that sleeps inside a bpf()
+-- syscall holds the CPU's bpf_prog_active, which silently skips tracepoint
+-- programs on that CPU). Such gaps are recorded, counted as lost events, and
+-- the slice before a gap gets no end_state.
+CREATE TEMP TABLE _ordered AS
     SELECT *,
         LEAD(ts) OVER w AS next_ts,
         LEAD(prev_state) OVER w AS next_prev_state,
+        LEAD(prev_tid) OVER w AS next_prev_tid,
         ROW_NUMBER() OVER w AS nth
     FROM _switch
-    WINDOW w AS (PARTITION BY cpu ORDER BY ts)
+    WINDOW w AS (PARTITION BY cpu ORDER BY ts);
+
+CREATE TABLE switch_gap AS
+    SELECT cpu,
+           ts AS before_ts,          -- last switch before the gap
+           next_ts AS after_ts,      -- first switch after it
+           next_tid AS expected_tid, -- who should have switched out
+           next_prev_tid AS found_tid
+    FROM _ordered
+    WHERE next_prev_tid IS NOT NULL AND next_prev_tid <> next_tid
+    ORDER BY before_ts;
+
+UPDATE capture SET
+    switch_gaps = (SELECT count(*) FROM switch_gap),
+    events_lost = COALESCE(events_lost, 0) + (SELECT count(*) FROM switch_gap);
+
+CREATE TABLE sched_slice AS
+WITH ordered AS (
+    SELECT * REPLACE (
+        CASE WHEN next_prev_tid <> next_tid THEN NULL ELSE next_prev_state END AS next_prev_state)
+    FROM _ordered
 ), bounds AS (
     SELECT start_ts, end_ts FROM capture
 ), body AS (
     -- A slice of next_utid from this switch to the next switch on the CPU.
     SELECT o.ts, COALESCE(o.next_ts, b.end_ts) - o.ts AS dur, o.cpu, o.next_utid AS utid,
            o.next_prev_state AS raw_end_state, o.next_prio AS priority,
-           o.next_ts IS NULL AS clipped
+           o.next_ts IS NULL OR o.next_prev_tid <> o.next_tid AS clipped
     FROM ordered o, bounds b
 ), head AS (
     -- The thread that held the CPU when tracing started, up to its first switch.
@@ -255,6 +281,6 @@ LEFT JOIN _instance_span sp ON sp.utid = t.utid
 LEFT JOIN last_snap s ON s.tid = t.tid AND t.end_ts IS NULL
 ORDER BY utid;
 
-DROP TABLE _tid_first; DROP TABLE _births; DROP TABLE _instance; DROP TABLE _switch; DROP TABLE _gap;
+DROP TABLE _tid_first; DROP TABLE _births; DROP TABLE _ordered; DROP TABLE _instance; DROP TABLE _switch; DROP TABLE _gap;
 DROP TABLE _gap_wake; DROP TABLE _instance_span; DROP TABLE _facts;
 DROP TABLE _thread_facts; DROP TABLE _thread0; DROP TABLE _thread_leader;

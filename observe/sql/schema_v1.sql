@@ -28,7 +28,8 @@ CREATE TABLE capture (
     tracer_backend   VARCHAR NOT NULL,  -- bpftrace | libbpf
     tracer_version   VARCHAR NOT NULL,
     events_recorded  BIGINT,            -- events ingested into raw tables
-    events_lost      BIGINT,            -- events the kernel->user buffers dropped
+    events_lost      BIGINT,            -- events lost: buffer drops + kernel counts not ingested + switch_gaps
+    switch_gaps      BIGINT,            -- places where a CPU's switch sequence breaks (>= 1 switch missed each)
     loss_detail      VARCHAR,           -- how events_lost was established
     end_reason       VARCHAR,           -- duration | interrupted | target-exited | tracer-failed
     notes            VARCHAR            -- free text for caveats

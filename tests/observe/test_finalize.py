@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import duckdb
 import pytest
+from threadwise.observe.store import CaptureWriter, open_capture, temp_path_for
 
 from threadwise.errors import InputError, UsageError
-from threadwise.observe.store import CaptureWriter, open_capture, temp_path_for
 
 from .builder import build_capture, snapshot
 
@@ -135,3 +135,16 @@ def test_newer_schema_is_refused(tmp_path):
     con.close()
     with pytest.raises(InputError, match="newer than this threadwise"):
         open_capture(path).__enter__()
+
+
+def test_broken_switch_chain_is_a_recorded_gap(tmp_path):
+    # cpu0: idle -> A at 100; then B -> idle at 300 (A's switch-out to B was never traced)
+    events = {"raw_sched_switch": [(100, 0, 0, 0, 120, 10, 120), (300, 0, 11, S, 120, 0, 120)]}
+    path = build_capture(tmp_path / "gap.duckdb", start_ts=0, end_ts=400, events=events, events_lost=2)
+    with open_capture(path) as con:
+        assert con.execute("SELECT cpu, before_ts, after_ts, expected_tid, found_tid FROM switch_gap"
+                           ).fetchall() == [(0, 100, 300, 10, 11)]
+        assert con.execute("SELECT events_lost, switch_gaps FROM capture").fetchall() == [(3, 1)]
+        # A's slice runs into the gap: no end state, flagged as clipped
+        assert con.execute("SELECT dur, end_state, clipped FROM sched_slice JOIN thread USING (utid) "
+                           "WHERE tid = 10").fetchall() == [(200, None, True)]

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-
 from threadwise.observe.stream import SCHEMAS, StreamParser
 
 FIXTURE = Path(__file__).parent / "fixtures" / "rolesim_stream.txt"
@@ -57,7 +56,9 @@ def test_named_threads_and_renames_are_recorded():
 
 def test_comm_with_spaces_and_bars_survives():
     parser = StreamParser()
-    chunk = parser.feed("T 10 42 40 C2 CompilerThre\nR 11 0 43 GC Thread#0|a|b c\nF 12 1 40 40 44 65536 VM Periodic Tas\n")
+    chunk = parser.feed("T 10 42 40 C2 CompilerThre\n"
+                        "R 11 0 43 GC Thread#0|a|b c\n"
+                        "F 12 1 40 40 44 65536 VM Periodic Tas\n")
     seen = chunk.tables["raw_task_seen"].to_pylist()[0]
     assert seen["comm"] == "C2 CompilerThre"
     rename = chunk.tables["raw_task_rename"].to_pylist()[0]
