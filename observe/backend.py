@@ -47,9 +47,8 @@ class TracerBackend(Protocol):
 
 
 def get_backend(name: str) -> TracerBackend:
-    from threadwise.observe.bpftrace_backend import BpftraceBackend
-
     from threadwise.errors import UsageError
+    from threadwise.observe.bpftrace_backend import BpftraceBackend
 
     backends: dict[str, type] = {"bpftrace": BpftraceBackend}
     if name not in backends:

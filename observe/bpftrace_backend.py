@@ -22,10 +22,9 @@ import time
 from importlib import resources
 from pathlib import Path
 
+from threadwise.errors import MissingTool, PermissionProblem, TracerError
 from threadwise.observe.backend import TracerReport
 from threadwise.observe.stream import ParsedChunk, StreamParser
-
-from threadwise.errors import MissingTool, PermissionProblem, TracerError
 
 SCRIPT = "sched_stream.bt"
 TRACEFS = Path("/sys/kernel/tracing")

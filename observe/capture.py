@@ -25,14 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from threadwise.errors import TargetError, TracerError
 from threadwise.observe import procfs
 from threadwise.observe.backend import TracerBackend, TracerReport, get_backend
 from threadwise.observe.store import SCHEMA_VERSION, CaptureWriter
 from threadwise.observe.stream import ParsedChunk
 from threadwise.observe.target import Target
 from threadwise.observe.topology import read_topology
-
-from threadwise.errors import TargetError, TracerError
 
 POLL_INTERVAL_S = 0.25
 SCAN_INTERVAL_S = 0.5

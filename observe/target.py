@@ -14,9 +14,8 @@ import shlex
 import subprocess
 from dataclasses import dataclass, field
 
-from threadwise.observe import procfs
-
 from threadwise.errors import TargetError, UsageError
+from threadwise.observe import procfs
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}

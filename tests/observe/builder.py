@@ -6,6 +6,7 @@ import datetime as dt
 from pathlib import Path
 
 import pyarrow as pa
+
 from threadwise.observe.store import SCHEMA_VERSION, CaptureWriter
 from threadwise.observe.stream import SCHEMAS
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import duckdb
 import pytest
-from threadwise.observe.store import CaptureWriter, open_capture, temp_path_for
 
 from threadwise.errors import InputError, UsageError
+from threadwise.observe.store import CaptureWriter, open_capture, temp_path_for
 
 from .builder import build_capture, snapshot
 

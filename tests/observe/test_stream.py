@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+
 from threadwise.observe.stream import SCHEMAS, StreamParser
 
 FIXTURE = Path(__file__).parent / "fixtures" / "rolesim_stream.txt"
