@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from threadwise.runtime import display, launcher
 from threadwise.runtime import info as runtime_info_mod
 from threadwise.runtime import kernel as kernel_mod
 from threadwise.runtime import lab as lab_mod
+from threadwise.runtime.supervisor import RunFiles
 
 lab_app = typer.Typer(
     help=(
@@ -110,6 +113,90 @@ def runtime_info(
     print(json.dumps(info, indent=2) if as_json else runtime_info_mod.format_info(info))
 
 
+def apply(
+    profile: Annotated[
+        Path, typer.Argument(help="A profile (.toml) or an scx_layered layer config (.json).")
+    ],
+    *,
+    shape: Annotated[
+        str,
+        typer.Option("--shape", help="Machine shape a profile is compiled for: host, or cores=N,tpc=T."),
+    ] = "host",
+    foreground: Annotated[
+        bool, typer.Option("--foreground", help="Stay attached until Ctrl-C, SIGTERM or --duration.")
+    ] = False,
+    duration: Annotated[
+        float | None, typer.Option("--duration", help="Stop by itself after this many seconds.")
+    ] = None,
+    attach_timeout: Annotated[
+        float, typer.Option("--attach-timeout", help="Seconds to wait for the attach (TCG: ~20).")
+    ] = 120.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the run state as JSON.")] = False,
+) -> None:
+    """Apply PROFILE with the bundled scx_layered; return once it is attached.
+
+    The profile is validated and compiled for --shape (a .json is taken as an
+    scx_layered config as is), parsed by scx_layered itself, then launched by a
+    supervisor that records everything under /run/threadwise. `apply` returns
+    when /sys/kernel/sched_ext/state reads `enabled` and root/ops names layered,
+    or fails with scx_layered's reason and nothing attached. Then use
+    `threadwise status` and `threadwise stop`. --foreground (or --duration)
+    keeps this command attached instead and exits non-zero if the scheduler
+    dies or the kernel ejects it. Needs root and a kernel with sched_ext; on
+    other hosts run it in the lab: threadwise lab run -- threadwise apply P --duration 30
+    """
+    files = RunFiles.default()
+    resolved = launcher.prepare(profile, shape, files)
+    for note in resolved.notes:
+        _err(f"note: {note}")
+    if foreground or duration:
+        _err(f"applying {resolved.source} ({len(resolved.specs)} layers) in the foreground")
+        state = launcher.apply_foreground(
+            resolved,
+            files,
+            attach_timeout_s=attach_timeout,
+            duration_s=duration,
+            log=lambda msg: _err(f"apply: {msg}"),
+        )
+    else:
+        state = launcher.apply_background(resolved, files, attach_timeout_s=attach_timeout)
+    print(json.dumps(state, indent=2) if as_json else display.applied(state, resolved))
+
+
+def status(
+    interval: Annotated[
+        float, typer.Option("--interval", help="Seconds over which utilisation is measured.")
+    ] = 1.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
+) -> None:
+    """Show the applied profile, the sched_ext state and per-layer tasks/utilisation/CPUs.
+
+    Figures come from scx_layered's stats socket. Exits 1 when the last applied
+    profile ended on its own (scx_layered died, or the kernel ejected it), with
+    the exit kind and scx_layered's message.
+    """
+    files = RunFiles.default()
+    result = launcher.status(files, interval_s=interval)
+    print(json.dumps(result, indent=2) if as_json else display.status(result))
+    if result["problem"]:
+        raise launcher.SchedulerFailure(result["problem"], hint=f"scx_layered output: {files.log}")
+
+
+def stop(
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
+) -> None:
+    """Stop the applied profile: scx_layered unregisters and the state reads `disabled`.
+
+    Only the supervisor started by `threadwise apply` is signalled (checked by
+    pid and start time); a scheduler threadwise did not start is left alone.
+    """
+    result = launcher.stop(RunFiles.default())
+    print(json.dumps(result, indent=2) if as_json else display.stopped(result))
+
+
 def register(app: typer.Typer) -> None:
+    app.command("apply")(apply)
+    app.command("status")(status)
+    app.command("stop")(stop)
     app.add_typer(lab_app, name="lab")
     app.add_typer(runtime_app, name="runtime")

@@ -6,9 +6,8 @@ import platform
 import shutil
 import subprocess
 
-from threadwise.runtime import kernel, lab, scx
-
 from threadwise.errors import MissingTool
+from threadwise.runtime import kernel, lab, scx
 
 
 def _qemu_version() -> str | None:

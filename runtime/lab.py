@@ -36,9 +36,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from threadwise.runtime.kernel import LabKernel, find_lab_kernel
-
 from threadwise.errors import MissingTool, ThreadwiseError, UsageError
+from threadwise.runtime.kernel import LabKernel, find_lab_kernel
 
 VIRTIOFSD_PATHS = ("/usr/libexec/virtiofsd",)
 SETUP_HINT = "run scripts/setup-lab.sh (virtiofsd, virtme-ng, the lab kernel)"

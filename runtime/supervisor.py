@@ -1,0 +1,264 @@
+"""The supervisor: the one process that owns a running scx_layered.
+
+Problem: `apply` must return once the scheduler is attached, yet someone has
+to notice when scx_layered dies or the kernel ejects it, report why, confirm
+the kernel is back on its default scheduler, and make sure no scheduler stays
+attached after threadwise lets go. And threadwise may only ever signal
+processes it started.
+
+Approach: a small supervisor (this module; `python -m
+threadwise.runtime.supervisor`, or in-process for `apply --foreground`) starts
+scx_layered as its child, with PR_SET_PDEATHSIG=SIGINT so that even a
+SIGKILLed supervisor takes the scheduler down with it (SIGINT makes
+scx_layered unregister cleanly; a dead scx_layered is detached by the kernel
+anyway, as its struct_ops link closes). It records everything in
+`<run dir>/state.json` (written atomically): phase `starting` -> `attached`
+(sysfs `state` = enabled and `root/ops` = layered_*) -> `stopped` or
+`failed`, the pids with their start times (so `stop` can prove a pid is still
+ours before signalling it), and the exit report (`exitinfo.py`) from
+scx_layered's own output. SIGTERM/SIGINT/SIGHUP to the supervisor mean "stop":
+SIGINT to scx_layered, wait, SIGKILL only if it hangs, then wait for sysfs to
+read `disabled`. The exit status is 0 only for a requested, clean stop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from threadwise.runtime import scx
+from threadwise.runtime.exitinfo import ExitReport, classify
+
+PR_SET_PDEATHSIG = 1
+STOP_GRACE_S = 60.0  # TCG is slow: unregistering took seconds in the lab
+DISABLE_WAIT_S = 30.0
+MARKER = "threadwise.runtime.supervisor"
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """The run directory of the (single) applied profile."""
+
+    root: Path
+
+    @classmethod
+    def default(cls) -> RunFiles:
+        return cls(Path(os.environ.get("THREADWISE_RUN_DIR", "/run/threadwise")))
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "scx_layered.log"
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.json"
+
+    @property
+    def supervisor_log(self) -> Path:
+        return self.root / "supervisor.log"
+
+
+def read_state(files: RunFiles) -> dict | None:
+    try:
+        return json.loads(files.state.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_state(files: RunFiles, state: dict) -> None:
+    temp = files.state.with_suffix(".tmp")
+    temp.write_text(json.dumps(state, indent=2) + "\n")
+    temp.replace(files.state)
+
+
+def proc_start_time(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat (clock ticks since boot): a pid's identity."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def is_alive_and_ours(pid: int | None, start: int | None) -> bool:
+    return bool(pid) and start is not None and proc_start_time(int(pid)) == start
+
+
+def _pdeathsig() -> None:  # runs in the child between fork and exec
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
+
+
+def kernel_log_lines(limit: int = 5) -> list[str]:
+    """The last sched_ext lines of the kernel log (why the kernel disabled a scheduler)."""
+    try:
+        done = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in done.stdout.splitlines() if "sched_ext" in line][-limit:]
+
+
+class Supervisor:
+    """Run scx_layered with `config` until asked to stop, it dies, or `duration_s` passes."""
+
+    def __init__(
+        self,
+        config: Path,
+        files: RunFiles,
+        *,
+        source: str,
+        attach_timeout_s: float = 120.0,
+        duration_s: float | None = None,
+        log: Callable[[str], None] = lambda _msg: None,
+    ) -> None:
+        self.config = config
+        self.files = files
+        self.source = source
+        self.attach_timeout_s = attach_timeout_s
+        self.duration_s = duration_s
+        self.log = log
+        self.stop_requested = False
+        self.state: dict = {}
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self.stop_requested = True
+        self.state["stop_signal"] = signal.Signals(signum).name
+
+    def _save(self, **changes: object) -> None:
+        self.state.update(changes)
+        write_state(self.files, self.state)
+
+    def run(self) -> ExitReport:
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, self._on_signal)
+        binary = scx.scx_layered_path()
+        self.state = {
+            "phase": "starting",
+            "source": self.source,
+            "config": str(self.config),
+            "supervisor_pid": os.getpid(),
+            "supervisor_start": proc_start_time(os.getpid()),
+            "started_at": time.time(),
+        }
+        env = dict(os.environ, NO_COLOR="1", RUST_LOG_STYLE="never")
+        with self.files.log.open("wb") as out:
+            child = subprocess.Popen(
+                [str(binary), f"f:{self.config}"],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                # The supervisor runs no threads, so preexec_fn is safe here.
+                preexec_fn=_pdeathsig,  # noqa: PLW1509
+            )
+        self._save(scx_pid=child.pid, scx_start=proc_start_time(child.pid), scx_binary=str(binary))
+        try:
+            attached = self._wait_attached(child)
+            if attached:
+                self._monitor(child)
+        finally:
+            if child.poll() is None:  # never leave a scheduler attached behind us
+                self._stop_child(child)
+        return self._finish(child, attached)
+
+    def _wait_attached(self, child: subprocess.Popen) -> bool:
+        started = time.monotonic()
+        while True:
+            if child.poll() is not None:
+                return False
+            snap = scx.sched_ext_state()
+            if snap.layered_attached:
+                attach_s = time.monotonic() - started
+                self._save(phase="attached", ops=snap.ops, attached_at=time.time(), attach_s=attach_s)
+                self.log(f"attached: {snap.ops} after {attach_s:.1f} s")
+                return True
+            if self.stop_requested:
+                return False
+            if time.monotonic() - started > self.attach_timeout_s:
+                self.state["attach_timeout"] = True
+                return False
+            time.sleep(0.1)
+
+    def _monitor(self, child: subprocess.Popen) -> None:
+        deadline = time.monotonic() + self.duration_s if self.duration_s else None
+        while child.poll() is None:
+            if self.stop_requested or (deadline and time.monotonic() >= deadline):
+                self._save(phase="stopping", stop_requested=True)
+                self._stop_child(child)
+                return
+            time.sleep(0.2)
+        self.log(f"scx_layered (pid {child.pid}) ended on its own, status {child.returncode}")
+
+    def _stop_child(self, child: subprocess.Popen) -> None:
+        child.send_signal(signal.SIGINT)  # scx_layered unregisters on SIGINT
+        try:
+            child.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self.log(f"scx_layered ignored SIGINT for {STOP_GRACE_S:.0f} s; sending SIGKILL")
+            child.kill()
+            child.wait()
+
+    def _finish(self, child: subprocess.Popen, attached: bool) -> ExitReport:
+        output = self.files.log.read_text(errors="replace")
+        report = classify(output, child.returncode, attached=attached)
+        if self.state.get("attach_timeout"):
+            report = ExitReport(
+                "attach_timeout",
+                f"not attached after {self.attach_timeout_s:.0f} s; stopped it",
+                child.returncode,
+                False,
+            )
+        after = scx.wait_for_state("disabled", DISABLE_WAIT_S)
+        requested = bool(self.state.get("stop_requested"))
+        phase = "stopped" if requested and report.clean else "failed"
+        self._save(
+            phase=phase,
+            ended_at=time.time(),
+            exit=report.to_json(),
+            state_after=after.state,
+            ops_after=after.ops,
+            kernel_log=[] if phase == "stopped" else kernel_log_lines(),
+        )
+        self.log(f"{phase}: {report.describe()}; sched_ext state now {after.state!r}")
+        return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=f"python -m {MARKER}", description=__doc__.split("\n")[0])
+    parser.add_argument("--run-dir", type=Path, required=True)
+    parser.add_argument("--source", required=True)
+    parser.add_argument("--attach-timeout", type=float, default=120.0)
+    parser.add_argument("--duration", type=float, default=None)
+    args = parser.parse_args(argv)
+    files = RunFiles(args.run_dir)
+
+    def log(message: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
+
+    supervisor = Supervisor(
+        files.config,
+        files,
+        source=args.source,
+        attach_timeout_s=args.attach_timeout,
+        duration_s=args.duration,
+        log=log,
+    )
+    supervisor.run()
+    return 0 if supervisor.state.get("phase") == "stopped" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
