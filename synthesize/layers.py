@@ -14,13 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from threadwise.errors import InputError
 from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.matchers import matcher_set
 from threadwise.synthesize.patterns import comm_matches
 from threadwise.synthesize.schema import Profile
 from threadwise.synthesize.shape import Shape
-
-from threadwise.errors import InputError
 
 
 @dataclass(frozen=True)

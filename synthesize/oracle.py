@@ -19,10 +19,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from threadwise.synthesize.matchers import SCX_LAYERED_VERSION
-
 from threadwise.errors import MissingTool, ThreadwiseError
 from threadwise.paths import cache_dir
+from threadwise.synthesize.matchers import SCX_LAYERED_VERSION
 
 ENV_BINARY = "THREADWISE_SCX_LAYERED"
 

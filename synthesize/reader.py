@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pydantic
+
+from threadwise.errors import UsageError
 from threadwise.synthesize.diagnostics import Diagnostic, ProfileError
 from threadwise.synthesize.locate import SourceMap
 from threadwise.synthesize.schema import SCHEMA_VERSION, Profile
-
-from threadwise.errors import UsageError
 
 _AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 import tomlkit
+from tomlkit.items import AoT, Table
+
 from threadwise.synthesize.matchers import SCX_LAYERED_VERSION
 from threadwise.synthesize.schema import Evidence, Group, Profile, Source, Treatment
-from tomlkit.items import AoT, Table
 
 _TREATMENT_NOTES = {
     Treatment.EXCLUSIVE: "whole physical cores of its own (Confined layer, exclusive)",
@@ -84,7 +85,8 @@ def _group_table(group: Group) -> Table:
 
 def evidence_lines(evidence: Evidence) -> list[str]:
     """What the capture showed, in words (one or more comment lines)."""
-    names = ", ".join(evidence.names[:6]) + (", ..." if len(evidence.names) > 6 else "")
+    names = ", ".join(_printable(n) for n in evidence.names[:6])
+    names += ", ..." if len(evidence.names) > 6 else ""
     lines = [
         f"evidence: {_plural(evidence.threads, 'thread')}"
         + (f" ({names})" if names else "")
@@ -128,6 +130,11 @@ def sizing_lines(group: Group) -> list[str]:
     if group.hot_threads > cores:
         lines.append(f"  {group.hot_threads} hot threads share {_plural(cores, 'core')}")
     return lines
+
+
+def _printable(text: str) -> str:
+    """Text safe inside a TOML comment (no control characters)."""
+    return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in text)
 
 
 def _plural(count: int, noun: str) -> str:

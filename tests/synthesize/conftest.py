@@ -7,13 +7,13 @@ import os
 from pathlib import Path
 
 import pytest
+
+from threadwise.errors import MissingTool
 from threadwise.synthesize import oracle
 from threadwise.synthesize.example import example_profile
 from threadwise.synthesize.matchers import SCX_LAYERED_VERSION
 from threadwise.synthesize.schema import Profile
 from threadwise.synthesize.writer import dumps
-
-from threadwise.errors import MissingTool
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

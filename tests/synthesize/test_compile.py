@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+from threadwise.errors import UsageError
 from threadwise.synthesize import oracle
 from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.schema import Group, Profile, Workload
 from threadwise.synthesize.shape import host_shape, parse_shape, synthetic
-
-from threadwise.errors import UsageError
 
 
 def hot_profile(hot_threads: int, **extra: object) -> Profile:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from threadwise.synthesize.diagnostics import ProfileError
 from threadwise.synthesize.locate import SourceMap
 from threadwise.synthesize.reader import parse_profile

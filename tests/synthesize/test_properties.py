@@ -1,0 +1,88 @@
+"""Property tests: TOML round trips exactly; compiled options survive the real scx_layered."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from threadwise.synthesize import oracle
+from threadwise.synthesize.compile import compile_profile
+from threadwise.synthesize.reader import parse_profile
+from threadwise.synthesize.rules import validate
+from threadwise.synthesize.schema import (
+    Evidence,
+    Group,
+    Profile,
+    Role,
+    Source,
+    Treatment,
+    Workload,
+)
+from threadwise.synthesize.shape import synthetic
+from threadwise.synthesize.writer import dumps
+
+NAMES = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,20}", fullmatch=True)
+PREFIXES = st.text(
+    alphabet=st.characters(min_codepoint=33, max_codepoint=0x24F, exclude_characters="*?["),
+    min_size=1, max_size=15,
+).filter(lambda s: len(s.encode()) <= 15)
+PATTERNS = PREFIXES | PREFIXES.map(lambda p: p + "*")
+TEXT = st.text(max_size=40)
+
+
+def finite(low: float, high: float) -> st.SearchStrategy[float]:
+    return st.floats(low, high, allow_nan=False, allow_infinity=False)
+
+
+def optional(strategy: st.SearchStrategy) -> st.SearchStrategy:
+    return st.none() | strategy
+
+
+EVIDENCE = st.builds(
+    Evidence, role=optional(st.sampled_from(Role)), confidence=optional(finite(0, 1)),
+    threads=st.integers(0, 10_000), names=st.lists(PREFIXES, max_size=6),
+    cpu_share=finite(0, 512), max_thread_share=finite(0, 1), wakeups_per_s=finite(0, 1e7),
+    slice_p50_us=optional(finite(0, 1e7)), slice_p99_us=optional(finite(0, 1e7)),
+    rq_latency_p50_us=optional(finite(0, 1e7)), rq_latency_p99_us=optional(finite(0, 1e7)),
+    in_wake_chain=st.booleans(), separable=st.booleans(),
+)
+RUNTIMES = st.tuples(st.integers(0, 10**6), st.integers(1, 10**6)).map(
+    lambda t: [min(t), max(t) + 1])
+GROUPS = st.builds(
+    Group, name=NAMES, match=st.lists(PATTERNS, min_size=1, max_size=4),
+    exclude=st.lists(PREFIXES, max_size=3), avg_runtime_us=optional(RUNTIMES),
+    treatment=st.sampled_from(Treatment), hot_threads=st.integers(0, 64),
+    cpu_fraction=st.floats(0, 1, exclude_min=True), request_millicores=optional(
+        st.integers(1, 10**6)), slice_us=optional(st.integers(1, 10**6)),
+    weight=optional(st.integers(1, 10_000)), comment=optional(TEXT), evidence=optional(EVIDENCE),
+)
+SOURCES = st.builds(
+    Source, capture=optional(TEXT), duration_s=optional(finite(0, 1e6)),
+    nr_cpus=optional(st.integers(1, 1024)), events_lost=optional(st.integers(0, 10**9)),
+    caveats=st.lists(TEXT, max_size=3),
+)
+PROFILES = st.builds(
+    Profile, schema_version=st.just(1), name=NAMES, comment=optional(TEXT),
+    workload=st.builds(Workload, process=PREFIXES), source=optional(SOURCES),
+    group=st.lists(GROUPS, min_size=1, max_size=6, unique_by=lambda g: g.name),
+)
+SHAPES = st.builds(synthetic, st.integers(1, 16), st.integers(1, 4), st.integers(0, 2))
+
+
+@given(PROFILES)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_profile_toml_profile_is_identity(profile: Profile) -> None:
+    text = dumps(profile)
+    again, _ = parse_profile(text)
+    assert again == profile
+    assert dumps(again) == text
+
+
+@given(profile=PROFILES, shape=SHAPES)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_compiled_options_survive_scx_layered(scx_binary: Path, profile: Profile, shape) -> None:
+    assume(not [d for d in validate(profile) if d.severity == "error"])
+    specs = compile_profile(profile, shape).specs
+    assert oracle.mismatches(specs, oracle.print_and_exit(specs, scx_binary)) == []
