@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from threadwise.synthesize.patterns import comm_matches
@@ -100,6 +100,18 @@ def from_analysis(analysis: Any) -> AnalysisInput:
     )
 
 
+def analysis_to_dict(analysis: AnalysisInput) -> dict[str, Any]:
+    """A JSON-ready dict of an analysis (what the golden fixtures hold)."""
+    return asdict(analysis)
+
+
+def analysis_from_dict(raw: dict[str, Any]) -> AnalysisInput:
+    """Inverse of `analysis_to_dict`; keys starting with `_` (notes) are ignored."""
+    data = {k: v for k, v in raw.items() if not k.startswith("_")}
+    data["groups"] = [GroupRow(**row) for row in data["groups"]]
+    return AnalysisInput(**data)
+
+
 def treatment_for(row: GroupRow) -> tuple[Treatment, str | None]:
     """The treatment of a group and, when it is not the obvious one, why."""
     if row.confidence < MIN_CONFIDENCE:
@@ -145,15 +157,20 @@ def _group_name(pattern: str, taken: set[str]) -> str:
     return name
 
 
+def _significant(value: float, digits: int = 4) -> float:
+    """`value` to a few significant digits: stable text, small shares kept."""
+    return float(f"{value:.{digits}g}")
+
+
 def _evidence(row: GroupRow) -> Evidence:
     def us(ns: int | None) -> float | None:
         return None if ns is None else round(ns / 1000, 1)
 
     return Evidence(
         role=Role(row.role), confidence=round(row.confidence, 3), threads=row.thread_count,
-        names=sorted(row.names), cpu_share=round(row.cpu_share, 3),
-        max_thread_share=round(row.max_thread_share, 3),
-        wakeups_per_s=round(row.wakeups_per_s, 1), slice_p50_us=us(row.slice_p50_ns),
+        names=sorted(row.names), cpu_share=_significant(row.cpu_share),
+        max_thread_share=_significant(row.max_thread_share),
+        wakeups_per_s=_significant(row.wakeups_per_s), slice_p50_us=us(row.slice_p50_ns),
         slice_p99_us=us(row.slice_p99_ns), rq_latency_p50_us=us(row.rq_latency_p50_ns),
         rq_latency_p99_us=us(row.rq_latency_p99_ns), in_wake_chain=row.in_wake_chain,
         separable=row.separable,

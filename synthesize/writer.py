@@ -90,9 +90,9 @@ def evidence_lines(evidence: Evidence) -> list[str]:
     lines = [
         f"evidence: {_plural(evidence.threads, 'thread')}"
         + (f" ({names})" if names else "")
-        + f", {evidence.cpu_share:.2f} CPUs busy, busiest thread {evidence.max_thread_share:.2f}"
+        + f", {evidence.cpu_share:.3g} CPUs busy, busiest thread {evidence.max_thread_share:.3g}"
     ]
-    timing = [f"{evidence.wakeups_per_s:.1f} wakeups/s"]
+    timing = [f"{evidence.wakeups_per_s:.6g} wakeups/s"]
     if evidence.slice_p50_us is not None and evidence.slice_p99_us is not None:
         timing.append(f"slice p50 {evidence.slice_p50_us:.0f} us / p99 "
                       f"{evidence.slice_p99_us:.0f} us")

@@ -1,0 +1,82 @@
+"""Golden profiles: the same analysis gives byte-identical TOML and JSON, reviewed once.
+
+Inputs are analyses in the `Analysis` contract shape (docs/interfaces.md) stored
+as JSON under fixtures/analysis/. Today they are HAND-BUILT stand-ins for the
+bundled workload (rolesim) and Redis; once real captures exist, write the real
+analysis there with `analysis_to_dict(from_analysis(analyze_capture(CAPTURE)))`,
+regenerate with THREADWISE_UPDATE_GOLDEN=1, and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from threadwise.synthesize import oracle
+from threadwise.synthesize.build import analysis_from_dict, build_profile, from_analysis
+from threadwise.synthesize.compile import compile_profile
+from threadwise.synthesize.layers import views_from_profile
+from threadwise.synthesize.lint import lint
+from threadwise.synthesize.reader import load_profile
+from threadwise.synthesize.rules import check_file
+from threadwise.synthesize.shape import parse_shape
+from threadwise.synthesize.writer import dumps
+
+FIXTURES = Path(__file__).parent / "fixtures"
+GOLDEN = FIXTURES / "golden"
+SHAPE = "cores=4,threads-per-core=2"
+CASES = ["rolesim", "redis"]
+UPDATE = os.environ.get("THREADWISE_UPDATE_GOLDEN") == "1"
+
+
+def _analysis(case: str):
+    return analysis_from_dict(json.loads((FIXTURES / "analysis" / f"{case}.json").read_text()))
+
+
+def _compare(path: Path, text: str) -> None:
+    if UPDATE:
+        path.write_text(text)
+    assert path.exists(), f"no golden {path.name}: run with THREADWISE_UPDATE_GOLDEN=1 and review"
+    assert text == path.read_text(), f"{path.name} changed: review, then update the golden"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_golden_profile(case: str) -> None:
+    profile = build_profile(_analysis(case), case, capture=f"{case}.duckdb")
+    _compare(GOLDEN / f"{case}.toml", dumps(profile))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_golden_compiled_and_accepted(case: str, scx_binary: Path) -> None:
+    profile, _ = load_profile(GOLDEN / f"{case}.toml")
+    specs = compile_profile(profile, parse_shape(SHAPE)).specs
+    _compare(GOLDEN / f"{case}.{SHAPE.replace(',', '.')}.json", json.dumps(specs, indent=2) + "\n")
+    assert oracle.check(specs, scx_binary) == []
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_golden_profiles_are_valid_and_lint_clean(case: str) -> None:
+    profile, problems = check_file(GOLDEN / f"{case}.toml")
+    assert profile is not None and problems == []
+    shape = parse_shape(SHAPE)
+    assert lint(views_from_profile(profile, shape), shape) == []
+
+
+def test_from_analysis_reads_the_contract_dataframe() -> None:
+    """The adapter takes `Analysis.groups` as the polars DataFrame the contract names."""
+    analysis = _analysis("rolesim")
+    rows = [dict(vars(row)) for row in analysis.groups]
+
+    class FakeAnalysis:  # shaped like threadwise.analyze.Analysis
+        groups = pl.DataFrame(rows).with_columns(pl.lit(1).alias("extra_column"))
+        process_name = analysis.process_name
+        duration_ns = analysis.duration_ns
+        nr_cpus = analysis.nr_cpus
+        events_lost = analysis.events_lost
+        caveats = analysis.caveats
+
+    assert from_analysis(FakeAnalysis()) == analysis
