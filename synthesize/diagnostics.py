@@ -24,13 +24,16 @@ class Diagnostic:
     column: int | None = None
     threads: tuple[str, ...] = field(default=())
 
-    def render(self) -> str:
+    def location(self) -> str:
         where = self.file
         if self.line is not None:
             where += f":{self.line}"
             if self.column is not None:
                 where += f":{self.column}"
-        text = f"{where}: {self.severity}[{self.rule}]: {self.message}"
+        return where
+
+    def render(self) -> str:
+        text = f"{self.location()}: {self.severity}[{self.rule}]: {self.message}"
         if self.hint:
             text += f"\n  hint: {self.hint}"
         return text
@@ -60,7 +63,7 @@ class ProfileError(InputError):
         bad = errors(diagnostics) or diagnostics
         first = bad[0]
         if len(bad) == 1:
-            message = first.render().split("\n  hint: ")[0]
+            message = f"{first.location()}: {first.message} [{first.rule}]"
             hint = first.hint
         else:
             message = f"{file}: {len(bad)} problems (first: line {first.line}: {first.message})"

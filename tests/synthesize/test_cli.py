@@ -1,0 +1,107 @@
+"""The four commands end to end, as a user runs them (`python -m threadwise.cli ...`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def tw(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "threadwise.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture
+def sample(tmp_path: Path) -> Path:
+    done = tw("synthesize", "--example", "--name", "sample", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("wrote profiles/sample.toml: 4 groups (worker=exclusive")
+    return tmp_path / "profiles" / "sample.toml"
+
+
+def test_validate_a_valid_profile(sample: Path) -> None:
+    done = tw("validate", str(sample), cwd=sample.parent)
+    assert (done.returncode, done.stdout) == (0, f"{sample}: valid (4 groups, 0 warnings)\n")
+
+
+def test_validate_missing_file(tmp_path: Path) -> None:
+    done = tw("validate", "nope.toml", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == "error: nope.toml: no such file\nhint: check the path to the profile TOML\n"
+
+
+def test_validate_bad_toml_gives_line_and_column(tmp_path: Path) -> None:
+    (tmp_path / "bad.toml").write_text('schema_version = 1\nname = "x"\n[workload]\nprocess = x y\n')
+    done = tw("validate", "bad.toml", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith("bad.toml:4:11: error[toml_syntax]: invalid TOML: ")
+    assert done.stderr.endswith("error: bad.toml: invalid (1 error, 0 warnings)\n")
+
+
+def test_validate_unknown_key(sample: Path) -> None:
+    text = sample.read_text().replace("hot_threads = 2", "hot_thread = 2")
+    line = text.splitlines().index("hot_thread = 2") + 1
+    sample.write_text(text)
+    done = tw("validate", "sample.toml", cwd=sample.parent)
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        f"sample.toml:{line}: error[schema]: unknown key 'group[0].hot_thread'\n"
+        "  hint: allowed here: avg_runtime_us, comment, cpu_fraction, evidence, exclude, ")
+
+
+def test_validate_json_report(sample: Path) -> None:
+    sample.write_text(sample.read_text().replace('"io_thd_*"', '"*_thd_1"'))
+    done = tw("validate", "--json", "sample.toml", cwd=sample.parent)
+    assert done.returncode == 2
+    report = json.loads(done.stdout)
+    assert report["valid"] is False
+    assert [p["rule"] for p in report["problems"]] == ["suffix_pattern", "evidence_unmatched"]
+
+
+def test_compile_with_oracle_check(sample: Path, scx_binary: Path) -> None:
+    done = tw("compile", "sample.toml", "--shape", "cores=2,threads-per-core=1", "--check",
+              cwd=sample.parent)
+    assert done.returncode == 0, done.stderr
+    specs = json.loads(done.stdout)
+    assert [s["name"] for s in specs] == ["worker", "io_thd", "compactor", "bio", "rest"]
+    assert "note: group 'worker' demoted from exclusive (Confined) to Grouped" in done.stderr
+    assert "checked: scx_layered 1.1.4 accepts the config and kept every option" in done.stderr
+
+
+def test_compile_refuses_an_invalid_profile(sample: Path) -> None:
+    sample.write_text(sample.read_text().replace('"bio_*"', '"bio_much_too_long_prefix"'))
+    done = tw("compile", "sample.toml", "--shape", "cores=4", cwd=sample.parent)
+    assert done.returncode == 2
+    line = sample.read_text().splitlines().index('match = ["bio_much_too_long_prefix"]') + 1
+    assert done.stderr.startswith(
+        f"error: {sample.name}:{line}: group 'bio': prefix 'bio_much_too_long_prefix' is 24 "
+        "bytes; the kernel keeps 15 bytes of a comm, so it can never match [prefix_too_long]\n"
+        "hint: use at most the first 15 bytes: 'bio_much_too_lo'\n")
+
+
+def test_compile_bad_shape(sample: Path) -> None:
+    done = tw("compile", "sample.toml", "--shape", "cores=two", cwd=sample.parent)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: bad shape item 'cores=two'")
+
+
+def test_lint_reports_and_exits_nonzero(sample: Path) -> None:
+    done = tw("lint", "sample.toml", "--shape", "cores=2,threads-per-core=2", cwd=sample.parent)
+    assert done.returncode == 1
+    assert done.stdout.startswith("error[smt_collision]: layer 'worker': 2 hot threads in 1 whole core")
+    assert "error[oversubscribed]" in done.stdout
+    clean = tw("lint", "sample.toml", "--shape", "cores=8,threads-per-core=2", "--json",
+               cwd=sample.parent)
+    assert clean.returncode == 0
+    assert json.loads(clean.stdout)["findings"] == []
+
+
+def test_lint_a_compiled_json_config(sample: Path) -> None:
+    assert tw("compile", "sample.toml", "-s", "cores=8,threads-per-core=2", "-o", "c.json",
+              cwd=sample.parent).returncode == 0
+    done = tw("lint", "c.json", "--shape", "cores=8,threads-per-core=2", cwd=sample.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
