@@ -131,3 +131,35 @@ def test_compiled_and_profile_views_agree(example: Profile) -> None:
     from_specs = views_from_specs(compile_profile(example, shape).specs, shape)
     assert [(v.name, v.kind, v.blocks, v.exclusive, v.fixed_cores) for v in from_profile] == [
         (v.name, v.kind, v.blocks, v.exclusive, v.fixed_cores) for v in from_specs]
+
+
+def test_lint_reads_a_real_capture(tmp_path) -> None:
+    """A capture written by observe's real writer and finalize.sql, with SMT siblings 0-1."""
+    import duckdb
+
+    from tests.observe.builder import build_capture, snapshot
+    from threadwise.synthesize.lint_capture import capture_facts
+
+    ms = 1_000_000
+    names = {10: "svc", 11: "hot-0", 12: "hot-1", 13: "compactor"}
+    events = {
+        "raw_sched_switch": [(1 * ms, 0, 0, 0, 120, 11, 120), (600 * ms, 0, 11, 1, 120, 13, 120),
+                             (1 * ms, 1, 0, 0, 120, 12, 120)],
+        "raw_sched_waking": [], "raw_task_new": [],
+        "raw_task_seen": [(1, tid, 10, name) for tid, name in names.items()],
+    }
+    path = build_capture(tmp_path / "c.duckdb", start_ts=0, end_ts=1000 * ms, events=events,
+                         target_tgids=(10,),
+                         snapshots=[snapshot(1, "start", t, 10, n, 0) for t, n in names.items()])
+    with duckdb.connect(str(path)) as con:
+        con.execute("UPDATE cpu_topology SET smt_siblings = [0, 1]")
+    facts = capture_facts(path)
+    assert facts.siblings == ((0, 1),)
+    p = Profile(schema_version=1, name="t", workload=Workload(process="proc"),
+                group=[hot_group(2, ["hot-0", "hot-1"])])
+    shape = synthetic(4, 2)
+    findings = lint(views_from_profile(p, shape), shape, facts)
+    assert [(f.lint, f.threads) for f in findings] == [
+        ("smt_collision", ("hot-0", "hot-1")), ("uncovered", ("compactor",))]
+    assert findings[0].message.startswith("observed: hot-0 and hot-1 ran on sibling CPUs of one "
+                                          "core at the same time for 599.0 ms (59.9% of the capture")
