@@ -49,13 +49,14 @@ def _read(path: Path) -> str:
         return ""
 
 
-def sched_ext_state(root: Path = SCHED_EXT) -> SchedExtState:
+def sched_ext_state(root: Path | None = None) -> SchedExtState:
+    root = root or SCHED_EXT
     if not root.is_dir():
         return SchedExtState(supported=False, state="", ops="")
     return SchedExtState(supported=True, state=_read(root / "state"), ops=_read(root / "root" / "ops"))
 
 
-def wait_for_state(want: str, timeout_s: float, root: Path = SCHED_EXT) -> SchedExtState:
+def wait_for_state(want: str, timeout_s: float, root: Path | None = None) -> SchedExtState:
     """Poll until state == want or the timeout passes; return the last snapshot."""
     deadline = time.monotonic() + timeout_s
     while True:

@@ -27,6 +27,7 @@ import argparse
 import ctypes
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -102,13 +103,25 @@ def _pdeathsig() -> None:  # runs in the child between fork and exec
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
 
 
-def kernel_log_lines(limit: int = 5) -> list[str]:
-    """The last sched_ext lines of the kernel log (why the kernel disabled a scheduler)."""
+def uptime_s() -> float:
+    try:
+        return float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def kernel_log_lines(since_uptime_s: float = 0.0, limit: int = 5) -> list[str]:
+    """sched_ext lines of the kernel log since then (why the kernel disabled a scheduler)."""
     try:
         done = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return []
-    return [line.strip() for line in done.stdout.splitlines() if "sched_ext" in line][-limit:]
+    lines = []
+    for line in done.stdout.splitlines():
+        stamp = re.match(r"\[\s*(\d+\.\d+)\]", line)
+        if "sched_ext" in line and (stamp is None or float(stamp.group(1)) >= since_uptime_s):
+            lines.append(line.strip())
+    return lines[-limit:]
 
 
 class Supervisor:
@@ -142,8 +155,15 @@ class Supervisor:
         write_state(self.files, self.state)
 
     def run(self) -> ExitReport:
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(signum, self._on_signal)
+        signums = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+        previous = {signum: signal.signal(signum, self._on_signal) for signum in signums}
+        try:
+            return self._run()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def _run(self) -> ExitReport:
         binary = scx.scx_layered_path()
         self.state = {
             "phase": "starting",
@@ -152,6 +172,7 @@ class Supervisor:
             "supervisor_pid": os.getpid(),
             "supervisor_start": proc_start_time(os.getpid()),
             "started_at": time.time(),
+            "started_uptime": uptime_s(),
         }
         env = dict(os.environ, NO_COLOR="1", RUST_LOG_STYLE="never")
         with self.files.log.open("wb") as out:
@@ -230,7 +251,7 @@ class Supervisor:
             exit=report.to_json(),
             state_after=after.state,
             ops_after=after.ops,
-            kernel_log=[] if phase == "stopped" else kernel_log_lines(),
+            kernel_log=[] if phase == "stopped" else kernel_log_lines(self.state["started_uptime"]),
         )
         self.log(f"{phase}: {report.describe()}; sched_ext state now {after.state!r}")
         return report

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from threadwise.runtime.debian import choose_kernel, compare_versions, parse_packages
 
 from threadwise.errors import InputError
+from threadwise.runtime.debian import choose_kernel, compare_versions, parse_packages
 
 
 def stanza(name: str, version: str, sha: str = "ab" * 32) -> str:
