@@ -50,6 +50,15 @@ def pid_exists(pid: int) -> bool:
     return (PROC / str(pid)).is_dir()
 
 
+def process_alive(pid: int) -> bool:
+    """Exists and is not a zombie (an exited child its parent has not reaped yet)."""
+    stat = _read(PROC / str(pid) / "stat")
+    if stat is None:
+        return False
+    fields = _stat_fields(stat)
+    return bool(fields) and fields[0] not in ("Z", "X")
+
+
 def process_comm(pid: int) -> str | None:
     text = _read(PROC / str(pid) / "comm")
     return None if text is None else text.rstrip("\n")
@@ -144,9 +153,22 @@ def snapshot_process(tgid: int) -> list[ThreadSnapshot]:
     return snaps
 
 
+def cgroup2_mount() -> Path | None:
+    """Where the unified (v2) hierarchy is mounted: /sys/fs/cgroup, or .../unified on hybrid hosts."""
+    text = _read(PROC / "mounts") or ""
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) > 2 and fields[2] == "cgroup2":
+            return Path(fields[1])
+    return None
+
+
 def cgroup_pids(cgroup: str) -> list[int] | None:
     """Processes in a cgroup v2 directory and its descendants (None if no such cgroup)."""
-    root = Path("/sys/fs/cgroup") / cgroup.lstrip("/")
+    mount = cgroup2_mount()
+    if mount is None:
+        return None
+    root = mount / cgroup.lstrip("/")
     if not root.is_dir():
         return None
     pids: set[int] = set()

@@ -37,6 +37,14 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
+def _die_with_parent() -> None:
+    """A launched workload ends with the observer, even on kill -9."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
 @dataclass
 class Target:
     kind: str                      # pid | comm | cgroup | command
@@ -60,7 +68,7 @@ class Target:
                 hint="--pid PID, --comm NAME, --cgroup PATH, or -- CMD ARGS... to launch one",
             )
         if pid is not None:
-            if pid <= 0 or not procfs.pid_exists(pid):
+            if pid <= 0 or not procfs.process_alive(pid):
                 raise TargetError(f"no process with pid {pid}", hint="check it with: ps -p PID")
             return cls("pid", str(pid), pid=pid, tgids={pid, *procfs.descendants_of(pid)})
         if comm is not None:
@@ -75,8 +83,12 @@ class Target:
         if cgroup is not None:
             found = procfs.cgroup_pids(cgroup)
             if found is None:
-                raise TargetError(f"no cgroup {cgroup!r} under /sys/fs/cgroup",
-                                  hint="give a cgroup v2 path, e.g. /system.slice/redis.service")
+                mount = procfs.cgroup2_mount()
+                raise TargetError(
+                    f"no cgroup {cgroup!r} in the cgroup v2 hierarchy"
+                    + (f" ({mount})" if mount else " (no cgroup2 mount found)"),
+                    hint="give a path as /proc/PID/cgroup shows it after '0::', "
+                         "e.g. /system.slice/redis.service")
             return cls("cgroup", cgroup, cgroup=cgroup, tgids=set(found))
         assert command is not None
         return cls("command", shlex.join(command), command=list(command))
@@ -85,8 +97,10 @@ class Target:
         """Start the command (only after tracing is live, so its threads' births are seen)."""
         assert self.command is not None
         try:
-            self.launched = subprocess.Popen(self.command, start_new_session=True,
-                                             stdin=subprocess.DEVNULL)
+            self.launched = subprocess.Popen(
+                self.command, start_new_session=True, stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - prctl must run in the child
+            )
         except (FileNotFoundError, PermissionError) as error:
             raise UsageError(f"cannot run {self.command[0]!r}: {error.strerror}",
                              hint="check the command after --") from error
@@ -109,7 +123,7 @@ class Target:
             return self.launched.poll() is None
         if self.kind == "cgroup":
             return True   # a cgroup can be empty for a while; it ends with the duration
-        return any(procfs.pid_exists(pid) for pid in self.tgids)
+        return any(procfs.process_alive(pid) for pid in self.tgids)
 
     def stop_launched(self, grace_s: float = 3.0) -> None:
         """End the command we launched (and only it: its own process group)."""
