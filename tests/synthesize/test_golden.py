@@ -1,9 +1,11 @@
 """Golden profiles: the same analysis gives byte-identical TOML and JSON, reviewed once.
 
 Inputs are analyses in the `Analysis` contract shape (docs/interfaces.md) stored
-as JSON under fixtures/analysis/. Today they are HAND-BUILT stand-ins for the
-bundled workload (rolesim) and Redis; once real captures exist, write the real
-analysis there with `analysis_to_dict(from_analysis(analyze_capture(CAPTURE)))`,
+as JSON under fixtures/analysis/: `rolesim`/`redis` are HAND-BUILT; the
+`*-capture` ones are the analyses of real bpftrace captures of the bundled
+workload and of Redis, exported with
+`analysis_to_dict(from_analysis(analyze_capture(CAPTURE)))` (the captures
+themselves are too big to commit). When analyze changes, re-export them,
 regenerate with THREADWISE_UPDATE_GOLDEN=1, and review the diff.
 """
 
@@ -29,7 +31,9 @@ from threadwise.synthesize.writer import dumps
 FIXTURES = Path(__file__).parent / "fixtures"
 GOLDEN = FIXTURES / "golden"
 SHAPE = "cores=4,threads-per-core=2"
-CASES = ["rolesim", "redis"]
+# Hand-built analyses (rules on display: request sizing, every treatment) and the analyses
+# of real captures of the bundled workload and Redis (exported JSON, see the module note).
+CASES = ["rolesim", "redis", "rolesim-capture", "redis-capture"]
 UPDATE = os.environ.get("THREADWISE_UPDATE_GOLDEN") == "1"
 
 
