@@ -59,7 +59,11 @@ class CaptureWriter:
         self.temp_path = temp_path_for(final_path)
         with contextlib.suppress(FileNotFoundError):
             self.temp_path.unlink()
-        self.con = duckdb.connect(str(self.temp_path))
+        try:
+            self.con = duckdb.connect(str(self.temp_path))
+        except duckdb.Error as error:
+            raise UsageError(f"cannot create a capture in {final_path.parent}: {error}",
+                             hint="the directory is not writable; choose another --output") from error
         self.con.execute(_sql("schema_v1.sql"))
         self.con.execute(
             "INSERT INTO schema_migrations VALUES (?, ?, ?)",
