@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from threadwise.errors import InputError, ThreadwiseError, UsageError
+from threadwise.errors import InputError, MissingTool, ThreadwiseError, UsageError
 
 if TYPE_CHECKING:
     from threadwise.synthesize.schema import Profile
@@ -53,8 +53,11 @@ def synthesize_command(
         if capture is None or name is None:
             raise UsageError("synthesize needs CAPTURE and --name NAME (or --example)",
                              hint="threadwise synthesize capture.duckdb --name redis")
-        from threadwise.analyze import analyze_capture
-
+        try:
+            from threadwise.analyze import analyze_capture
+        except ImportError as missing:
+            raise MissingTool(f"the analyze stage is not available ({missing})",
+                              hint="install threadwise with its analyze stage") from None
         analysis = from_analysis(analyze_capture(capture))
         profile = build_profile(analysis, name, capture=str(capture), requests=_requests(request))
     problems = validate(profile)

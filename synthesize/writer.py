@@ -147,7 +147,9 @@ def _add_fields(table: Table, data: dict[str, Any]) -> None:
 
 
 def _add(table: Table, key: str, value: Any) -> None:
-    if isinstance(value, list) and len(value) > 4:
+    if isinstance(value, list) and len(value) > 1 and (
+        len(value) > 4 or sum(len(str(v)) for v in value) > 60
+    ):
         array = tomlkit.array()
         array.extend(value)
         array.multiline(True)

@@ -105,3 +105,34 @@ def test_lint_a_compiled_json_config(sample: Path) -> None:
               cwd=sample.parent).returncode == 0
     done = tw("lint", "c.json", "--shape", "cores=8,threads-per-core=2", cwd=sample.parent)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_synthesize_from_a_capture_calls_analyze(tmp_path: Path, monkeypatch) -> None:
+    """The CAPTURE path: analyze_capture -> builder -> profiles/NAME.toml (analysis faked)."""
+    import polars as pl
+
+    import threadwise.analyze
+    from threadwise.synthesize.build import analysis_from_dict
+    from threadwise.synthesize.cli import synthesize_command
+    from threadwise.synthesize.reader import load_profile
+
+    fixture = Path(__file__).parent / "fixtures" / "analysis" / "rolesim.json"
+    analysis = analysis_from_dict(json.loads(fixture.read_text()))
+
+    class FakeAnalysis:
+        groups = pl.DataFrame([dict(vars(row)) for row in analysis.groups])
+        process_name, duration_ns, nr_cpus = "rolesim", 10**10, 4
+        events_lost, caveats = 0, []
+
+    seen = []
+    monkeypatch.setattr(threadwise.analyze, "analyze_capture",
+                        lambda path: seen.append(path) or FakeAnalysis(), raising=False)
+    monkeypatch.chdir(tmp_path)
+    synthesize_command(capture=Path("r.duckdb"), name="rs", output=None,
+                       request=["hot-*=2250"], example=False)
+    assert seen == [Path("r.duckdb")]
+    profile, _ = load_profile(tmp_path / "profiles" / "rs.toml")
+    hot = profile.groups[0]
+    assert (hot.name, hot.request_millicores, hot.cpu_fraction, hot.exclusive_cores()) == (
+        "hot", 2250, 0.85, 2)
+    assert profile.source is not None and profile.source.capture == "r.duckdb"
