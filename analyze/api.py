@@ -1,0 +1,155 @@
+"""`analyze_capture(path) -> Analysis`: the analyze stage end to end.
+
+Reads the capture read-only (observe's `open_capture`), computes features,
+the wake graph, groups, roles and prefixes, and collects caveats a reader of
+the profile must know (lost events, truncated names, inseparable groups).
+Storing the result back into the capture is a separate step (store.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from threadwise.analyze import features as ft
+from threadwise.analyze import groups as gr
+from threadwise.analyze import names as nm
+from threadwise.analyze import wakegraph as wg
+from threadwise.analyze.model import GROUP_SCHEMA, Analysis
+from threadwise.errors import InputError
+from threadwise.observe.store import open_capture
+
+DUCKDB_MEMORY_LIMIT = "1GB"   # keeps peak RSS of a 10M-event analysis well under 2 GB
+
+
+def analyze_capture(path: str | Path, *, memory_limit: str = DUCKDB_MEMORY_LIMIT) -> Analysis:
+    """Analyze one finished capture file (see docs/interfaces.md)."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path} is a directory, not a capture file",
+                         hint="pass the .duckdb file written by `threadwise observe`")
+    with open_capture(path) as con:
+        con.execute("SET memory_limit = ?", [memory_limit]).fetchall()
+        analysis = _analyze(con)
+    analysis.capture_path = path
+    return analysis
+
+
+def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
+    info = ft.capture_info(con)
+    caveats: list[str] = []
+    threads = ft.thread_features(con, only_target=True)
+    rivals = ft.cpu_rivals(con)
+    edges_raw = ft.wake_edges(con)
+    utids = sorted(set(threads["utid"].to_list()) | set(rivals["other_utid"].to_list())
+                   | set(edges_raw["waker_utid"].to_list()) | set(edges_raw["wakee_utid"].to_list()))
+    who = ft.thread_names(con, utids)
+    threads = _with_rivals(threads, rivals, who)
+    edges = wg.classify_edges(edges_raw, who, duration_ns=info.duration_ns)
+
+    pattern_of_name = nm.patterns_of(threads["name"].fill_null("?").to_list())
+    first_patterns = {u: pattern_of_name[n or "?"] for u, n in zip(threads["utid"], threads["name"],
+                                                                  strict=True)}
+    chains = wg.find_chains(edges, first_patterns)
+    members = wg.chain_members(chains)
+    grouping = gr.assign(threads, process_name=info.process_name, duration_ns=info.duration_ns,
+                         chain_utids=members)
+    caveats += grouping.caveats
+    if not chains.is_empty():   # re-label chains with the final group patterns
+        final = {u: grouping.pattern_of_key.get(k, k) for u, k in grouping.key_of.items()}
+        chains = wg.find_chains(edges, final)
+    groups = _groups(con, threads, grouping, info.duration_ns, members)
+
+    other_names = con.execute("SELECT DISTINCT name FROM thread WHERE NOT COALESCE(is_target, FALSE) "
+                              "AND utid <> 0 AND name IS NOT NULL ORDER BY name").fetchall()
+    groups = gr.finish(groups, grouping, other_names=[r[0] for r in other_names]) if not groups.is_empty() \
+        else pl.DataFrame(schema=GROUP_SCHEMA)
+    caveats += _caveats(con, info, threads, groups)
+    return Analysis(
+        groups=groups, process_name=info.process_name, duration_ns=info.duration_ns,
+        nr_cpus=info.nr_cpus, events_lost=info.events_lost, caveats=caveats,
+        threads=threads.with_columns(
+            group=pl.col("utid").replace_strict(
+                {u: grouping.pattern_of_key.get(k, k) for u, k in grouping.key_of.items()},
+                default=None, return_dtype=pl.String)),
+        wake_edges=edges, chains=chains, pattern_chains=wg.pattern_chains(chains),
+        preemptors=_preemptors(rivals, threads, who),
+        smt_corun=ft.smt_corun(con, smt=info.smt), capture_id=info.capture_id,
+        names_separate_roles=grouping.names_separate_roles)
+
+
+def _with_rivals(threads: pl.DataFrame, rivals: pl.DataFrame, who: pl.DataFrame) -> pl.DataFrame:
+    """Add wait_behind_other_ns: run-queue time behind threads of other processes (idle excluded)."""
+    upid = who.select(pl.col("utid").alias("other_utid"), pl.col("upid").alias("other_upid"))
+    own = threads.select("utid", pl.col("upid").alias("own_upid"))
+    behind = (rivals.filter(pl.col("kind") == "waited_behind")
+              .join(upid, on="other_utid", how="left").join(own, on="utid", how="left")
+              .filter((pl.col("other_utid") != 0)
+                      & (pl.col("other_upid").is_null() | (pl.col("other_upid") != pl.col("own_upid"))))
+              .group_by("utid").agg(wait_behind_other_ns=pl.col("ns").sum().cast(pl.Int64)))
+    return (threads.join(behind, on="utid", how="left")
+            .with_columns(pl.col("wait_behind_other_ns").fill_null(0)))
+
+
+def _preemptors(rivals: pl.DataFrame, threads: pl.DataFrame, who: pl.DataFrame) -> pl.DataFrame:
+    info = who.select(pl.col("utid").alias("other_utid"), pl.col("name").alias("preemptor"),
+                      pl.col("process_name").alias("preemptor_process"))
+    return (rivals.filter(pl.col("kind") == "preempted_by")
+            .join(threads.select("utid", "name"), on="utid", how="left")
+            .join(info, on="other_utid", how="left")
+            .select("utid", "name", pl.col("other_utid").alias("preemptor_utid"), "preemptor",
+                    "preemptor_process", pl.col("events").alias("preemptions"),
+                    pl.col("ns").alias("taken_ns"))
+            .sort(["taken_ns", "utid", "preemptor_utid"], descending=[True, False, False]))
+
+
+def _groups(con: duckdb.DuckDBPyConnection, threads: pl.DataFrame, grouping: gr.Grouping,
+            duration_ns: int, members: set[int]) -> pl.DataFrame:
+    if threads.is_empty():
+        return pl.DataFrame(schema=GROUP_SCHEMA)
+    keys = sorted(set(grouping.key_of.values()))
+    ids = {k: i for i, k in enumerate(keys)}
+    mapping = pl.DataFrame({"utid": list(grouping.key_of), "group_id": [ids[k] for k in
+                                                                        grouping.key_of.values()]},
+                           schema={"utid": pl.Int64, "group_id": pl.Int64})
+    exact = ft.group_percentiles(con, mapping).with_columns(
+        pattern=pl.col("group_id").replace_strict(dict(enumerate(keys)), return_dtype=pl.String)
+    ).drop("group_id")
+    return gr.aggregate(threads, grouping.key_of, duration_ns=duration_ns, chain_utids=members,
+                        exact=exact)
+
+
+def _caveats(con: duckdb.DuckDBPyConnection, info: ft.CaptureInfo, threads: pl.DataFrame,
+             groups: pl.DataFrame) -> list[str]:
+    out: list[str] = []
+    if info.events_lost:
+        total = info.events_recorded + info.events_lost
+        out.append(f"{info.events_lost:,} events were lost ({100 * info.events_lost / max(total, 1):.2f}% "
+                   "of those the kernel emitted): counts, rates and latencies are lower bounds, "
+                   "and slices around a gap may be merged")
+    if threads.is_empty():
+        out.append("no target threads in the capture: nothing to group")
+    elif threads["slices"].sum() == 0:
+        out.append("no target thread ran during the capture: roles are guesses (all default)")
+    if info.duration_ns < 2_000_000_000:
+        out.append(f"short capture ({info.duration_ns / 1e9:.2f} s): rates and periodicity are rough")
+    once = threads.filter(pl.col("slices") == 1)["name"].to_list()
+    if once:
+        out.append(f"{len(once)} thread(s) ran only once ({', '.join(sorted(set(once))[:3])}): "
+                   "their features are single samples")
+    reused = con.execute("SELECT count(*) FROM (SELECT tid FROM thread WHERE COALESCE(is_target, FALSE) "
+                         "GROUP BY tid HAVING count(*) > 1)").fetchone()
+    if reused and reused[0]:
+        out.append(f"{reused[0]} tid(s) were reused during the capture: each life is a separate thread")
+    cut = sorted({n for n in threads["name"].drop_nulls().to_list() if nm.maybe_truncated(n)})
+    if cut:
+        out.append(f"{len(cut)} name(s) are 15 characters, the kernel's limit, and may be cut short "
+                   f"({', '.join(cut[:3])}): prefixes use the 15 characters the kernel keeps")
+    for row in groups.filter(~pl.col("separable")).iter_rows(named=True):
+        if row["note"]:
+            out.append(f"group {row['pattern']}: {row['note']}")
+    if info.end_reason and info.end_reason != "duration":
+        out.append(f"the capture ended by {info.end_reason}")
+    return out

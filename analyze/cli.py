@@ -1,0 +1,48 @@
+"""CLI commands of the analyze stage: `analyze`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def analyze_command(
+    capture: Annotated[Path, typer.Argument(help="A capture file written by `threadwise observe`.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    store: Annotated[bool, typer.Option(
+        "--store/--no-store", help="Store the analysis in the capture (analysis_* tables).")] = True,
+    threads: Annotated[bool, typer.Option(
+        "--threads/--no-threads", help="Include per-thread rows and chains in --json.")] = False,
+) -> None:
+    """Find thread groups, their roles and the comm prefixes that select them.
+
+    Computes per-thread features (CPU share, slices, run-queue latency, wakeups,
+    preemptions), the wake graph and its chains, groups threads by name pattern
+    (or by behaviour when all share one name), assigns each group a role
+    (compute, latency, housekeeping, batch, default) with a confidence, and
+    stores the result in the capture file.
+
+    Examples:
+
+      threadwise analyze rolesim.duckdb
+
+      threadwise analyze redis.duckdb --json > redis-analysis.json
+    """
+    from threadwise.analyze.api import analyze_capture
+    from threadwise.analyze.render import render
+    from threadwise.analyze.store import store_analysis
+
+    analysis = analyze_capture(capture)
+    if store:
+        store_analysis(analysis, capture)
+    if as_json:
+        typer.echo(json.dumps(analysis.to_dict(threads=threads), indent=2, default=str))
+    else:
+        typer.echo(render(analysis))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("analyze")(analyze_command)

@@ -1,0 +1,173 @@
+"""From per-thread features to name-pattern groups with roles and prefixes.
+
+Problem: the profile works on groups of threads selected by comm prefix, one
+role each. Which threads form a group depends on their names (patterns), on
+whether related names behave alike (a `bio_*` family merges only when its
+members would get the same role), and, when all threads share one name, on
+behaviour (an AvgRuntime split).
+Approach: `assign` maps every target thread to a group key in three steps:
+pattern (names.py), family merge (checked with the role clusterer on
+approximate group features), behaviour split (split.py) for unnamed thread
+pools. `aggregate` then builds one row per group from thread features plus
+exact percentiles computed in SQL over the group's slices; `finish` runs the
+clusterer for roles and names.py for prefixes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from threadwise.analyze import names as nm
+from threadwise.analyze.model import GROUP_SCHEMA
+from threadwise.analyze.roles import ROLES, RoleClusterer, group_feature_matrix
+from threadwise.analyze.split import propose_split
+
+HOT_SHARE = 0.5      # a "hot" thread uses at least half a CPU
+
+
+@dataclass
+class Grouping:
+    key_of: dict[int, str]                                    # utid -> group key
+    pattern_of_key: dict[str, str]                            # group key -> pattern
+    ranges: dict[str, list[int]] = field(default_factory=dict)  # key -> AvgRuntime range (ns)
+    notes: dict[str, str] = field(default_factory=dict)
+    caveats: list[str] = field(default_factory=list)
+    names_separate_roles: bool = True
+
+
+def aggregate(threads: pl.DataFrame, key_of: dict[int, str], *, duration_ns: int,
+              chain_utids: set[int], exact: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per group key (pattern column = the key), approximate percentiles unless `exact`."""
+    if threads.is_empty():
+        return pl.DataFrame(schema={"pattern": pl.String})
+    t = threads.with_columns(
+        pattern=pl.col("utid").replace_strict(key_of, return_dtype=pl.String),
+        in_chain=pl.col("utid").is_in(list(chain_utids)),
+        periodic_cv=pl.when(pl.col("wakeups") >= 3).then(pl.col("wake_interval_cv")))
+    out = t.group_by("pattern").agg(
+        thread_count=pl.len().cast(pl.Int64),
+        names=pl.col("name").unique().sort(),
+        cpu_time_ns=pl.col("cpu_ns").sum().cast(pl.Int64),
+        max_thread_share=pl.col("cpu_share").fill_null(0.0).max(),
+        hot_threads=(pl.col("cpu_share").fill_null(0.0) >= HOT_SHARE).sum().cast(pl.Int64),
+        slice_p50_ns=pl.col("slice_p50_ns").median().cast(pl.Int64),
+        slice_p99_ns=pl.col("slice_p99_ns").max(),
+        rq_latency_p50_ns=pl.col("rq_latency_p50_ns").median().cast(pl.Int64),
+        rq_latency_p99_ns=pl.col("rq_latency_p99_ns").max(),
+        wakeups=pl.col("wakeups").sum().cast(pl.Int64),
+        in_wake_chain=pl.col("in_chain").any(),
+        demand=pl.col("demand").fill_null(0.0).max(),
+        wake_interval_cv=pl.col("periodic_cv").median(),
+        slices=pl.col("slices").sum().cast(pl.Int64),
+        involuntary=pl.col("involuntary").sum().cast(pl.Int64),
+        wait_ns=pl.col("wait_ns").sum(),
+        wait_other_ns=pl.col("wait_behind_other_ns").sum(),
+    ).with_columns(
+        cpu_share=pl.col("cpu_time_ns") / max(duration_ns, 1),
+        wakeups_per_s=pl.col("wakeups") * 1e9 / max(duration_ns, 1),
+        involuntary_frac=pl.when(pl.col("slices") > 0)
+        .then(pl.col("involuntary") / pl.col("slices")),
+        wait_behind_other_share=pl.when(pl.col("wait_ns") > 0)
+        .then(pl.col("wait_other_ns") / pl.col("wait_ns")),
+    ).drop("wait_ns", "wait_other_ns")
+    if exact is not None and not exact.is_empty():
+        out = out.drop("slice_p50_ns", "slice_p99_ns", "rq_latency_p50_ns", "rq_latency_p99_ns").join(
+            exact, on="pattern", how="left")
+    return out.sort(["cpu_time_ns", "pattern"], descending=[True, False])
+
+
+def roles_for(groups: pl.DataFrame, *, random_state: int = 0) -> tuple[list[str], list[float]]:
+    if groups.is_empty():
+        return [], []
+    model = RoleClusterer(random_state=random_state).fit(group_feature_matrix(groups))
+    return list(model.roles_), [float(c) for c in model.confidence_]
+
+
+def assign(threads: pl.DataFrame, *, process_name: str, duration_ns: int,
+           chain_utids: set[int]) -> Grouping:
+    """Group keys for every target thread: patterns, merged families, behaviour splits."""
+    pattern_of_name = nm.patterns_of(threads["name"].fill_null("?").to_list())
+    key_of = {u: pattern_of_name[n or "?"] for u, n in zip(threads["utid"], threads["name"], strict=True)}
+    grouping = Grouping(key_of, {k: k for k in key_of.values()})
+    main_names = set(threads.filter(pl.col("is_main_thread"))["name"].drop_nulls().to_list())
+    # Families (bio_aof, bio_close_file -> bio_*) merge only when their roles agree.
+    keep = {pattern_of_name.get(n, n) for n in main_names}
+    families = nm.family_candidates(set(key_of.values()), keep=keep)
+    if families:
+        fine = aggregate(threads, key_of, duration_ns=duration_ns, chain_utids=chain_utids)
+        role_of = dict(zip(fine["pattern"], roles_for(fine)[0], strict=True))
+        for merged, members in families.items():
+            roles = {role_of[m] for m in members if m in role_of}
+            if len(roles) == 1 and merged not in grouping.pattern_of_key:
+                for utid, key in list(key_of.items()):
+                    if key in members:
+                        key_of[utid] = merged
+                grouping.pattern_of_key[merged] = merged
+            elif len(roles) > 1:
+                grouping.caveats.append(
+                    f"{', '.join(members)} look like one family ({merged}) but behave differently "
+                    f"({', '.join(sorted(roles))}): kept apart")
+        grouping.pattern_of_key = {k: k for k in set(key_of.values())}
+    _split_unnamed(threads, grouping, process_name=process_name)
+    return grouping
+
+
+def _split_unnamed(threads: pl.DataFrame, grouping: Grouping, *, process_name: str) -> None:
+    """Propose AvgRuntime splits for groups whose threads all carry the process's own name."""
+    for key in sorted(set(grouping.key_of.values())):
+        members = threads.filter(pl.col("utid").is_in([u for u, k in grouping.key_of.items() if k == key]))
+        distinct = set(members["name"].drop_nulls().to_list())
+        unnamed = len(distinct) == 1 and nm.comm(process_name) in distinct
+        if members.height < 3 or not unnamed:
+            continue
+        grouping.names_separate_roles = False
+        head = (f"all {members.height} threads of {key} share one name: names do not separate roles")
+        proposal = propose_split(members.select("utid", "cpu_ns", "slices"))
+        grouping.caveats.append(f"{head}; {proposal.reason}")
+        if proposal.ranges is None:
+            grouping.notes[key] = "names do not separate roles; no behaviour split"
+            continue
+        low, high = proposal.ranges
+        for suffix, utids, rng in (("short", proposal.low_utids, low), ("long", proposal.high_utids, high)):
+            sub = f"{key} [{suffix} runs]"
+            for utid in utids:
+                grouping.key_of[utid] = sub
+            grouping.pattern_of_key[sub] = key
+            grouping.ranges[sub] = rng
+            grouping.notes[sub] = f"behaviour split ({suffix} runs): {proposal.reason}"
+        grouping.pattern_of_key.pop(key, None)
+
+
+def finish(groups: pl.DataFrame, grouping: Grouping, *, other_names: list[str]) -> pl.DataFrame:
+    """Roles, prefixes, separability and contract column order for aggregated groups."""
+    if groups.is_empty():
+        return pl.DataFrame(schema=GROUP_SCHEMA)
+    roles, confidence = roles_for(groups)
+    keys = groups["pattern"].to_list()
+    names_of = dict(zip(keys, groups["names"].to_list(), strict=True))
+    rows = []
+    for i, key in enumerate(keys):
+        mine = names_of[key]
+        others = [n for k in keys if k != key for n in names_of[k]] + other_names
+        selection = nm.select_prefixes(mine, [n for k in keys if k != key for n in names_of[k]],
+                                       pattern=grouping.pattern_of_key.get(key, key))
+        note = grouping.notes.get(key) or selection.note
+        leak = nm.collisions(selection.match_prefixes, selection.exclude_prefixes,
+                             [n for n in others if n not in mine])
+        if leak and selection.separable:
+            note = f"prefixes also select other processes' threads: {', '.join(leak[:3])}"
+        rows.append({"pattern": grouping.pattern_of_key.get(key, key), "role": roles[i],
+                     "confidence": round(confidence[i], 4), "match_prefixes": selection.match_prefixes,
+                     "exclude_prefixes": selection.exclude_prefixes,
+                     "separable": selection.separable and key not in grouping.ranges,
+                     "avg_runtime_range_ns": grouping.ranges.get(key), "group_id": i, "note": note})
+    decided = pl.DataFrame(rows, schema={k: GROUP_SCHEMA[k] for k in rows[0]})
+    out = groups.drop("pattern").with_columns(group_id=pl.int_range(pl.len(), dtype=pl.Int64))
+    out = decided.join(out, on="group_id", how="left")
+    return out.select([pl.col(c).cast(t) for c, t in GROUP_SCHEMA.items()])
+
+
+def role_names() -> tuple[str, ...]:
+    return ROLES

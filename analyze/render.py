@@ -1,0 +1,74 @@
+"""Plain-text tables of an Analysis for terminals and logs (stable layout, no colour)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from threadwise.analyze.model import Analysis
+
+
+def _us(ns: Any) -> str:
+    return "-" if ns is None else f"{ns / 1e3:,.0f}"
+
+
+def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+
+    def line(cells: list[str]) -> str:
+        return "  " + "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                                for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+    return [line(headers), *[line(r) for r in rows]]
+
+
+def render(analysis: Analysis, *, top_edges: int = 10) -> str:
+    a = analysis
+    lines = [f"process    {a.process_name or '?'}   capture {a.duration_ns / 1e9:.2f} s on "
+             f"{a.nr_cpus} CPUs   {a.events_lost:,} events lost",
+             f"groups     {a.groups.height}   names separate roles: "
+             f"{'yes' if a.names_separate_roles else 'NO'}", "", "groups and roles:"]
+    rows = []
+    for g in a.groups.iter_rows(named=True):
+        prefixes = ",".join(g["match_prefixes"]) + ("".join(f" !{e}" for e in g["exclude_prefixes"]))
+        if g["avg_runtime_range_ns"]:
+            lo, hi = g["avg_runtime_range_ns"]
+            prefixes += f" +avgrun[{_us(lo)}us..{'inf' if hi >= 2**62 else _us(hi) + 'us'}]"
+        rows.append([g["pattern"], g["role"], f"{g['confidence']:.2f}", str(g["thread_count"]),
+                     f"{g['cpu_share']:.3f}", f"{g['max_thread_share']:.2f}", _us(g["slice_p50_ns"]),
+                     _us(g["slice_p99_ns"]), f"{g['wakeups_per_s']:,.1f}", _us(g["rq_latency_p50_ns"]),
+                     _us(g["rq_latency_p99_ns"]), "yes" if g["in_wake_chain"] else "-",
+                     prefixes + ("" if g["separable"] else "  (NOT separable)")])
+    lines += _table(["pattern", "role", "conf", "thr", "cpus", "max/thr", "slice50us", "slice99us",
+                     "wake/s", "rq50us", "rq99us", "chain", "select (comm prefix)"], rows,
+                    right={2, 3, 4, 5, 6, 7, 8, 9, 10})
+    lines += ["", "evidence:"]
+    ev = []
+    for g in a.groups.iter_rows(named=True):
+        ev.append([g["pattern"], f"{g['demand']:.2f}" if g["demand"] is not None else "-",
+                   f"{g['involuntary_frac']:.2f}" if g["involuntary_frac"] is not None else "-",
+                   f"{g['wake_interval_cv']:.2f}" if g["wake_interval_cv"] is not None else "-",
+                   f"{g['wait_behind_other_share']:.2f}" if g["wait_behind_other_share"] is not None
+                   else "-", ", ".join(g["names"][:4]) + (" ..." if len(g["names"]) > 4 else "")])
+    lines += _table(["pattern", "demand", "preempted", "wake-cv", "rq-behind-other", "names"], ev,
+                    right={1, 2, 3, 4})
+    chains = a.pattern_chains.filter(pl.col("busiest")) if not a.pattern_chains.is_empty() \
+        else a.pattern_chains
+    lines += ["", "busiest wake chains (by pattern):"]
+    if chains.is_empty():
+        lines.append("  (none)")
+    for c in chains.iter_rows(named=True):
+        lines.append(f"  {' -> '.join(c['patterns'])}   {c['rate_per_s']:,.1f}/s over "
+                     f"{c['threads_chains']} thread chain(s), wake-to-run p50 {_us(c['latency_p50_ns'])} us "
+                     f"(p99 {_us(c['latency_p99_ns'])} us)")
+    edges = a.wake_edges.filter(pl.col("causal")).head(top_edges) if not a.wake_edges.is_empty() \
+        else a.wake_edges
+    lines += ["", f"top causal wake edges (of {a.wake_edges.height} seen):"]
+    rows = [[f"{e['waker']} ({e['waker_utid']})", f"{e['wakee']} ({e['wakee_utid']})",
+             f"{e['wakeups_per_s']:,.1f}", f"{e['share_of_wakee']:.2f}", f"{e['lift']:.1f}",
+             _us(e["latency_p50_ns"])] for e in edges.iter_rows(named=True)]
+    lines += _table(["waker", "wakee", "wake/s", "share", "lift", "lat50us"], rows, right={2, 3, 4, 5}) \
+        if rows else ["  (none)"]
+    if a.caveats:
+        lines += ["", "caveats:", *[f"  - {c}" for c in a.caveats]]
+    return "\n".join(lines)

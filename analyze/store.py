@@ -1,0 +1,76 @@
+"""Store an Analysis back into its capture file, under a versioned schema.
+
+Tables are named `analysis_*` and replaced as a whole on every run (an
+analysis is derived data: the latest run wins). `analysis_meta` carries the
+analysis schema version, so readers can tell what they are looking at. The
+capture is opened read-write only here, for the few statements that write;
+frames go in through Arrow (no row-by-row inserts), then a CHECKPOINT keeps
+the WAL empty (DESIGN.md: DuckDB WAL replay bugs).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import polars as pl
+
+from threadwise.analyze.model import ANALYSIS_SCHEMA_VERSION, Analysis
+from threadwise.observe.store import open_capture
+
+TABLES = ("analysis_meta", "analysis_groups", "analysis_threads", "analysis_wake_edges",
+          "analysis_chains", "analysis_preemptors")
+
+
+def store_analysis(analysis: Analysis, path: str | Path | None = None) -> Path:
+    """Write the analysis_* tables into the capture (replacing earlier ones)."""
+    target = Path(path or analysis.capture_path or "")
+    meta = pl.DataFrame({
+        "analysis_schema_version": [ANALYSIS_SCHEMA_VERSION],
+        "capture_id": [analysis.capture_id],
+        "analyzed_at": [dt.datetime.now(dt.UTC).replace(tzinfo=None)],
+        "process_name": [analysis.process_name],
+        "duration_ns": [analysis.duration_ns],
+        "nr_cpus": [analysis.nr_cpus],
+        "events_lost": [analysis.events_lost],
+        "names_separate_roles": [analysis.names_separate_roles],
+        "caveats": [analysis.caveats],
+    }, schema={"analysis_schema_version": pl.Int32, "capture_id": pl.String,
+               "analyzed_at": pl.Datetime("us"), "process_name": pl.String, "duration_ns": pl.Int64,
+               "nr_cpus": pl.Int32, "events_lost": pl.Int64, "names_separate_roles": pl.Boolean,
+               "caveats": pl.List(pl.String)})
+    frames = {
+        "analysis_meta": meta,
+        "analysis_groups": analysis.groups,
+        "analysis_threads": analysis.threads,
+        "analysis_wake_edges": analysis.wake_edges,
+        "analysis_chains": analysis.chains,
+        "analysis_preemptors": analysis.preemptors,
+    }
+    with open_capture(target, read_only=False) as con:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for table, frame in frames.items():
+                con.execute(f"DROP TABLE IF EXISTS {table}")   # names from TABLES only
+                con.register("_frame", frame.to_arrow())
+                try:
+                    con.execute(f"CREATE TABLE {table} AS SELECT * FROM _frame")
+                finally:
+                    con.unregister("_frame")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("CHECKPOINT")
+    return target
+
+
+def stored_version(path: str | Path) -> int | None:
+    """The analysis schema version stored in a capture, or None if never analyzed."""
+    with open_capture(path) as con:
+        found = con.execute("SELECT count(*) FROM information_schema.tables "
+                            "WHERE table_name = 'analysis_meta'").fetchall()
+        if not found or not found[0][0]:
+            return None
+        row = con.execute("SELECT max(analysis_schema_version) FROM analysis_meta").fetchall()
+    return int(row[0][0]) if row and row[0][0] is not None else None

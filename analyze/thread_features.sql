@@ -1,0 +1,89 @@
+-- thread_features.sql: one row per thread (utid 0, the idle tasks, excluded).
+--
+-- Every figure is measured inside the capture window and the part of it the
+-- thread existed in (its life). Parameters: $only_target BOOLEAN (restrict to
+-- the target's threads).
+-- Columns:
+--   utid BIGINT                thread surrogate id (thread.utid)
+--   tid, tgid INTEGER          kernel ids
+--   upid BIGINT                process surrogate id
+--   name VARCHAR               thread comm (<= 15 chars)
+--   process_name VARCHAR       process comm
+--   is_target, is_main_thread BOOLEAN
+--   life_ns BIGINT             time the thread existed inside the capture window
+--   slices BIGINT              on-CPU slices
+--   cpu_ns BIGINT              CPU time
+--   cpu_share DOUBLE           cpu_ns / life_ns, in CPUs
+--   slice_p50_ns, slice_p90_ns, slice_p99_ns BIGINT   on-CPU slice lengths
+--   voluntary BIGINT           slices that ended in a sleep (S, D, ...)
+--   involuntary BIGINT         slices that ended runnable (preempted R+, or yielded R)
+--   cpus_used BIGINT           distinct CPUs it ran on
+--   waits BIGINT               runnable intervals (woken or preempted, waiting for a CPU)
+--   wait_ns BIGINT             total run-queue time
+--   rq_latency_p50_ns, rq_latency_p99_ns, rq_latency_max_ns BIGINT
+--   wakeups BIGINT             wakeups received (sched_waking, not first wakeups of forks)
+--   wakeups_per_s DOUBLE       wakeups / life
+--   wake_interval_cv DOUBLE    coefficient of variation of the time between wakeups (low = periodic)
+--   migrations BIGINT, migrations_per_s DOUBLE
+--   demand DOUBLE              (cpu_ns + wait_ns) / life_ns: 1.0 = always running or runnable
+WITH win AS (
+    SELECT start_ts, end_ts FROM capture
+), threads AS (
+    SELECT t.utid, t.tid, t.tgid, t.upid, t.name, p.name AS process_name,
+           COALESCE(t.is_target, FALSE) AS is_target, COALESCE(t.is_main_thread, FALSE) AS is_main_thread,
+           GREATEST(LEAST(COALESCE(t.end_ts, w.end_ts), w.end_ts)
+                    - GREATEST(COALESCE(t.start_ts, w.start_ts), w.start_ts), 0) AS life_ns
+    FROM thread t
+    LEFT JOIN process p USING (upid)
+    CROSS JOIN win w
+    WHERE t.utid <> 0 AND (COALESCE(t.is_target, FALSE) OR NOT $only_target)
+), slices AS (
+    SELECT utid, count(*) AS slices, sum(dur) AS cpu_ns,
+           quantile_disc(dur, [0.5, 0.9, 0.99]) AS q,
+           count(*) FILTER (WHERE end_state NOT IN ('R', 'R+')) AS voluntary,
+           count(*) FILTER (WHERE end_state IN ('R', 'R+')) AS involuntary,
+           count(DISTINCT cpu) AS cpus_used
+    FROM sched_slice WHERE utid IN (SELECT utid FROM threads) GROUP BY utid
+), waits AS (
+    SELECT utid, count(*) AS waits, sum(dur) AS wait_ns,
+           quantile_disc(dur, [0.5, 0.99]) AS q, max(dur) AS wait_max
+    FROM thread_state
+    WHERE state IN ('R', 'R+') AND utid IN (SELECT utid FROM threads)
+    GROUP BY utid
+), _wake_gaps AS (
+    SELECT wakee_utid AS utid, ts - LAG(ts) OVER (PARTITION BY wakee_utid ORDER BY ts) AS gap
+    FROM wakeup WHERE NOT is_new AND wakee_utid IN (SELECT utid FROM threads)
+), wakes AS (
+    SELECT utid, count(*) AS wakeups,
+           stddev_pop(gap) / NULLIF(avg(gap), 0) AS wake_interval_cv
+    FROM _wake_gaps GROUP BY utid
+), migs AS (
+    SELECT utid, count(*) AS migrations FROM migration
+    WHERE utid IN (SELECT utid FROM threads) GROUP BY utid
+)
+SELECT
+    t.utid, t.tid, t.tgid, t.upid, t.name, t.process_name, t.is_target, t.is_main_thread,
+    t.life_ns,
+    COALESCE(s.slices, 0)::BIGINT AS slices,
+    COALESCE(s.cpu_ns, 0)::BIGINT AS cpu_ns,
+    COALESCE(s.cpu_ns, 0) / NULLIF(t.life_ns, 0)::DOUBLE AS cpu_share,
+    s.q[1]::BIGINT AS slice_p50_ns, s.q[2]::BIGINT AS slice_p90_ns, s.q[3]::BIGINT AS slice_p99_ns,
+    COALESCE(s.voluntary, 0)::BIGINT AS voluntary,
+    COALESCE(s.involuntary, 0)::BIGINT AS involuntary,
+    COALESCE(s.cpus_used, 0)::BIGINT AS cpus_used,
+    COALESCE(w.waits, 0)::BIGINT AS waits,
+    COALESCE(w.wait_ns, 0)::BIGINT AS wait_ns,
+    w.q[1]::BIGINT AS rq_latency_p50_ns, w.q[2]::BIGINT AS rq_latency_p99_ns,
+    w.wait_max::BIGINT AS rq_latency_max_ns,
+    COALESCE(k.wakeups, 0)::BIGINT AS wakeups,
+    COALESCE(k.wakeups, 0) * 1e9 / NULLIF(t.life_ns, 0)::DOUBLE AS wakeups_per_s,
+    k.wake_interval_cv::DOUBLE AS wake_interval_cv,
+    COALESCE(m.migrations, 0)::BIGINT AS migrations,
+    COALESCE(m.migrations, 0) * 1e9 / NULLIF(t.life_ns, 0)::DOUBLE AS migrations_per_s,
+    LEAST((COALESCE(s.cpu_ns, 0) + COALESCE(w.wait_ns, 0)) / NULLIF(t.life_ns, 0), 1.0)::DOUBLE AS demand
+FROM threads t
+LEFT JOIN slices s USING (utid)
+LEFT JOIN waits w USING (utid)
+LEFT JOIN wakes k USING (utid)
+LEFT JOIN migs m USING (utid)
+ORDER BY cpu_ns DESC, utid;
