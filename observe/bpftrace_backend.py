@@ -32,6 +32,7 @@ PR_SET_PDEATHSIG = 1
 PERF_RB_PAGES = "1024"   # per CPU: 4 MiB of perf ring buffer
 MAP_KEYS_MAX = "65536"   # @seen holds one key per thread seen
 DRAIN_S = 0.3            # after the stop line: let bpftrace read the other CPUs' buffers
+STALL_S = 5.0            # no output for this long while draining: bpftrace is stuck
 
 
 def script_path() -> Path:
@@ -129,11 +130,18 @@ class BpftraceBackend:
             # kernel side stops counting and printing, then we drain the buffers
             # (until the E line and a little longer for the other CPUs' buffers)
             # before SIGINT makes bpftrace detach.
+            # bpftrace formats events in user space and can be seconds behind
+            # the kernel under load: wait while it still makes progress.
             os.kill(self._proc.pid, 0)
-            deadline = time.monotonic() + 10
-            while self._parser.end_ts is None and time.monotonic() < deadline and self.alive():
+            last_size, last_growth = -1, time.monotonic()
+            while self._parser.end_ts is None and self.alive():
                 time.sleep(0.05)
                 chunks.append(self._read())
+                size = self._out.stat().st_size if self._out else 0
+                if size != last_size:
+                    last_size, last_growth = size, time.monotonic()
+                elif time.monotonic() - last_growth > STALL_S:
+                    break
             time.sleep(DRAIN_S)
             chunks.append(self._read())
             self._proc.send_signal(signal.SIGINT)

@@ -160,8 +160,10 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         snapper.take(target.tgids, "end")
+        progress(f"observe: stopping {backend.name} and draining its buffers ...")
         chunk, report = backend.stop()
         events += _ingest(writer, chunk)
+        progress(f"observe: {events:,} events; building thread, slice and state tables ...")
         lost_reported += sum(chunk.lost)
         target.refresh()
         target.stop_launched()
