@@ -15,6 +15,7 @@ CPUs, back-to-back slices, a waking before every slice that follows a sleep).
 from __future__ import annotations
 
 import datetime as dt
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,8 +226,13 @@ def bulk_threads() -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray, np.nd
 
 
 def bulk_capture(path: Path, *, switches: int = 10_000_000, nr_cpus: int = 2, seed: int = 0,
-                 batch: int = 2_000_000) -> Path:
-    """A capture with `switches` sched_switch events: threads pinned round-robin to CPUs."""
+                 batch: int = 2_000_000, timings: dict[str, float] | None = None) -> Path:
+    """A capture with `switches` sched_switch events: threads pinned round-robin to CPUs.
+
+    `timings`, when given, receives `ingest_s` (generate + append raw batches) and
+    `finalize_s` (observe's finalize.sql + rename).
+    """
+    began = time.monotonic()
     rng = np.random.default_rng(seed)
     tids, comms, tgids, means, sleeps, wakers = bulk_threads()
     n_threads = len(tids)
@@ -275,7 +281,12 @@ def bulk_capture(path: Path, *, switches: int = 10_000_000, nr_cpus: int = 2, se
         write_capture_row(writer, start_ts=start_ts, end_ts=end_ts, tgids=[BULK_TGID],
                           events=switches + wakings.num_rows, events_lost=0)
         writer.checkpoint()
-        return writer.finalize()
+        del all_starts, all_ends, all_idx, all_state, slices, wakings
+        finalizing = time.monotonic()
+        final = writer.finalize()
+        if timings is not None:
+            timings.update(ingest_s=finalizing - began, finalize_s=time.monotonic() - finalizing)
+        return final
     except BaseException:
         writer.abandon()
         raise

@@ -1,0 +1,98 @@
+"""Benchmark: `threadwise analyze` on a synthetic capture of 10 million sched_switch events.
+
+Target (issue 3): at most 15 s wall and 2 GB peak RSS on a 2-core host.
+
+Generation (numpy, whole arrays, through observe's CaptureWriter and
+finalize.sql) and analysis each run in their own child process, so each one's
+peak RSS comes from os.wait4 for exactly that child. The analysis is the real
+CLI, including storing the analysis_* tables back into the capture.
+
+    .venv/bin/python benchmarks/analyze_10m.py                 # generate + analyze, then delete
+    .venv/bin/python benchmarks/analyze_10m.py --keep --out /tmp/bench
+    .venv/bin/python benchmarks/analyze_10m.py --reuse /tmp/bench/bulk-10000000.duckdb
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TARGET_S = 15.0
+TARGET_RSS_MB = 2048.0
+
+
+def run_child(argv: list[str]) -> tuple[float, float, int, str]:
+    """Run argv; wall seconds, peak RSS in MB (that child only), exit code, stdout."""
+    began = time.monotonic()
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=sys.stderr)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.monotonic() - began
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        return wall, usage.ru_maxrss / 1024, proc.returncode, out.read()
+
+
+def generate_only(path: Path, events: int) -> None:
+    from threadwise.analyze.synthetic import bulk_capture
+
+    timings: dict[str, float] = {}
+    bulk_capture(path, switches=events, timings=timings)
+    print(json.dumps(timings))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--events", type=int, default=10_000_000, help="sched_switch events to generate")
+    parser.add_argument("--out", type=Path, help="directory for the capture (default: a temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the generated capture")
+    parser.add_argument("--reuse", type=Path, help="analyze this existing capture instead of generating")
+    parser.add_argument("--generate-only", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.generate_only:
+        generate_only(args.generate_only, args.events)
+        return 0
+
+    workdir = Path(tempfile.mkdtemp(prefix="tw-bench-", dir=args.out)) if not args.reuse else None
+    capture = args.reuse or (workdir / f"bulk-{args.events}.duckdb")  # type: ignore[operator]
+    try:
+        if not args.reuse:
+            wall, rss, code, out = run_child([sys.executable, __file__, "--events", str(args.events),
+                                              "--generate-only", str(capture)])
+            if code != 0:
+                print(f"generation failed (exit {code})", file=sys.stderr)
+                return 1
+            phases = json.loads(out.strip().splitlines()[-1])
+            print(f"generate  {args.events:,} switches: {wall:.1f} s wall, peak RSS {rss:,.0f} MB "
+                  f"(ingest {phases['ingest_s']:.1f} s, observe finalize.sql {phases['finalize_s']:.1f} s)")
+        threadwise = shutil.which("threadwise", path=str(Path(sys.executable).parent)) or "threadwise"
+        wall, rss, code, _ = run_child([threadwise, "analyze", str(capture)])
+        if code != 0:
+            print(f"threadwise analyze failed (exit {code})", file=sys.stderr)
+            return 1
+        import duckdb
+
+        con = duckdb.connect(str(capture), read_only=True)
+        switches = con.execute("SELECT count(*) FROM raw_sched_switch").fetchall()[0][0]
+        con.close()
+        ok = wall <= TARGET_S and rss <= TARGET_RSS_MB
+        print(f"analyze   {switches:,} switches: {wall:.2f} s wall, {switches / wall:,.0f} events/s, "
+              f"peak RSS {rss:,.0f} MB  [target <= {TARGET_S:.0f} s, <= {TARGET_RSS_MB:,.0f} MB: "
+              f"{'met' if ok else 'MISSED'}]  (load average {os.getloadavg()[0]:.1f})")
+        return 0
+    finally:
+        if workdir is not None and not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+        elif workdir is not None:
+            print(f"kept {capture}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
