@@ -28,7 +28,7 @@ from pathlib import Path
 from threadwise.errors import TargetError, TracerError
 from threadwise.observe import procfs
 from threadwise.observe.backend import TracerBackend, TracerReport, get_backend
-from threadwise.observe.store import SCHEMA_VERSION, CaptureWriter
+from threadwise.observe.store import SCHEMA_VERSION, CaptureWriter, open_capture
 from threadwise.observe.stream import ParsedChunk
 from threadwise.observe.target import Target
 from threadwise.observe.topology import read_topology
@@ -51,6 +51,7 @@ class CaptureResult:
     end_reason: str
     target_threads: int
     warnings: list[str] = field(default_factory=list)
+    switch_gaps: int = 0
 
     @property
     def events_per_s(self) -> float:
@@ -237,8 +238,12 @@ def _finish(writer: CaptureWriter, backend: TracerBackend, target: Target, *, re
     path = writer.finalize()
     with contextlib.suppress(Exception):
         os.chmod(path, 0o644)
+    # finalize adds the switch-chain gaps it found to the loss
+    with open_capture(path) as con:
+        events_lost, switch_gaps = con.execute(
+            "SELECT events_lost, switch_gaps FROM capture").fetchall()[0]
     result = CaptureResult(path, (end_ts - start_ts) / 1e9, events, events_lost, end_reason,
-                           target_threads, warnings)
+                           target_threads, warnings, switch_gaps)
     if end_reason == "tracer-failed":
         raise TracerError(f"the tracer failed: {report.stderr_tail or 'no message'}; "
                           f"what was recorded is kept in {path}")

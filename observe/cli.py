@@ -54,7 +54,8 @@ def observe_command(
     for warning in result.warnings:
         typer.echo(f"warning: {warning}", err=True)
     typer.echo(f"wrote {result.path}: {result.duration_s:.2f} s, {result.events:,} events "
-               f"({result.events_per_s:,.0f}/s), {result.events_lost:,} lost, "
+               f"({result.events_per_s:,.0f}/s), {result.events_lost:,} lost "
+               f"({result.switch_gaps:,} switch-chain gaps), "
                f"{result.target_threads} target threads, ended by {result.end_reason}")
 
 
