@@ -17,8 +17,9 @@ Approach:
   is lowered in 0.05 steps until the cores do not exceed the hot threads
   (2250m x 0.90 rounds up to 3 cores for 2 hot threads; 0.85 keeps 2).
 - Order: exclusive, latency, batch, housekeeping, default, then by CPU share
-  and pattern; a broader earlier prefix excludes a later group's narrower one
-  when none of its own threads would be lost by it.
+  and pattern. `fit.py` then makes the groups expressible (prefix syntax,
+  layer budget, carve-outs, shadowed patterns, per-layer limits) and every
+  compromise lands in the profile's `comment`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from threadwise.synthesize.patterns import comm_matches
+from threadwise.errors import InputError
+from threadwise.synthesize.fit import clean_prefix, fit
 from threadwise.synthesize.rules import CATCH_ALL
 from threadwise.synthesize.schema import (
     SCHEMA_VERSION,
@@ -42,6 +44,7 @@ from threadwise.synthesize.schema import (
 )
 
 MIN_CONFIDENCE = 0.5
+MAX_NAMES = 64  # observed names kept as evidence per group
 START_FRACTION = 0.90
 FRACTION_STEP = 0.05
 _ORDER = [Treatment.EXCLUSIVE, Treatment.LATENCY, Treatment.BATCH, Treatment.HOUSEKEEPING,
@@ -168,7 +171,7 @@ def _evidence(row: GroupRow) -> Evidence:
 
     return Evidence(
         role=Role(row.role), confidence=round(row.confidence, 3), threads=row.thread_count,
-        names=sorted(row.names), cpu_share=_significant(row.cpu_share),
+        names=sorted(row.names)[:MAX_NAMES], cpu_share=_significant(row.cpu_share),
         max_thread_share=_significant(row.max_thread_share),
         wakeups_per_s=_significant(row.wakeups_per_s), slice_p50_us=us(row.slice_p50_ns),
         slice_p99_us=us(row.slice_p99_ns), rq_latency_p50_us=us(row.rq_latency_p50_ns),
@@ -177,7 +180,14 @@ def _evidence(row: GroupRow) -> Evidence:
     )
 
 
-def _group(row: GroupRow, taken: set[str], requests: dict[str, int]) -> Group:
+def _group(row: GroupRow, taken: set[str], requests: dict[str, int],
+           notes: list[str]) -> Group | None:
+    prefixes = list(dict.fromkeys(p for p in map(clean_prefix, row.match_prefixes) if p))
+    if prefixes != list(row.match_prefixes):
+        notes.append(f"pattern {row.pattern!r}: prefixes {row.match_prefixes} made "
+                     f"expressible as {prefixes}")
+    if not prefixes:
+        return None
     treatment, why = treatment_for(row)
     notes = [why] if why else []
     sizing: dict[str, Any] = {"hot_threads": row.hot_threads}
@@ -189,8 +199,8 @@ def _group(row: GroupRow, taken: set[str], requests: dict[str, int]) -> Group:
     runtime = row.avg_runtime_range_ns
     return Group(
         name=_group_name(row.pattern, taken),
-        match=[_pattern(p, row.names) for p in row.match_prefixes],
-        exclude=list(row.exclude_prefixes),
+        match=[_pattern(p, row.names) for p in prefixes],
+        exclude=list(dict.fromkeys(p for p in map(clean_prefix, row.exclude_prefixes) if p)),
         avg_runtime_us=None if runtime is None else [runtime[0] // 1000,
                                                      -(-runtime[1] // 1000)],
         treatment=treatment,
@@ -198,22 +208,6 @@ def _group(row: GroupRow, taken: set[str], requests: dict[str, int]) -> Group:
         evidence=_evidence(row),
         **sizing,
     )
-
-
-def _carve_out(groups: list[Group]) -> list[Group]:
-    """Let a broad earlier prefix exclude a narrower later one it would swallow."""
-    out = list(groups)
-    for j, later in enumerate(out):
-        for i in range(j):
-            earlier = out[i]
-            own = earlier.evidence.names if earlier.evidence else []
-            extra = [p.rstrip("*") for p in later.match
-                     if any(p.startswith(e.rstrip("*")) for e in earlier.match)
-                     and not any(comm_matches(p.rstrip("*"), n) for n in own)
-                     and p.rstrip("*") not in earlier.exclude]
-            if extra:
-                out[i] = earlier.model_copy(update={"exclude": [*earlier.exclude, *extra]})
-    return out
 
 
 def build_profile(analysis: AnalysisInput, name: str, *, capture: str | None = None,
@@ -224,12 +218,19 @@ def build_profile(analysis: AnalysisInput, name: str, *, capture: str | None = N
         key=lambda r: (_ORDER.index(treatment_for(r)[0]), -r.cpu_share, r.pattern),
     )
     taken: set[str] = set()
-    groups = _carve_out([_group(row, taken, requests or {}) for row in rows])
+    notes: list[str] = []
+    built = [_group(row, taken, requests or {}, notes) for row in rows]
+    groups = fit([g for g in built if g is not None], notes)
     source = Source(
         capture=capture, duration_s=round(analysis.duration_ns / 1e9, 3),
         nr_cpus=analysis.nr_cpus, events_lost=analysis.events_lost,
         caveats=list(analysis.caveats),
     )
-    return Profile(schema_version=SCHEMA_VERSION, name=name,
-                   workload=Workload(process=analysis.process_name[:15]),
-                   source=source, group=groups)
+    process = clean_prefix(analysis.process_name)
+    if not process or not groups:
+        what = "process name" if not process else "thread group"
+        raise InputError(f"no {what} of the analysis can be written as a comm prefix "
+                         f"(process {analysis.process_name!r})",
+                         hint="scx_layered matches names by prefix; see docs/profile-schema.md")
+    return Profile(schema_version=SCHEMA_VERSION, name=name, comment="; ".join(notes) or None,
+                   workload=Workload(process=process), source=source, group=groups)

@@ -55,13 +55,13 @@ def first_group(profile: Profile, comm: str) -> int | None:
     return None
 
 
-def _runtimes_meet(a: Group, b: Group) -> bool:
+def runtimes_meet(a: Group, b: Group) -> bool:
     if a.avg_runtime_us is None or b.avg_runtime_us is None:
         return True
     return a.avg_runtime_us[0] < b.avg_runtime_us[1] and b.avg_runtime_us[0] < a.avg_runtime_us[1]
 
 
-def _shadowing(a: Group, pb: str) -> str | None:
+def shadowing_pattern(a: Group, pb: str) -> str | None:
     """The pattern of `a` that takes every thread `pb` matches, if any."""
     if any(pb.startswith(prefix_of(e)) for e in a.exclude):
         return None
@@ -81,7 +81,7 @@ def find_overlaps(profile: Profile) -> list[Overlap]:
         for k, pattern in enumerate(later.match):
             pb = prefix_of(pattern)
             for i in range(j):
-                by = _shadowing(groups[i], pb) if _runtimes_meet(groups[i], later) else None
+                by = shadowing_pattern(groups[i], pb) if runtimes_meet(groups[i], later) else None
                 if by is None:
                     continue
                 threads = tuple(n for n in names if comm_matches(pb, n))

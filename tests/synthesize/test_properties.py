@@ -7,7 +7,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from threadwise.errors import InputError
 from threadwise.synthesize import oracle
+from threadwise.synthesize.build import AnalysisInput, GroupRow, build_profile
 from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.reader import parse_profile
 from threadwise.synthesize.rules import validate
@@ -86,3 +88,42 @@ def test_compiled_options_survive_scx_layered(scx_binary: Path, profile: Profile
     assume(not [d for d in validate(profile) if d.severity == "error"])
     specs = compile_profile(profile, shape).specs
     assert oracle.mismatches(specs, oracle.print_and_exit(specs, scx_binary)) == []
+
+
+ROWS = st.builds(
+    GroupRow,
+    pattern=st.text("ab-*", min_size=1, max_size=6),
+    role=st.sampled_from([r.value for r in Role]),
+    confidence=finite(0, 1),
+    # A small alphabet makes shared and nested prefixes common; odd characters test cleaning.
+    match_prefixes=st.lists(st.text("abc-_*?[\x01é", min_size=1, max_size=20), min_size=1,
+                            max_size=40),
+    exclude_prefixes=st.lists(st.text("abc-", min_size=1, max_size=5), max_size=30),
+    separable=st.booleans(),
+    thread_count=st.integers(1, 50),
+    names=st.lists(st.text("abc-_", min_size=1, max_size=15), max_size=8),
+    cpu_time_ns=st.integers(0, 10**12),
+    cpu_share=finite(0, 64), max_thread_share=finite(0, 1), hot_threads=st.integers(0, 8),
+    wakeups_per_s=finite(0, 1e6),
+    avg_runtime_range_ns=st.none() | st.tuples(st.integers(0, 10**6), st.integers(1, 10**6)).map(
+        lambda t: [min(t) * 1000, (max(t) + 1) * 1000]),
+)
+ANALYSES = st.builds(
+    AnalysisInput,
+    process_name=st.text("abcxyz-", min_size=1, max_size=20) | st.text("abcxyz-[*", min_size=1),
+    duration_ns=st.integers(1, 10**11), nr_cpus=st.integers(1, 64),
+    groups=st.lists(ROWS, min_size=1, max_size=20), events_lost=st.integers(0, 10**6),
+)
+
+
+@given(ANALYSES)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_synthesized_profiles_are_valid_by_construction(analysis: AnalysisInput) -> None:
+    try:
+        profile = build_profile(analysis, "gen")
+    except InputError as nothing:  # every prefix cut away: nothing expressible to build
+        assert "can be written as a comm prefix" in nothing.message
+        return
+    errors = [d.render() for d in validate(profile) if d.severity == "error"]
+    assert errors == []
+    assert dumps(build_profile(analysis, "gen")) == dumps(profile)
