@@ -1,0 +1,42 @@
+"""Booting the lab VM from tests: run a guest script and read the results it wrote."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from threadwise.runtime import lab
+
+GUEST_DIR = Path(__file__).parent / "guest"
+
+
+def run_guest_script(
+    name: str, out: Path, *args: str, cpus: int = 2, threads_per_core: int = 1, timeout_s: float = 900
+) -> tuple[lab.LabResult, dict]:
+    """Boot the VM, run tests/lab/guest/NAME with the venv's python, return (result, results.json)."""
+    out.mkdir(parents=True, exist_ok=True)
+    result = lab.run_in_lab(
+        [sys.executable, str(GUEST_DIR / name), *args],
+        cpus=cpus,
+        threads_per_core=threads_per_core,
+        timeout_s=timeout_s,
+        out_dir=out,
+        keep_console=True,
+    )
+    results_file = out / "results.json"
+    assert results_file.is_file(), (
+        f"guest wrote no results (status {result.status}); stderr:\n{result.stderr[-3000:]}\n"
+        f"console: {result.console_log}"
+    )
+    data = json.loads(results_file.read_text())
+    data["_host_wall_s"] = result.wall_s
+    steps = {
+        f"{scenario}.{step}": value["seconds"]
+        for scenario, part in data.items()
+        if isinstance(part, dict)
+        for step, value in part.items()
+        if isinstance(value, dict) and "seconds" in value
+    }
+    print(f"\nlab {name}: {result.wall_s:.1f} s wall (TCG); scenarios {data.get('timings')}; steps {steps}")
+    return result, data

@@ -1,0 +1,74 @@
+"""The runtime on the real scx_layered in the lab VM (one boot, three scenarios).
+
+tests/lab/guest/runtime_scenarios.py runs inside the guest through the real
+CLI; these tests assert on what it recorded.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.lab.labrun import run_guest_script
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def scenarios(tmp_path_factory):
+    _result, data = run_guest_script("runtime_scenarios.py", tmp_path_factory.mktemp("lab-runtime"))
+    return data
+
+
+def scenario(data: dict, name: str) -> dict:
+    part = data.get(name)
+    assert part is not None, f"scenario {name} did not run"
+    assert "error" not in part, part.get("error")
+    return part
+
+
+def test_apply_shows_tasks_per_layer_then_stop_disables(scenarios):
+    part = scenario(scenarios, "apply_stats_stop")
+    applied = part["apply"]
+    assert applied["rc"] == 0, applied["stderr"]
+    assert applied["json"]["phase"] == "attached"
+    assert applied["json"]["ops"].startswith("layered_1.1.4")
+    print(f"attach took {applied['json']['attach_s']:.1f} s (TCG, 2 vCPUs)")
+    status = part["status"]
+    assert status["rc"] == 0, status["stderr"]
+    layers = {layer["name"]: layer for layer in status["json"]["layers"]}
+    assert set(layers) == {"hot", "rest"}
+    assert layers["hot"]["tasks"] >= 1 and layers["rest"]["tasks"] >= 1
+    assert layers["hot"]["util_pct"] > 50  # the spinner
+    assert len(layers["hot"]["cpus"]) == 1
+    assert part["spinner_ext_enabled"] and part["spinner_ext_enabled"][0].split()[-1] == "1"
+    stopped = part["stop"]
+    assert stopped["rc"] == 0, stopped["stderr"]
+    assert stopped["json"]["stopped"] and stopped["json"]["state_after"] == "disabled"
+    assert stopped["json"]["last"]["exit"]["kind"] == "unreg"
+    assert part["after"]["state"] == "disabled"
+
+
+def test_refused_config_is_a_load_failure_and_nothing_attached(scenarios):
+    part = scenario(scenarios, "refused")
+    applied = part["apply"]
+    assert applied["rc"] == 1
+    assert "did not attach: load_failure" in applied["stderr"]
+    assert "must have an empty match" in applied["stderr"]
+    assert "nothing is attached" in applied["stderr"]
+    assert part["after"]["state"] == "disabled"
+    assert part["state"]["phase"] == "failed"
+    assert "attached_at" not in part["state"]
+
+
+def test_kill_9_is_noticed_reported_and_disabled(scenarios):
+    part = scenario(scenarios, "kill_9")
+    assert part["apply"]["rc"] == 0, part["apply"]["stderr"]
+    assert part["before"]["state"] == "enabled"
+    noticed = part["noticed"]
+    assert noticed["phase"] == "failed"
+    assert noticed["exit"]["kind"] == "killed"
+    assert noticed["state_after"] == "disabled"
+    status = part["status"]
+    assert status["rc"] == 1  # the runtime reports the failure, non-zero
+    assert "killed" in status["stderr"] and "SIGKILL" in status["stderr"]
+    assert part["after"]["state"] == "disabled"
