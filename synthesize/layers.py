@@ -68,6 +68,9 @@ def _block(raw: list[dict[str, Any]]) -> Block:
                                    "PcommPrefixExclude": []}
     other: list[str] = []
     for match in raw:
+        if not isinstance(match, dict) or len(match) != 1:
+            raise InputError(f"bad scx_layered match {match!r}",
+                             hint='each match is one {"Matcher": value} object')
         (kind, value), = match.items()
         if kind not in matcher_set().matchers:
             raise InputError(f"unknown scx_layered matcher {kind!r}")
@@ -84,7 +87,15 @@ def views_from_specs(specs: list[dict[str, Any]], shape: Shape) -> list[LayerVie
     """Layer views of a raw scx_layered config (list of layer specs)."""
     views = []
     for spec in specs:
+        if not isinstance(spec["kind"], dict) or len(spec["kind"]) != 1 or not isinstance(
+            spec["matches"], list
+        ):
+            raise InputError(f"layer {spec.get('name')!r}: kind must be one of "
+                             f"{sorted(matcher_set().layer_kinds)} and matches a list of lists")
         (kind, options), = spec["kind"].items()
+        if kind not in matcher_set().layer_kinds:
+            raise InputError(f"layer {spec['name']!r}: unknown kind {kind!r}",
+                             hint=f"scx_layered knows {sorted(matcher_set().layer_kinds)}")
         fixed = None
         cpus = options.get("cpus_range")
         if kind == "Confined" and cpus and cpus[0] == cpus[1]:

@@ -102,11 +102,18 @@ def _first_layer(views: list[LayerView], thread: ThreadFact) -> int | None:
 
 
 def _hot_by_layer(views: list[LayerView], facts: CaptureFacts | None) -> dict[int, list[str]]:
+    """Hot threads per layer: from the capture when given, else the profile's evidence.
+
+    Without a capture the evidence says how many threads are hot, not which; the
+    names listed are then the group's observed threads (or placeholders).
+    """
     hot: dict[int, list[str]] = defaultdict(list)
     if facts is None:
         for index, view in enumerate(views):
-            hot[index] = list(view.names[: view.hot_threads]) or [
-                f"{view.name} hot thread {n + 1}" for n in range(view.hot_threads)]
+            if len(view.names) == view.hot_threads:
+                hot[index] = list(view.names)
+            elif view.hot_threads:
+                hot[index] = [f"{view.name}#{n + 1}" for n in range(view.hot_threads)]
         return hot
     for thread in facts.threads:
         index = _first_layer(views, thread)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from threadwise.errors import InputError
 from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.layers import views_from_profile, views_from_specs
 from threadwise.synthesize.lint import CaptureFacts, ThreadFact, lint
@@ -163,3 +166,15 @@ def test_lint_reads_a_real_capture(tmp_path) -> None:
         ("smt_collision", ("hot-0", "hot-1")), ("uncovered", ("compactor",))]
     assert findings[0].message.startswith("observed: hot-0 and hot-1 ran on sibling CPUs of one "
                                           "core at the same time for 599.0 ms (59.9% of the capture")
+
+
+@pytest.mark.parametrize("specs, message", [
+    ([{"name": "a", "matches": [[{"CommPrefx": "a"}]], "kind": {"Open": {}}}],
+     "unknown scx_layered matcher 'CommPrefx'"),
+    ([{"name": "a", "matches": [[{"CommPrefix": "a", "NiceAbove": 0}]], "kind": {"Open": {}}}],
+     "bad scx_layered match"),
+    ([{"name": "a", "matches": [[]], "kind": {"Opened": {}}}], "layer 'a': unknown kind 'Opened'"),
+])
+def test_bad_layer_configs_are_input_errors(specs, message) -> None:
+    with pytest.raises(InputError, match=message):
+        views_from_specs(specs, synthetic(2, 1))
