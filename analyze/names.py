@@ -116,7 +116,8 @@ def select_prefixes(mine: Iterable[str], others: Iterable[str], *, pattern: str 
         return Selection([], [], False, "the group has no names")
     lcp = common_prefix(mine_set)
     stem = comm(pattern.split("*", 1)[0]) if pattern and "*" in pattern else ""
-    if len(stem) >= MIN_PREFIX and all(m.startswith(stem) for m in mine_set):
+    stem_ok = len(stem) >= MIN_PREFIX or (len(stem) >= 2 and stem[-1] in _SEPS)
+    if stem_ok and all(m.startswith(stem) for m in mine_set):
         lcp = stem
     # A lone name that may be truncated is still its own best prefix (the full comm).
     match = [lcp] if len(lcp) >= MIN_PREFIX or len(mine_set) == 1 else mine_set

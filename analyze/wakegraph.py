@@ -92,11 +92,13 @@ def find_chains(edges: pl.DataFrame, pattern_of: dict[int, str], *,
         indegree[row["wakee_utid"]] = indegree.get(row["wakee_utid"], 0) + 1
     for outs in out_edges.values():
         outs.sort(key=lambda e: (-e[1], e[0]))
-    # Heads: nodes nobody causally wakes; in a pure cycle every node heads its own path.
-    heads = sorted(n for n in out_edges if indegree.get(n, 0) == 0) or sorted(out_edges)
+    # Heads: nodes nobody causally wakes; then, for cycles no head reaches, every node left.
+    heads = sorted(n for n in out_edges if indegree.get(n, 0) == 0)
     paths: list[tuple[list[int], float, int, int]] = []
+    visited: set[int] = set()
 
     def walk(path: list[int], rate: float, p50: int, p99: int) -> None:
+        visited.add(path[-1])
         extended = False
         if len(path) < params.max_depth:
             for nxt, r, l50, l99 in out_edges.get(path[-1], []):
@@ -111,6 +113,9 @@ def find_chains(edges: pl.DataFrame, pattern_of: dict[int, str], *,
 
     for head in heads:
         walk([head], float("inf"), 0, 0)
+    for node in sorted(out_edges):
+        if node not in visited:
+            walk([node], float("inf"), 0, 0)
     paths.sort(key=lambda p: (-p[1], p[0]))
     # "Busiest" is decided per pattern sequence (feeder -> worker-*), summing its threads' chains,
     # so sixteen identical worker chains count once and all of them.

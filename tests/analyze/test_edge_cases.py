@@ -1,0 +1,170 @@
+"""Synthetic captures through the real writer: edge cases of the analyze stage."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import polars as pl
+import pytest
+
+from threadwise.analyze import Analysis, analyze_capture
+from threadwise.analyze.model import CONTRACT_SCHEMA
+from threadwise.analyze.render import render
+from threadwise.analyze.store import store_analysis, stored_version
+from threadwise.analyze.synthetic import SyntheticCapture
+from threadwise.errors import InputError, UsageError
+
+MS = 1_000_000
+T0 = 1_000_000_000
+
+
+def tw(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def _group(analysis: Analysis, pattern: str) -> dict:
+    rows = analysis.groups.filter(pl.col("pattern") == pattern).to_dicts()
+    assert rows, f"no group {pattern}: {analysis.groups['pattern'].to_list()}"
+    return rows[0]
+
+
+def test_empty_capture(tmp_path):
+    path = SyntheticCapture(target_tgids=[100]).write(tmp_path / "empty.duckdb")
+    analysis = analyze_capture(path)
+    assert analysis.groups.is_empty()
+    for column, dtype in CONTRACT_SCHEMA.items():
+        assert analysis.groups.schema[column] == dtype, column
+    assert any("no target threads" in c for c in analysis.caveats)
+    assert "(none)" in render(analysis)
+    store_analysis(analysis)
+    assert stored_version(path) == 1
+
+
+def test_thread_with_one_switch_and_an_idle_thread(tmp_path):
+    cap = SyntheticCapture(target_tgids=[100])
+    cap.thread(100, 100, "app")
+    cap.thread(101, 100, "once")
+    cap.slice(101, 0, T0 + 100 * MS, 50_000, "S")
+    analysis = analyze_capture(cap.write(tmp_path / "once.duckdb"))
+    once = _group(analysis, "once")
+    assert once["thread_count"] == 1 and once["slice_p50_ns"] == 50_000
+    assert once["cpu_time_ns"] == 50_000
+    assert _group(analysis, "app")["cpu_time_ns"] == 0
+    assert any("ran only once" in c and "once" in c for c in analysis.caveats)
+
+
+def test_tid_reuse_gives_two_threads_in_one_group(tmp_path):
+    cap = SyntheticCapture(target_tgids=[100])
+    cap.thread(100, 100, "app")
+    cap.thread(104, 100, "pool-1", exit_ts=T0 + 500 * MS)
+    cap.thread(104, 100, "pool-2", born_ts=T0 + 600 * MS)
+    cap.slice(104, 1, T0 + 400 * MS, 100_000)
+    cap.slice(104, 1, T0 + 700 * MS, 200_000)
+    analysis = analyze_capture(cap.write(tmp_path / "reuse.duckdb"))
+    assert analysis.threads.filter(pl.col("tid") == 104).height == 2
+    pool = _group(analysis, "pool-*")
+    assert pool["thread_count"] == 2 and pool["names"] == ["pool-1", "pool-2"]
+    assert pool["match_prefixes"] == ["pool-"]
+    assert any("reused" in c for c in analysis.caveats)
+
+
+def test_fifteen_character_names(tmp_path):
+    cap = SyntheticCapture(target_tgids=[100])
+    cap.thread(100, 100, "server")
+    cap.thread(101, 100, "C2 CompilerThre")   # what the kernel keeps of "C2 CompilerThread0"
+    cap.thread(102, 100, "C2 CompilerThre")
+    cap.thread(103, 100, "C1 CompilerThre")
+    for i, (tid, cpu) in enumerate(((101, 0), (102, 1), (103, 0))):
+        cap.periodic(tid, cpu, first_ts=T0 + (i + 1) * MS, run_ns=300_000, period_ns=20 * MS, count=40)
+    analysis = analyze_capture(cap.write(tmp_path / "long.duckdb"))
+    c2 = _group(analysis, "C2 CompilerThre")
+    assert c2["thread_count"] == 2
+    assert all(len(p) <= 15 for g in analysis.groups["match_prefixes"] for p in g)
+    assert c2["match_prefixes"] == ["C2 CompilerThre"] and c2["separable"]
+    assert any("15 characters" in c and "C2 CompilerThre" in c for c in analysis.caveats)
+
+
+def test_lost_events_become_a_caveat(tmp_path):
+    cap = SyntheticCapture(target_tgids=[100], events_lost=1234)
+    cap.thread(100, 100, "app")
+    cap.periodic(100, 0, first_ts=T0 + MS, run_ns=MS, period_ns=10 * MS, count=50)
+    analysis = analyze_capture(cap.write(tmp_path / "lost.duckdb"))
+    assert analysis.events_lost == 1234
+    assert any("1,234 events were lost" in c for c in analysis.caveats)
+
+
+def _same_name(tmp_path, *, split: bool):
+    """A process whose threads never got names: two spinners, four short sleepers (or all alike)."""
+    cap = SyntheticCapture(duration_ns=2_000 * MS, target_tgids=[300])
+    cap.thread(300, 300, "mariadbd")
+    for tid in range(301, 307):
+        cap.thread(tid, 300, "mariadbd")
+    for i, tid in enumerate((301, 302, 303)):
+        if split and tid in (301, 302):   # long runs: 8 ms each, back to back on its own CPU
+            for k in range(200):
+                cap.slice(tid, tid - 301, T0 + k * 10 * MS, 8 * MS, "R+")
+        else:
+            cap.periodic(tid, 0, first_ts=T0 + 9 * MS + i * 200_000, run_ns=50_000,
+                         period_ns=10 * MS, count=150)
+    for tid in (304, 305, 306):
+        cap.periodic(tid, 1, first_ts=T0 + 8_500_000 + (tid - 304) * 300_000, run_ns=60_000,
+                     period_ns=10 * MS, count=150, waker=303, latency_ns=20_000)
+    return analyze_capture(cap.write(tmp_path / f"same-{split}.duckdb"))
+
+
+def test_all_threads_share_one_name_split_by_behaviour(tmp_path):
+    analysis = _same_name(tmp_path, split=True)
+    assert not analysis.names_separate_roles
+    assert any("names do not separate roles" in c for c in analysis.caveats)
+    groups = analysis.groups.filter(pl.col("pattern") == "mariadbd")
+    assert groups.height == 2
+    assert not any(groups["separable"])
+    ranges = sorted(groups["avg_runtime_range_ns"].to_list())
+    assert ranges[0][0] == 0 and ranges[0][1] == ranges[1][0] and ranges[1][1] == 2**63 - 1
+    assert 60_000 < ranges[0][1] < 8 * MS
+    long = groups.filter(pl.col("avg_runtime_range_ns").list.first() > 0).row(0, named=True)
+    assert long["thread_count"] == 2 and long["role"] == "compute"
+
+
+def test_all_threads_share_one_name_no_split_when_unimodal(tmp_path):
+    analysis = _same_name(tmp_path, split=False)
+    assert not analysis.names_separate_roles
+    assert analysis.groups.filter(pl.col("pattern") == "mariadbd").height == 1
+    group = _group(analysis, "mariadbd")
+    assert group["avg_runtime_range_ns"] is None
+    assert any("no behaviour split" in c for c in analysis.caveats)
+
+
+def test_cli_json_and_store(tmp_path):
+    cap = SyntheticCapture(target_tgids=[100])
+    cap.thread(100, 100, "app")
+    cap.thread(101, 100, "hot-0")
+    cap.slice(101, 0, T0, 999 * MS, "R+")
+    path = cap.write(tmp_path / "cli.duckdb")
+    done = tw("analyze", str(path), "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["analysis_schema_version"] == 1
+    assert data["groups"][0]["pattern"] == "hot-*"
+    assert set(CONTRACT_SCHEMA) <= set(data["groups"][0])
+    assert stored_version(path) == 1
+    again = tw("analyze", str(path))   # a second run replaces the tables
+    assert again.returncode == 0, again.stderr
+    assert "groups and roles" in again.stdout
+
+
+def test_errors_have_hints(tmp_path):
+    with pytest.raises(UsageError):
+        analyze_capture(tmp_path / "missing.duckdb")
+    bogus = tmp_path / "bogus.duckdb"
+    bogus.write_text("not a database")
+    with pytest.raises(InputError):
+        analyze_capture(bogus)
+    with pytest.raises(InputError):
+        analyze_capture(tmp_path)
+    done = tw("analyze", str(tmp_path / "missing.duckdb"))
+    assert done.returncode == 2
+    assert "error:" in done.stderr and "hint:" in done.stderr and "Traceback" not in done.stderr
