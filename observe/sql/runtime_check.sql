@@ -21,6 +21,17 @@ WITH first_snap AS (
 ), live AS (
     -- the instance of each tid that was alive at the end (tids are reused)
     SELECT tid, utid, name FROM thread WHERE end_ts IS NULL AND tid <> 0
+), preempt_delay AS (
+    -- For each slice that ended in preemption: the time from the last wakeup
+    -- queued on that CPU to the switch. The kernel charges this time to the
+    -- woken thread, the trace to the preempted one (see checks.py).
+    SELECT s.utid,
+           SUM(s.ts + s.dur - w.ts) AS wake_to_switch_ns  -- BIGINT ns
+    FROM sched_slice s
+    ASOF JOIN (SELECT ts, target_cpu FROM wakeup) w
+        ON w.target_cpu = s.cpu AND w.ts <= s.ts + s.dur
+    WHERE s.end_state IN ('R', 'R+') AND w.ts >= s.ts
+    GROUP BY s.utid
 )
 SELECT
     w.tid,
@@ -35,8 +46,11 @@ SELECT
     COUNT(s.ts) AS slices,             -- BIGINT, slices overlapping the window
     COUNT(s.ts) FILTER (WHERE s.end_state IN ('R', 'R+'))
         AS preempted_slices            -- BIGINT, of which ended runnable (preempted)
+    , COALESCE(ANY_VALUE(p.wake_to_switch_ns), 0)::BIGINT
+        AS wake_to_switch_ns           -- BIGINT ns, preempting wakeup -> switch, summed
 FROM window_ w
 JOIN live l USING (tid)
 LEFT JOIN sched_slice s ON s.utid = l.utid AND s.ts < w.t1 AND s.ts + s.dur > w.t0
-GROUP BY ALL
+LEFT JOIN preempt_delay p ON p.utid = l.utid
+GROUP BY w.tid, l.utid, l.name, w.t1, w.t0, w.kernel_ns
 ORDER BY w.tid

@@ -46,7 +46,7 @@ def test_hot_threads_dominate_and_housekeep_is_light(rolesim_capture):
         duration = con.execute("SELECT duration_ns FROM capture").fetchall()[0][0]
     share = {name: cpu / duration for name, (_u, _t, cpu) in threads.items()}
     for hot in ("hot-0", "hot-1"):
-        assert share[hot] > 0.3, share       # 2 spinners on 2 CPUs, minus the tracer and the rest
+        assert share[hot] > 0.2, share       # 2 spinners on 2 CPUs, minus the tracer and the rest
         assert share[hot] > 5 * share["feeder"], share
     assert share["housekeep"] < 0.02, share   # ~200 us of work every 100 ms = 0.2 %
     assert share["housekeep"] > 0, share
@@ -98,9 +98,10 @@ def test_runtime_agrees_with_schedstat(rolesim_capture):
     assert frame.height >= 7
     bad = frame.filter(~frame["agrees"])
     assert bad.is_empty(), bad.to_dicts()
-    # the CPU hogs: within 5 % (observed ~2 %: wakeup-preemption accounting, see checks.py)
-    hogs = frame.filter(frame["name"].str.starts_with("hot-"))
-    assert ((hogs["diff_ns"].abs() / hogs["kernel_ns"]) < 0.05).all(), hogs.to_dicts()
+    # the CPU hogs: the trace sees a little more than schedstat, never more than the
+    # measured wakeup-to-preemption delays explain (see checks.py)
+    for hog in frame.filter(frame["name"].str.starts_with("hot-")).to_dicts():
+        assert 0 < hog["diff_ns"] <= 2_000_000 + 0.02 * hog["kernel_ns"] + hog["wake_to_switch_ns"], hog
 
 
 def test_loss_is_recorded_and_consistent(rolesim_capture):
