@@ -268,6 +268,7 @@ WITH last_snap AS (
 )
 SELECT
     t.utid::BIGINT AS utid, t.tid, t.tgid, p.upid, t.name,
+    p.name AS process_name,
     t.start_ts, t.end_ts,
     sp.first_ts AS first_seen_ts, sp.last_ts AS last_seen_ts,
     COALESCE(p.is_target, FALSE) AS is_target,
