@@ -147,7 +147,9 @@ def _caveats(con: duckdb.DuckDBPyConnection, info: ft.CaptureInfo, threads: pl.D
     if cut:
         out.append(f"{len(cut)} name(s) are 15 characters, the kernel's limit, and may be cut short "
                    f"({', '.join(cut[:3])}): prefixes use the 15 characters the kernel keeps")
-    for row in groups.filter(~pl.col("separable")).iter_rows(named=True):
+    # (behaviour-split groups are explained by the split's own caveat)
+    for row in groups.filter(~pl.col("separable") & pl.col("avg_runtime_range_ns").is_null()).iter_rows(
+            named=True):
         if row["note"]:
             out.append(f"group {row['pattern']}: {row['note']}")
     if info.end_reason and info.end_reason != "duration":
