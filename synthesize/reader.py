@@ -121,7 +121,7 @@ def _schema_diagnostic(err: Any, source: SourceMap, file: str) -> Diagnostic:
     return Diagnostic(
         "schema",
         message,
-        hint=hint,
+        hint=hint or "see docs/profile-schema.md for the keys, types and ranges",
         path=loc,
         file=file,
         line=source.line_of(loc) or 1,
