@@ -76,7 +76,7 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
                 default=None, return_dtype=pl.String)),
         wake_edges=edges, chains=chains, pattern_chains=wg.pattern_chains(chains),
         preemptors=_preemptors(rivals, threads, who),
-        smt_corun=ft.smt_corun(con, smt=info.smt), capture_id=info.capture_id,
+        smt_corun=_corun(con, info.smt), capture_id=info.capture_id,
         names_separate_roles=grouping.names_separate_roles)
 
 
@@ -103,6 +103,19 @@ def _preemptors(rivals: pl.DataFrame, threads: pl.DataFrame, who: pl.DataFrame) 
                     "preemptor_process", pl.col("events").alias("preemptions"),
                     pl.col("ns").alias("taken_ns"))
             .sort(["taken_ns", "utid", "preemptor_utid"], descending=[True, False, False]))
+
+
+def _corun(con: duckdb.DuckDBPyConnection, smt: bool) -> pl.DataFrame:
+    """SMT co-running pairs with both threads' names (empty without SMT)."""
+    pairs = ft.smt_corun(con, smt=smt)
+    if pairs.is_empty():
+        return pairs.with_columns(name=pl.lit(None, pl.String), other=pl.lit(None, pl.String),
+                                  other_process=pl.lit(None, pl.String))
+    who = ft.thread_names(con, sorted(set(pairs["utid"].to_list()) | set(pairs["other_utid"].to_list())))
+    return (pairs.join(who.select("utid", "name"), on="utid", how="left")
+            .join(who.select(pl.col("utid").alias("other_utid"), pl.col("name").alias("other"),
+                             pl.col("process_name").alias("other_process")), on="other_utid", how="left")
+            .sort(["corun_ns", "utid", "other_utid"], descending=[True, False, False]))
 
 
 def _groups(con: duckdb.DuckDBPyConnection, threads: pl.DataFrame, grouping: gr.Grouping,

@@ -168,3 +168,19 @@ def test_errors_have_hints(tmp_path):
     done = tw("analyze", str(tmp_path / "missing.duckdb"))
     assert done.returncode == 2
     assert "error:" in done.stderr and "hint:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_smt_corunning(tmp_path):
+    cap = SyntheticCapture(target_tgids=[100], smt=True)   # cpus 0 and 1 are siblings of one core
+    cap.thread(100, 100, "app")
+    cap.thread(101, 100, "left")
+    cap.thread(200, 200, "noisy")
+    cap.slice(101, 0, T0 + 10 * MS, 100 * MS)
+    cap.slice(200, 1, T0 + 60 * MS, 100 * MS)
+    analysis = analyze_capture(cap.write(tmp_path / "smt.duckdb"))
+    row = analysis.smt_corun.filter(pl.col("name") == "left").row(0, named=True)
+    assert row["other"] == "noisy" and row["corun_ns"] == 50 * MS
+    no_smt = SyntheticCapture(target_tgids=[100])
+    no_smt.thread(100, 100, "app")
+    no_smt.slice(100, 0, T0, MS)
+    assert analyze_capture(no_smt.write(tmp_path / "nosmt.duckdb")).smt_corun.is_empty()
