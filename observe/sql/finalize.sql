@@ -60,11 +60,12 @@ CREATE TEMP TABLE _switch AS
 -- sched_slice: who held each CPU, when (Perfetto: sched_slice)
 -- ---------------------------------------------------------------------------
 -- A switch sequence on one CPU must chain: each switch's prev is the previous
--- switch's next. Where it does not, the tracer's program did not run for at
--- least one switch (seen on these hosts: a process that sleeps inside a bpf()
--- syscall holds the CPU's bpf_prog_active, which silently skips tracepoint
--- programs on that CPU). Such gaps are recorded, counted as lost events, and
--- the slice before a gap gets no end_state.
+-- switch's next. Where it does not, at least one switch is missing. Seen on
+-- these hosts, and in the kernel's own ftrace output too (so not a tracer
+-- loss): the switch-out of the machine agent's threads (PID 1's
+-- tokio-rt-worker, nice -10) is never emitted by sched_switch. Such gaps are
+-- recorded, counted as lost events, and the slice before a gap gets no
+-- end_state.
 CREATE TEMP TABLE _ordered AS
     SELECT *,
         LEAD(ts) OVER w AS next_ts,
