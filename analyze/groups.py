@@ -24,7 +24,14 @@ from threadwise.analyze.model import GROUP_SCHEMA
 from threadwise.analyze.roles import ROLES, RoleClusterer, group_feature_matrix
 from threadwise.analyze.split import propose_split
 
-HOT_SHARE = 0.5      # a "hot" thread uses at least half a CPU
+HOT_SHARE = 0.5      # a "hot" thread uses at least half a CPU...
+WANTS_CPU = 0.9      # ...or is running/runnable this much of its life (CPU stolen by other load)
+STOLEN_SHARE = 0.25  # while still getting at least this much
+
+
+def _is_hot() -> pl.Expr:
+    share = pl.col("cpu_share").fill_null(0.0)
+    return (share >= HOT_SHARE) | ((pl.col("demand").fill_null(0.0) >= WANTS_CPU) & (share >= STOLEN_SHARE))
 
 
 @dataclass
@@ -51,7 +58,7 @@ def aggregate(threads: pl.DataFrame, key_of: dict[int, str], *, duration_ns: int
         names=pl.col("name").unique().sort(),
         cpu_time_ns=pl.col("cpu_ns").sum().cast(pl.Int64),
         max_thread_share=pl.col("cpu_share").fill_null(0.0).max(),
-        hot_threads=(pl.col("cpu_share").fill_null(0.0) >= HOT_SHARE).sum().cast(pl.Int64),
+        hot_threads=_is_hot().sum().cast(pl.Int64),
         slice_p50_ns=pl.col("slice_p50_ns").median().cast(pl.Int64),
         slice_p99_ns=pl.col("slice_p99_ns").max(),
         rq_latency_p50_ns=pl.col("rq_latency_p50_ns").median().cast(pl.Int64),
