@@ -12,12 +12,13 @@ Approach, in this order, each step leaving a note for the profile's comment:
    ones, and groups left without any.
 2. layer budget: at most `max_layers - 1` groups (the catch-all takes the
    last layer); `default` groups go first, then the lowest CPU share.
-3. carve-outs: a broad earlier prefix excludes a narrower later one when none
-   of the earlier group's own threads carry the narrower prefix.
-4. shadows: patterns an earlier group takes entirely are dropped (first match
-   wins); a group left without patterns is merged into that earlier group.
-5. per-layer limits: at most `max_layer_match_ors` patterns and as many
+3. per-layer limits: at most `max_layer_match_ors` patterns and as many
    excludes as fit in one AND block.
+4. carve-outs: a broad earlier prefix excludes a strictly narrower later one
+   when none of the earlier group's own threads (or patterns) carry it and the
+   AND block has room.
+5. shadows: patterns an earlier group takes entirely are dropped (first match
+   wins); a group left without patterns is merged into that earlier group.
 """
 
 from __future__ import annotations
@@ -53,18 +54,27 @@ def _budget(groups: list[Group], notes: list[str]) -> list[Group]:
     return [g for g in groups if g not in dropped]
 
 
+def _max_excludes(group: Group) -> int:
+    return matcher_set().limits.max_match_ands - 2 - (1 if group.avg_runtime_us else 0)
+
+
 def _carve_out(groups: list[Group]) -> list[Group]:
     out = list(groups)
     for j, later in enumerate(out):
         for i in range(j):
             earlier = out[i]
             own = earlier.evidence.names if earlier.evidence else []
-            extra = [prefix_of(p) for p in later.match
-                     if shadowing_pattern(earlier, prefix_of(p)) is not None
-                     and not any(comm_matches(prefix_of(p), n) for n in own)
-                     and prefix_of(p) not in earlier.exclude]
-            if extra:
-                out[i] = earlier.model_copy(update={"exclude": [*earlier.exclude, *extra]})
+            for prefix in (prefix_of(p) for p in later.match):
+                by = shadowing_pattern(earlier, prefix)
+                if (
+                    by is None
+                    or any(prefix_of(q).startswith(prefix) for q in earlier.match)  # not narrower
+                    or any(comm_matches(prefix, n) for n in own)  # it would lose own threads
+                    or len(earlier.exclude) >= _max_excludes(earlier)
+                ):
+                    continue
+                earlier = earlier.model_copy(update={"exclude": [*earlier.exclude, prefix]})
+            out[i] = earlier
     return out
 
 
@@ -93,7 +103,7 @@ def _shadows(groups: list[Group], notes: list[str]) -> list[Group]:
 
 def _limits(group: Group, notes: list[str]) -> Group:
     limits = matcher_set().limits
-    max_excludes = limits.max_match_ands - 2 - (1 if group.avg_runtime_us else 0)
+    max_excludes = _max_excludes(group)
     update = {}
     if len(group.match) > limits.max_layer_match_ors:
         update["match"] = group.match[: limits.max_layer_match_ors]
@@ -107,5 +117,5 @@ def _limits(group: Group, notes: list[str]) -> Group:
 
 def fit(groups: list[Group], notes: list[str]) -> list[Group]:
     """Steps 2-5 on groups built from cleaned prefixes (step 1 happens while building)."""
-    groups = _shadows(_carve_out(_budget(groups, notes)), notes)
-    return [_limits(group, notes) for group in groups]
+    groups = [_limits(group, notes) for group in _budget(groups, notes)]
+    return _shadows(_carve_out(groups), notes)
