@@ -69,6 +69,14 @@ def render(analysis: Analysis, *, top_edges: int = 10) -> str:
              _us(e["latency_p50_ns"])] for e in edges.iter_rows(named=True)]
     lines += _table(["waker", "wakee", "wake/s", "share", "lift", "lat50us"], rows, right={2, 3, 4, 5}) \
         if rows else ["  (none)"]
+    if not a.preemptors.is_empty():
+        by_process = (a.preemptors.group_by("preemptor_process")
+                      .agg(pl.col("preemptions").sum(), pl.col("taken_ns").sum())
+                      .sort(["taken_ns", "preemptor_process"], descending=[True, False], nulls_last=True)
+                      .head(5))
+        lines += ["", "who took the CPU from target threads (by process):"]
+        lines += [f"  {r['preemptor_process'] or '?':<20} {r['taken_ns'] / 1e6:>10,.1f} ms over "
+                  f"{r['preemptions']:,} preemptions" for r in by_process.iter_rows(named=True)]
     if a.caveats:
         lines += ["", "caveats:", *[f"  - {c}" for c in a.caveats]]
     return "\n".join(lines)
