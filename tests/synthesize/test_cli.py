@@ -136,3 +136,27 @@ def test_synthesize_from_a_capture_calls_analyze(tmp_path: Path, monkeypatch) ->
     assert (hot.name, hot.request_millicores, hot.cpu_fraction, hot.exclusive_cores()) == (
         "hot", 2250, 0.85, 2)
     assert profile.source is not None and profile.source.capture == "r.duckdb"
+
+
+def test_lint_with_a_capture(tmp_path: Path) -> None:
+    from tests.observe.builder import build_capture, snapshot
+    from threadwise.synthesize.schema import Group, Profile, Workload
+    from threadwise.synthesize.writer import dumps
+
+    names = {10: "proc", 11: "hot-0", 12: "compactor"}
+    events = {
+        "raw_sched_switch": [(1_000, 0, 0, 0, 120, 11, 120), (1_000, 1, 0, 0, 120, 12, 120)],
+        "raw_sched_waking": [], "raw_task_new": [],
+        "raw_task_seen": [(1, tid, 10, name) for tid, name in names.items()],
+    }
+    build_capture(tmp_path / "c.duckdb", start_ts=0, end_ts=10**9, events=events,
+                  target_tgids=(10,),
+                  snapshots=[snapshot(1, "start", t, 10, n, 0) for t, n in names.items()])
+    profile = Profile(schema_version=1, name="p", workload=Workload(process="proc"), group=[
+        Group(name="hot", match=["hot-"], treatment="exclusive", hot_threads=1)])
+    (tmp_path / "p.toml").write_text(dumps(profile))
+    done = tw("lint", "p.toml", "--shape", "cores=2", "--capture", "c.duckdb", "--json",
+              cwd=tmp_path)
+    assert done.returncode == 1
+    [finding] = json.loads(done.stdout)["findings"]
+    assert (finding["lint"], finding["threads"]) == ("uncovered", ["compactor"])
