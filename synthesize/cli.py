@@ -144,6 +144,9 @@ def lint_command(
     shape: Annotated[str, typer.Option("--shape", "-s", help=SHAPE_HELP)] = "host",
     capture: Annotated[Path | None, typer.Option(
         "--capture", help="A capture taken under the profile (observed placement).")] = None,
+    smt_threshold: Annotated[float, typer.Option(
+        "--smt-threshold", help="Share of the capture two exclusive threads may co-run on "
+        "sibling CPUs before smt_collision fires.")] = 0.05,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Check placement invariants: smt_collision, oversubscribed, uncovered, overlap."""
@@ -163,7 +166,7 @@ def lint_command(
         from threadwise.synthesize.lint_capture import capture_facts
 
         facts = capture_facts(capture)
-    findings = lint(views, machine, facts)
+    findings = lint(views, machine, facts, smt_threshold)
     if as_json:
         typer.echo(json.dumps({"file": str(profile), "shape": machine.as_dict(),
                                "findings": [f.as_dict() for f in findings]}, indent=2))

@@ -122,8 +122,8 @@ def _hot_by_layer(views: list[LayerView], facts: CaptureFacts | None) -> dict[in
     return hot
 
 
-def smt_collisions(views: list[LayerView], shape: Shape,
-                   facts: CaptureFacts | None = None) -> list[Finding]:
+def smt_collisions(views: list[LayerView], shape: Shape, facts: CaptureFacts | None = None,
+                   threshold: float = SMT_OVERLAP_SHARE) -> list[Finding]:
     """Hot threads of exclusive layers that the layer's size puts on siblings."""
     found: list[Finding] = []
     tpc = shape.threads_per_core
@@ -143,7 +143,7 @@ def smt_collisions(views: list[LayerView], shape: Shape,
                 f"{len(threads) - cores} must share a core with another hot thread",
                 tuple(threads), (view.name,)))
     if facts is not None:
-        found += _observed_collisions(views, facts)
+        found += _observed_collisions(views, facts, threshold)
     return found
 
 
@@ -257,8 +257,8 @@ def overlaps(views: list[LayerView]) -> list[Finding]:
     return found
 
 
-def lint(views: list[LayerView], shape: Shape,
-         facts: CaptureFacts | None = None) -> list[Finding]:
+def lint(views: list[LayerView], shape: Shape, facts: CaptureFacts | None = None,
+         smt_threshold: float = SMT_OVERLAP_SHARE) -> list[Finding]:
     """Every placement finding, in lint order."""
-    return (smt_collisions(views, shape, facts) + oversubscribed(views, shape)
+    return (smt_collisions(views, shape, facts, smt_threshold) + oversubscribed(views, shape)
             + uncovered(views, facts) + overlaps(views))
