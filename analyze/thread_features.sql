@@ -55,7 +55,8 @@ WITH win AS (
     FROM wakeup WHERE NOT is_new AND wakee_utid IN (SELECT utid FROM threads)
 ), wakes AS (
     SELECT utid, count(*) AS wakeups,
-           stddev_pop(gap) / NULLIF(avg(gap), 0) AS wake_interval_cv
+           -- rounded: a parallel float aggregate varies in its last bits from run to run
+           round(stddev_pop(gap) / NULLIF(avg(gap), 0), 6) AS wake_interval_cv
     FROM _wake_gaps GROUP BY utid
 ), migs AS (
     SELECT utid, count(*) AS migrations FROM migration
