@@ -33,7 +33,7 @@ from threadwise.synthesize.rules import CATCH_ALL
 from threadwise.synthesize.schema import Group, Profile, Treatment
 from threadwise.synthesize.shape import Shape
 
-UTIL_RANGE = [0.8, 0.9]
+UTIL_RANGE = (0.8, 0.9)
 TREATMENT_OPTIONS: dict[Treatment, dict[str, Any]] = {
     Treatment.EXCLUSIVE: {"exclusive": True, "protected": True, "preempt": True,
                           "slice_us": 20000, "weight": 100},
@@ -42,8 +42,7 @@ TREATMENT_OPTIONS: dict[Treatment, dict[str, Any]] = {
     Treatment.HOUSEKEEPING: {"slice_us": 5000, "weight": 10},
     Treatment.DEFAULT: {"slice_us": 20000, "weight": 100},
 }
-DEMOTED_OPTIONS: dict[str, Any] = {"util_range": UTIL_RANGE, "preempt": True,
-                                   "slice_us": 20000, "weight": 100}
+DEMOTED_OPTIONS: dict[str, Any] = {"preempt": True, "slice_us": 20000, "weight": 100}
 CATCH_ALL_OPTIONS: dict[str, Any] = {"slice_us": 20000, "weight": 100}
 
 
@@ -92,40 +91,44 @@ def _options(group: Group, base: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
+def _exclusive(group: Group, shape: Shape, budget: int,
+               result: Compiled) -> tuple[dict[str, Any], str, int]:
+    """The layer kind of an exclusive group, its comment, and the cores left after it."""
+    cores = group.exclusive_cores()
+    tpc = shape.threads_per_core
+    if cores <= budget:
+        result.plans.append(LayerPlan(group.name, "Confined", cores))
+        kind = {"Confined": {"util_range": list(UTIL_RANGE), "cpus_range": [cores * tpc] * 2,
+                             **_options(group, TREATMENT_OPTIONS[Treatment.EXCLUSIVE])}}
+        return kind, f", {cores} whole cores ({cores * tpc} CPUs)", budget - cores
+    earlier = " - earlier exclusive groups" if budget < shape.exclusive_budget else ""
+    reason = (f"needs {cores} whole cores, the shape has {budget} left "
+              f"({shape.cores} cores - {shape.reserve_cores} reserved{earlier})")
+    result.plans.append(LayerPlan(group.name, "Grouped", 0, True, reason))
+    result.notes.append(f"group {group.name!r} demoted from exclusive (Confined) to Grouped: "
+                        f"{reason}")
+    kind = {"Grouped": {"util_range": list(UTIL_RANGE), **_options(group, DEMOTED_OPTIONS)}}
+    return kind, f", demoted to Grouped: {reason}", budget
+
+
 def compile_profile(profile: Profile, shape: Shape) -> Compiled:
     """The scx_layered layer config of `profile` on `shape` (profile must be valid)."""
-    specs: list[dict[str, Any]] = []
-    result = Compiled(specs)
+    result = Compiled([])
     budget = shape.exclusive_budget
-    tpc = shape.threads_per_core
     for group in profile.groups:
         comment = f"threadwise {profile.name}/{group.name}: {group.treatment.value}"
         if group.treatment is Treatment.EXCLUSIVE:
-            cores = group.exclusive_cores()
-            if cores <= budget:
-                budget -= cores
-                kind = {"Confined": {"util_range": UTIL_RANGE, "cpus_range": [cores * tpc] * 2,
-                                     **_options(group, TREATMENT_OPTIONS[group.treatment])}}
-                comment += f", {cores} whole cores ({cores * tpc} CPUs)"
-                result.plans.append(LayerPlan(group.name, "Confined", cores))
-            else:
-                reason = (f"needs {cores} whole cores, the shape has {budget} left "
-                          f"({shape.cores} cores - {shape.reserve_cores} reserved"
-                          f"{' - earlier exclusive groups' if budget < shape.exclusive_budget else ''})")
-                kind = {"Grouped": _options(group, DEMOTED_OPTIONS)}
-                comment += f", demoted to Grouped: {reason}"
-                result.plans.append(LayerPlan(group.name, "Grouped", 0, True, reason))
-                result.notes.append(f"group {group.name!r} demoted from exclusive (Confined) to "
-                                    f"Grouped: {reason}")
+            kind, detail, budget = _exclusive(group, shape, budget, result)
+            comment += detail
         else:
             kind = {"Open": _options(group, TREATMENT_OPTIONS[group.treatment])}
             result.plans.append(LayerPlan(group.name, "Open"))
-        specs.append({"name": group.name, "comment": comment,
-                      "matches": match_blocks(profile, group), "kind": kind})
-    specs.append({"name": CATCH_ALL,
-                  "comment": f"threadwise {profile.name}: everything else (catch-all)",
-                  "matches": [[]], "kind": {"Open": dict(CATCH_ALL_OPTIONS)}})
-    _check_keys(specs)
+        result.specs.append({"name": group.name, "comment": comment,
+                             "matches": match_blocks(profile, group), "kind": kind})
+    result.specs.append({"name": CATCH_ALL,
+                         "comment": f"threadwise {profile.name}: everything else (catch-all)",
+                         "matches": [[]], "kind": {"Open": dict(CATCH_ALL_OPTIONS)}})
+    _check_keys(result.specs)
     return result
 
 
