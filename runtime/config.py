@@ -68,6 +68,18 @@ def _from_profile(path: Path, shape_spec: str) -> ResolvedConfig:
         raise diagnostics.ProfileError(str(path), found)
     target = shape.parse_shape(shape_spec)
     compiled = compile_mod.compile_profile(profile, target)
+    try:
+        from threadwise.synthesize import oracle
+    except ImportError:
+        oracle = None
+    if oracle is not None:
+        dropped = oracle.check(compiled.specs)
+        if dropped:
+            raise InputError(
+                f"{path}: scx_layered would not apply the compiled config as written: "
+                + "; ".join(dropped[:3]),
+                hint="this is a bug in threadwise compile; nothing was attached",
+            )
     return ResolvedConfig(
         specs=compiled.specs,
         source=str(path),

@@ -87,12 +87,19 @@ def write_state(files: RunFiles, state: dict) -> None:
 
 
 def proc_start_time(pid: int) -> int | None:
-    """Field 22 of /proc/PID/stat (clock ticks since boot): a pid's identity."""
+    """Field 22 of /proc/PID/stat (clock ticks since boot): a pid's identity.
+
+    None when the process is gone, or a zombie: an orphaned supervisor is
+    reparented to init, and a minimal init (the lab VM's) may never reap it.
+    """
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
 
 
 def is_alive_and_ours(pid: int | None, start: int | None) -> bool:
