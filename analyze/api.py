@@ -160,9 +160,10 @@ def _caveats(con: duckdb.DuckDBPyConnection, info: ft.CaptureInfo, threads: pl.D
     if cut:
         out.append(f"{len(cut)} name(s) are 15 characters, the kernel's limit, and may be cut short "
                    f"({', '.join(cut[:3])}): prefixes use the 15 characters the kernel keeps")
-    # (behaviour-split groups are explained by the split's own caveat)
-    for row in groups.filter(~pl.col("separable") & pl.col("avg_runtime_range_ns").is_null()).iter_rows(
-            named=True):
+    # (behaviour-split and unnamed groups are explained by the split's own caveat)
+    noted = groups.filter(pl.col("note").is_not_null() & pl.col("avg_runtime_range_ns").is_null()
+                          & ~pl.col("note").str.starts_with("names do not separate roles"))
+    for row in noted.iter_rows(named=True):
         if row["note"]:
             out.append(f"group {row['pattern']}: {row['note']}")
     if info.end_reason and info.end_reason != "duration":

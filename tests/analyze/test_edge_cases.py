@@ -184,3 +184,18 @@ def test_smt_corunning(tmp_path):
     no_smt.thread(100, 100, "app")
     no_smt.slice(100, 0, T0, MS)
     assert analyze_capture(no_smt.write(tmp_path / "nosmt.duckdb")).smt_corun.is_empty()
+
+
+def test_prefix_that_also_selects_another_process_is_a_caveat(tmp_path):
+    cap = SyntheticCapture(target_tgids=[100])
+    cap.thread(100, 100, "app")
+    cap.thread(101, 100, "worker-1")
+    cap.thread(200, 200, "other")
+    cap.thread(201, 200, "worker-pool")
+    cap.slice(101, 0, T0, MS)
+    cap.slice(201, 1, T0, MS)
+    analysis = analyze_capture(cap.write(tmp_path / "leak.duckdb"))
+    worker = _group(analysis, "worker-*")
+    assert worker["separable"] and worker["match_prefixes"] == ["worker-"]
+    assert "worker-pool" in (worker["note"] or "")
+    assert any("worker-pool" in c for c in analysis.caveats)
