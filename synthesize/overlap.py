@@ -43,18 +43,6 @@ def group_matches(group: Group, comm: str) -> bool:
     return any(comm_matches(prefix_of(p), comm) for p in group.match)
 
 
-def first_group(profile: Profile, comm: str) -> int | None:
-    """Index of the first group whose names match `comm` (None: the catch-all).
-
-    A group with an AvgRuntime range may still pass the thread on; callers that
-    need certainty check `avg_runtime_us` themselves.
-    """
-    for index, group in enumerate(profile.groups):
-        if group_matches(group, comm):
-            return index
-    return None
-
-
 def runtimes_meet(a: Group, b: Group) -> bool:
     if a.avg_runtime_us is None or b.avg_runtime_us is None:
         return True

@@ -15,8 +15,6 @@ from threadwise.synthesize.matchers import SCX_LAYERED_VERSION
 from threadwise.synthesize.schema import Profile
 from threadwise.synthesize.writer import dumps
 
-FIXTURES = Path(__file__).parent / "fixtures"
-
 
 @pytest.fixture(scope="session")
 def scx_binary() -> Path:
