@@ -40,7 +40,7 @@ def analyze_capture(path: str | Path, *, memory_limit: str = DUCKDB_MEMORY_LIMIT
 def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
     info = ft.capture_info(con)
     caveats: list[str] = []
-    threads = ft.thread_features(con, only_target=True)
+    threads = ft.thread_features(con, info, only_target=True)
     rivals = ft.cpu_rivals(con)
     edges_raw = ft.wake_edges(con)
     utids = sorted(set(threads["utid"].to_list()) | set(rivals["other_utid"].to_list())
@@ -146,6 +146,9 @@ def _caveats(con: duckdb.DuckDBPyConnection, info: ft.CaptureInfo, threads: pl.D
         out.append("no target threads in the capture: nothing to group")
     elif threads["slices"].sum() == 0:
         out.append("no target thread ran during the capture: roles are guesses (all default)")
+    if info.end_ts != info.capture_end_ts:
+        out.append(f"the tracer stopped {(info.capture_end_ts - info.end_ts) / 1e9:.1f} s after the last "
+                   "event: the analysis window ends at the last event")
     if info.duration_ns < 2_000_000_000:
         out.append(f"short capture ({info.duration_ns / 1e9:.2f} s): rates and periodicity are rough")
     once = threads.filter(pl.col("slices") == 1)["name"].to_list()

@@ -39,12 +39,16 @@ def query(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | No
     return frame(con, sql(name), params)
 
 
+LATE_STOP_NS = 1_000_000_000   # a capture end this far past the last event is a late stop
+
+
 @dataclass(frozen=True)
 class CaptureInfo:
     capture_id: str
     start_ts: int
-    end_ts: int
-    duration_ns: int
+    end_ts: int                 # analysis window end (<= the capture's end_ts)
+    duration_ns: int            # analysis window length
+    capture_end_ts: int         # as recorded
     nr_cpus: int
     smt: bool
     events_recorded: int
@@ -77,8 +81,16 @@ def capture_info(con: duckdb.DuckDBPyConnection) -> CaptureInfo:
         "LEFT JOIN (SELECT utid, sum(dur) AS ns FROM sched_slice GROUP BY utid) s ON s.utid = t.utid "
         "WHERE p.is_target GROUP BY p.upid, p.pid, p.name ORDER BY sum(COALESCE(s.ns, 0)) DESC, p.pid "
         "LIMIT 1").fetchone()
+    # The tracer may stop long after its last event (a stalled host): end the window
+    # at the last event then, or every rate is diluted by time nobody observed.
+    last = con.execute("SELECT max(ts) FROM (SELECT max(ts) AS ts FROM raw_sched_switch "
+                       "UNION ALL SELECT max(ts) FROM raw_sched_waking)").fetchall()[0][0]
+    start, end = int(row[1]), int(row[2])
+    if last is not None and end - int(last) > max(LATE_STOP_NS, (end - start) // 10):
+        end = int(last)
     return CaptureInfo(
-        capture_id=row[0], start_ts=int(row[1]), end_ts=int(row[2]), duration_ns=int(row[3]),
+        capture_id=row[0], start_ts=start, end_ts=end, duration_ns=max(end - start, 0) if end != int(row[2])
+        else int(row[3]), capture_end_ts=int(row[2]),
         nr_cpus=nr_cpus, smt=bool(topo and topo[1] and topo[1] > 1),
         events_recorded=int(row[4]), events_lost=int(row[5]), target_tgids=list(row[6]),
         target_spec=row[7], end_reason=row[8], notes=row[9],
@@ -86,8 +98,10 @@ def capture_info(con: duckdb.DuckDBPyConnection) -> CaptureInfo:
     )
 
 
-def thread_features(con: duckdb.DuckDBPyConnection, *, only_target: bool = True) -> pl.DataFrame:
-    return query(con, "thread_features", {"only_target": only_target})
+def thread_features(con: duckdb.DuckDBPyConnection, info: CaptureInfo, *,
+                    only_target: bool = True) -> pl.DataFrame:
+    return query(con, "thread_features", {"only_target": only_target, "start_ts": info.start_ts,
+                                          "end_ts": info.end_ts})
 
 
 def thread_names(con: duckdb.DuckDBPyConnection, utids: list[int]) -> pl.DataFrame:

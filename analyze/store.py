@@ -11,11 +11,13 @@ the WAL empty (DESIGN.md: DuckDB WAL replay bugs).
 from __future__ import annotations
 
 import datetime as dt
+import os
 from pathlib import Path
 
 import polars as pl
 
 from threadwise.analyze.model import ANALYSIS_SCHEMA_VERSION, Analysis
+from threadwise.errors import UsageError
 from threadwise.observe.store import open_capture
 
 TABLES = ("analysis_meta", "analysis_groups", "analysis_threads", "analysis_wake_edges",
@@ -25,6 +27,9 @@ TABLES = ("analysis_meta", "analysis_groups", "analysis_threads", "analysis_wake
 def store_analysis(analysis: Analysis, path: str | Path | None = None) -> Path:
     """Write the analysis_* tables into the capture (replacing earlier ones)."""
     target = Path(path or analysis.capture_path or "")
+    if target.exists() and not os.access(target, os.W_OK):
+        raise UsageError(f"cannot store the analysis: {target} is not writable",
+                         hint="pass --no-store, or analyze a copy you can write")
     meta = pl.DataFrame({
         "analysis_schema_version": [ANALYSIS_SCHEMA_VERSION],
         "capture_id": [analysis.capture_id],

@@ -1,8 +1,11 @@
 -- thread_features.sql: one row per thread (utid 0, the idle tasks, excluded).
 --
--- Every figure is measured inside the capture window and the part of it the
+-- Every figure is measured inside the analysis window and the part of it the
 -- thread existed in (its life). Parameters: $only_target BOOLEAN (restrict to
--- the target's threads).
+-- the target's threads); $start_ts, $end_ts BIGINT, the analysis window: the
+-- capture window, ended at the last event when the tracer stopped late
+-- (features.py), so a slice clipped to a late capture end does not count
+-- minutes nobody observed.
 -- Columns:
 --   utid BIGINT                thread surrogate id (thread.utid)
 --   tid, tgid INTEGER          kernel ids
@@ -27,7 +30,7 @@
 --   migrations BIGINT, migrations_per_s DOUBLE
 --   demand DOUBLE              (cpu_ns + wait_ns) / life_ns: 1.0 = always running or runnable
 WITH win AS (
-    SELECT start_ts, end_ts FROM capture
+    SELECT $start_ts::BIGINT AS start_ts, $end_ts::BIGINT AS end_ts
 ), threads AS (
     SELECT t.utid, t.tid, t.tgid, t.upid, t.name, p.name AS process_name,
            COALESCE(t.is_target, FALSE) AS is_target, COALESCE(t.is_main_thread, FALSE) AS is_main_thread,
@@ -38,17 +41,17 @@ WITH win AS (
     CROSS JOIN win w
     WHERE t.utid <> 0 AND (COALESCE(t.is_target, FALSE) OR NOT $only_target)
 ), slices AS (
-    SELECT utid, count(*) AS slices, sum(dur) AS cpu_ns,
+    SELECT utid, count(*) AS slices, sum(LEAST(dur, $end_ts - ts)) AS cpu_ns,
            quantile_disc(dur, [0.5, 0.9, 0.99]) AS q,
            count(*) FILTER (WHERE end_state NOT IN ('R', 'R+')) AS voluntary,
            count(*) FILTER (WHERE end_state IN ('R', 'R+')) AS involuntary,
            count(DISTINCT cpu) AS cpus_used
-    FROM sched_slice WHERE utid IN (SELECT utid FROM threads) GROUP BY utid
+    FROM sched_slice WHERE utid IN (SELECT utid FROM threads) AND ts < $end_ts GROUP BY utid
 ), waits AS (
-    SELECT utid, count(*) AS waits, sum(dur) AS wait_ns,
+    SELECT utid, count(*) AS waits, sum(LEAST(dur, $end_ts - ts)) AS wait_ns,
            quantile_disc(dur, [0.5, 0.99]) AS q, max(dur) AS wait_max
     FROM thread_state
-    WHERE state IN ('R', 'R+') AND utid IN (SELECT utid FROM threads)
+    WHERE state IN ('R', 'R+') AND utid IN (SELECT utid FROM threads) AND ts < $end_ts
     GROUP BY utid
 ), _wake_gaps AS (
     SELECT wakee_utid AS utid, ts - LAG(ts) OVER (PARTITION BY wakee_utid ORDER BY ts) AS gap

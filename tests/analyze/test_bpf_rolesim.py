@@ -44,12 +44,14 @@ def test_roles_match_the_ground_truth(rolesim):
 def test_feeder_and_workers_form_the_busiest_chain(rolesim):
     _, analysis = rolesim
     groups = _by_pattern(analysis)
-    assert groups["feeder"]["in_wake_chain"] and groups["worker-*"]["in_wake_chain"]
-    assert not groups["hot-*"]["in_wake_chain"] and not groups["housekeep"]["in_wake_chain"]
+    evidence = (analysis.groups.select("pattern", "role", "in_wake_chain"), analysis.pattern_chains,
+                analysis.wake_edges.filter(pl.col("causal")).select("waker", "wakee", "wakeups", "lift"))
+    assert groups["feeder"]["in_wake_chain"] and groups["worker-*"]["in_wake_chain"], evidence
+    assert not groups["hot-*"]["in_wake_chain"] and not groups["housekeep"]["in_wake_chain"], evidence
     top = analysis.pattern_chains.row(0, named=True)
-    assert top["patterns"] == ["feeder", "worker-*"] and top["busiest"]
+    assert top["patterns"] == ["feeder", "worker-*"] and top["busiest"], evidence
     edges = analysis.wake_edges.filter(pl.col("causal") & (pl.col("waker") == "feeder"))
-    assert sorted(edges["wakee"].to_list()) == ["worker-0", "worker-1", "worker-2"]
+    assert sorted(edges["wakee"].to_list()) == ["worker-0", "worker-1", "worker-2"], evidence
 
 
 def test_relative_evidence(rolesim):
