@@ -3,19 +3,32 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
+from threadwise.paths import cache_dir
 from threadwise.runtime import lab
 
 GUEST_DIR = Path(__file__).parent / "guest"
 
 
+def results_dir(label: str) -> Path:
+    """A fresh results directory that outlives pytest's tmp rotation (for inspection)."""
+    out = cache_dir() / "lab-tests" / label
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    return out
+
+
 def run_guest_script(
-    name: str, out: Path, *args: str, cpus: int = 2, threads_per_core: int = 1, timeout_s: float = 900
+    name: str, *args: str, label: str, cpus: int = 2, threads_per_core: int = 1, timeout_s: float = 900
 ) -> tuple[lab.LabResult, dict]:
-    """Boot the VM, run tests/lab/guest/NAME with the venv's python, return (result, results.json)."""
-    out.mkdir(parents=True, exist_ok=True)
+    """Boot the VM, run tests/lab/guest/NAME with the venv's python, return (result, results.json).
+
+    Results stay in ~/.cache/threadwise/lab-tests/LABEL/ (console.log included).
+    """
+    out = results_dir(label)
     result = lab.run_in_lab(
         [sys.executable, str(GUEST_DIR / name), *args],
         cpus=cpus,
@@ -31,6 +44,7 @@ def run_guest_script(
     )
     data = json.loads(results_file.read_text())
     data["_host_wall_s"] = result.wall_s
+    data["_out"] = out
     steps = {
         f"{scenario}.{step}": value["seconds"]
         for scenario, part in data.items()

@@ -14,8 +14,8 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def scenarios(tmp_path_factory):
-    _result, data = run_guest_script("runtime_scenarios.py", tmp_path_factory.mktemp("lab-runtime"))
+def scenarios():
+    _result, data = run_guest_script("runtime_scenarios.py", label="runtime")
     return data
 
 

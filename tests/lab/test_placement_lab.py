@@ -1,0 +1,112 @@
+"""A profile synthesized from the bundled workload, applied in the lab VM, observed.
+
+The profile is trained on this host (observe + synthesize, the bpf tier's
+tools); inside the VM it is compiled for the guest's own shape and applied,
+the workload is captured while the profile is attached, and the capture must
+show the exclusive group's threads only on that layer's CPUs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from tests.lab.labrun import run_guest_script
+from threadwise.observe.store import open_capture
+from threadwise.refine.bundled import build
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+
+def threadwise(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "threadwise.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """(rolesim binary, profile path) trained on this host."""
+    work = tmp_path_factory.mktemp("train")
+    rolesim = build()
+    observed = threadwise(
+        "observe", "-d", "4s", "-o", str(work / "host.duckdb"), "--", str(rolesim), "--hot", "1"
+    )
+    if observed.returncode != 0:
+        pytest.skip(f"training needs the bpf tier on this host: {observed.stderr.strip()[-300:]}")
+    profile = work / "rolesim.toml"
+    synthesized = threadwise("synthesize", str(work / "host.duckdb"), "-n", "rolesim", "-o", str(profile))
+    assert synthesized.returncode == 0, synthesized.stderr
+    return rolesim, profile
+
+
+@pytest.fixture(scope="module")
+def placement(trained):
+    rolesim, profile = trained
+    _result, data = run_guest_script(
+        "placement.py", str(profile), str(rolesim), "--hot", "1", label="placement"
+    )
+    return data
+
+
+def test_profile_has_an_exclusive_hot_group(trained):
+    _rolesim, profile = trained
+    groups = {group["name"]: group for group in tomllib.loads(profile.read_text())["group"]}
+    assert groups["hot"]["treatment"] == "exclusive"
+
+
+def hot_slices(out) -> list[tuple[str, int, int]]:
+    with open_capture(out / "under.duckdb") as con:
+        return con.execute(
+            "SELECT t.name, s.cpu, SUM(s.dur) FROM sched_slice s JOIN thread t USING (utid) "
+            "WHERE t.name LIKE 'hot-%' GROUP BY ALL ORDER BY 1, 2"
+        ).fetchall()
+
+
+def threads_that_ran(out) -> set[str]:
+    with open_capture(out / "under.duckdb") as con:
+        rows = con.execute(
+            "SELECT DISTINCT t.name FROM sched_slice s JOIN thread t USING (utid) WHERE t.is_target"
+        ).fetchall()
+    return {name for (name,) in rows}
+
+
+def test_applied_profile_shows_tasks_in_each_layer(trained, placement):
+    run = placement["run"]
+    assert run["apply"]["rc"] == 0, run["apply"]["stderr"]
+    print(f"attach took {run['apply']['json']['attach_s']:.1f} s (TCG)")
+    assert run["status"]["rc"] == 0, run["status"]["stderr"]
+    layers = {layer["name"]: layer for layer in run["status"]["json"]["layers"]}
+    groups = tomllib.loads(trained[1].read_text())["group"]
+    assert set(layers) == {group["name"] for group in groups} | {"rest"}
+    assert layers["rest"]["tasks"] >= 1
+    # scx_layered places a task in a layer when it runs; a thread that sleeps
+    # through the whole run (rolesim's main thread) is counted in no layer.
+    ran = threads_that_ran(placement["_out"])
+    for group in groups:
+        prefixes = [pattern.rstrip("*") for pattern in group["match"]]
+        if any(name.startswith(tuple(prefixes)) for name in ran):
+            assert layers[group["name"]]["tasks"] >= 1, (group["name"], layers)
+    assert layers["hot"]["tasks"] >= 1
+    assert run["stop"]["rc"] == 0 and run["stop"]["json"]["state_after"] == "disabled"
+    assert run["after"]["state"] == "disabled"
+
+
+def test_exclusive_threads_ran_only_on_their_layer_cpus(placement):
+    run = placement["run"]
+    assert run["observe"]["rc"] == 0, run["observe"]["stderr"]
+    layers = {layer["name"]: layer for layer in run["status"]["json"]["layers"]}
+    hot_cpus = set(layers["hot"]["cpus"])
+    assert hot_cpus, "the exclusive layer got no CPUs"
+    rows = hot_slices(placement["_out"])
+    assert rows, "no slices of hot-* threads in the capture"
+    ran_on = {cpu for _name, cpu, _dur in rows}
+    print(f"hot-* ran on CPUs {sorted(ran_on)}; hot layer CPUs {sorted(hot_cpus)}; slices {rows}")
+    assert ran_on <= hot_cpus
