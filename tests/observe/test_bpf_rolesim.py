@@ -61,6 +61,17 @@ def test_feeder_wakes_the_workers(rolesim_capture):
     # feeder produces an item every 2 ms and signals one waiting worker
     for worker in ("worker-0", "worker-1", "worker-2"):
         assert edges.get(worker, 0) > 50, edges
+    with open_capture(rolesim_capture) as con:
+        by_hot = con.execute(
+            "SELECT count(*) FROM wakeup w JOIN thread r ON r.utid = w.waker_utid "
+            "WHERE r.name LIKE 'hot-%'").fetchall()[0][0]
+        feeder_from_irq = con.execute(
+            "SELECT count(*) FILTER (WHERE w.waker_utid IS NULL), count(*) FROM wakeup w "
+            "JOIN thread e ON e.utid = w.wakee_utid WHERE e.name = 'feeder'").fetchall()[0]
+    # spinners wake nobody: the timer interrupts that land on them are not wakers
+    assert by_hot <= 2, by_hot      # (their thread creation aside)
+    # the feeder sleeps on a timer: nearly all its wakeups come from interrupt context
+    assert feeder_from_irq[0] > 0.9 * feeder_from_irq[1], feeder_from_irq
 
 
 def test_switch_in_and_out_balance_per_thread(rolesim_capture):
