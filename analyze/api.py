@@ -21,6 +21,7 @@ from threadwise.analyze.model import GROUP_SCHEMA, Analysis
 from threadwise.errors import InputError
 from threadwise.observe.store import open_capture
 
+SPINNER_DEMAND = 0.95        # runnable this much of its life, and this share of switches involuntary
 DUCKDB_MEMORY_LIMIT = "1GB"   # keeps peak RSS of a 10M-event analysis well under 2 GB
 
 
@@ -47,7 +48,10 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
                    | set(edges_raw["waker_utid"].to_list()) | set(edges_raw["wakee_utid"].to_list()))
     who = ft.thread_names(con, utids)
     threads = _with_rivals(threads, rivals, who)
-    edges = wg.classify_edges(edges_raw, who, duration_ns=info.duration_ns)
+    spinners = frozenset(threads.filter(
+        (pl.col("demand") >= SPINNER_DEMAND) & (pl.col("involuntary") >= SPINNER_DEMAND * pl.col("slices"))
+    )["utid"].to_list())
+    edges = wg.classify_edges(edges_raw, who, duration_ns=info.duration_ns, spinners=spinners)
 
     pattern_of_name = nm.patterns_of(threads["name"].fill_null("?").to_list())
     first_patterns = {u: pattern_of_name[n or "?"] for u, n in zip(threads["utid"], threads["name"],

@@ -10,11 +10,15 @@ bystander would get by chance: an interrupt on the wakee's CPU lands on the
 waker about as often as the waker holds that CPU, bounded by its share of its
 busiest CPU (max per-CPU cpu_ns / duration). The ratio is the edge's *lift*.
 A thread that holds its CPU all the time cannot be told from a bystander by
-this test, so a spinner never heads a chain (which is what a profile wants). An edge is
+this test; a *spinner* (runnable nearly all its life, almost never sleeping,
+`spinners`) wakes others causally only through non-blocking calls, so its
+edges must also carry most of the wakee's wakeups (`spinner_share`). Under
+CPU steal a spinner's CPU share falls while interrupts keep landing on it. An edge is
 causal when it carries enough wakeups (`min_wakeups`, `min_rate`), a real
 part of the wakee's wakeups (`min_share`), and a lift of at least
 `min_lift`. Chains are the simple paths of the causal graph (depth-limited,
-cycles cut) that wake at least one target thread, ranked by their bottleneck
+cycles cut, maximal: no chain inside another) that wake at least one target
+thread, ranked by their bottleneck
 rate (the slowest edge); their compound latency adds the edges' wake-to-run
 latencies.
 """
@@ -41,6 +45,7 @@ class WakeParams:
     min_rate: float = 1.0          # wakeups per second
     min_share: float = 0.1         # of the wakee's wakeups
     min_lift: float = 2.0
+    spinner_share: float = 0.8     # min share of the wakee's wakeups for an edge from a spinner
     max_depth: int = 6             # nodes per chain
     max_chains: int = 500
     busiest: int = 5               # chains whose members count as "in a wake chain"
@@ -48,7 +53,7 @@ class WakeParams:
 
 
 def classify_edges(edges: pl.DataFrame, names: pl.DataFrame, *, duration_ns: int,
-                   params: WakeParams = WakeParams()) -> pl.DataFrame:
+                   spinners: frozenset[int] = frozenset(), params: WakeParams = WakeParams()) -> pl.DataFrame:
     """Edges with names, rates, lift and the causal flag (EDGE_SCHEMA)."""
     if edges.is_empty() or duration_ns <= 0:
         return pl.DataFrame(schema=EDGE_SCHEMA)
@@ -70,6 +75,8 @@ def classify_edges(edges: pl.DataFrame, names: pl.DataFrame, *, duration_ns: int
                          & (pl.col("wakeups_per_s") >= params.min_rate)
                          & (pl.col("share_of_wakee") >= params.min_share)
                          & (pl.col("lift") >= params.min_lift)
+                         & (~pl.col("waker_utid").is_in(list(spinners))
+                            | (pl.col("share_of_wakee") >= params.spinner_share))
                          & (pl.col("waker_utid") != pl.col("wakee_utid"))))
     return (out.select(list(EDGE_SCHEMA)).cast(EDGE_SCHEMA)  # type: ignore[arg-type]
             .sort(["causal", "wakeups", "waker_utid", "wakee_utid"], descending=[True, True, False, False]))
@@ -83,22 +90,18 @@ def find_chains(edges: pl.DataFrame, pattern_of: dict[int, str], *,
         return pl.DataFrame(schema=CHAIN_SCHEMA)
     out_edges: dict[int, list[tuple[int, float, int, int]]] = {}
     name: dict[int, str] = {}
-    indegree: dict[int, int] = {}
     targets = set(causal.filter(pl.col("wakee_is_target"))["wakee_utid"].to_list())
     for row in causal.iter_rows(named=True):
         out_edges.setdefault(row["waker_utid"], []).append(
             (row["wakee_utid"], row["wakeups_per_s"], row["latency_p50_ns"] or 0, row["latency_p99_ns"] or 0))
         name[row["waker_utid"]], name[row["wakee_utid"]] = row["waker"] or "?", row["wakee"] or "?"
-        indegree[row["wakee_utid"]] = indegree.get(row["wakee_utid"], 0) + 1
     for outs in out_edges.values():
         outs.sort(key=lambda e: (-e[1], e[0]))
-    # Heads: nodes nobody causally wakes; then, for cycles no head reaches, every node left.
-    heads = sorted(n for n in out_edges if indegree.get(n, 0) == 0)
+    # Walk from every node (cycles have no natural head), then keep only maximal paths:
+    # a path inside a longer one (server -> io inside client -> server -> io) goes.
     paths: list[tuple[list[int], float, int, int]] = []
-    visited: set[int] = set()
 
     def walk(path: list[int], rate: float, p50: int, p99: int) -> None:
-        visited.add(path[-1])
         extended = False
         if len(path) < params.max_depth:
             for nxt, r, l50, l99 in out_edges.get(path[-1], []):
@@ -111,11 +114,9 @@ def find_chains(edges: pl.DataFrame, pattern_of: dict[int, str], *,
         if not extended and len(path) >= 2 and any(u in targets for u in path[1:]):
             paths.append((path, rate, p50, p99))
 
-    for head in heads:
-        walk([head], float("inf"), 0, 0)
     for node in sorted(out_edges):
-        if node not in visited:
-            walk([node], float("inf"), 0, 0)
+        walk([node], float("inf"), 0, 0)
+    paths = [p for p in paths if not any(len(q[0]) > len(p[0]) and _inside(p[0], q[0]) for q in paths)]
     paths.sort(key=lambda p: (-p[1], p[0]))
     # "Busiest" is decided per pattern sequence (feeder -> worker-*), summing its threads' chains,
     # so sixteen identical worker chains count once and all of them.
@@ -143,6 +144,12 @@ def pattern_chains(chains: pl.DataFrame) -> pl.DataFrame:
                  latency_p50_ns=pl.col("latency_p50_ns").median().cast(pl.Int64),
                  latency_p99_ns=pl.col("latency_p99_ns").max(), busiest=pl.col("busiest").any())
             .sort(["rate_per_s"], descending=True, maintain_order=True))
+
+
+def _inside(short: list[int], long: list[int]) -> bool:
+    """`short` occurs as a contiguous run in `long`."""
+    n = len(short)
+    return any(long[i:i + n] == short for i in range(len(long) - n + 1))
 
 
 def chain_members(chains: pl.DataFrame) -> set[int]:
