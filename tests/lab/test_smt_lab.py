@@ -1,0 +1,105 @@
+"""SMT placement in a 2 cores x 2 threads guest: lint's smt_collision, statically and observed.
+
+A profile that gives two hot threads one whole core (request 1000m for
+`hot-*`, trained on this host) is flagged by `threadwise lint` for the
+guest's shape; applied in the SMT guest, the capture shows both hot threads
+on the two siblings of one core, and `lint --capture` flags what it observed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.lab.labrun import run_guest_script
+from threadwise.observe.store import open_capture
+from threadwise.refine.bundled import build
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+GUEST_SHAPE = "cores=2,threads-per-core=2"
+
+
+def threadwise(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "threadwise.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    work = tmp_path_factory.mktemp("train-smt")
+    rolesim = build()
+    capture = work / "host.duckdb"
+    observed = threadwise("observe", "-d", "4s", "-o", str(capture), "--", str(rolesim), "--hot", "2")
+    if observed.returncode != 0:
+        pytest.skip(f"training needs the bpf tier on this host: {observed.stderr.strip()[-300:]}")
+    profile = work / "hot2.toml"
+    made = threadwise("synthesize", str(capture), "-n", "hot2", "-o", str(profile), "--request", "hot-*=1000")
+    assert made.returncode == 0, made.stderr
+    return rolesim, profile
+
+
+@pytest.fixture(scope="module")
+def smt_run(trained):
+    rolesim, profile = trained
+    _result, data = run_guest_script(
+        "placement.py", str(profile), str(rolesim), "--hot", "2",
+        label="smt", cpus=4, threads_per_core=2, timeout_s=1800,
+    )  # fmt: skip
+    return data
+
+
+def findings(done: subprocess.CompletedProcess) -> list[dict]:
+    report = json.loads(done.stdout)
+    return report["findings"] if isinstance(report, dict) else report
+
+
+def test_lint_flags_two_hot_threads_in_one_core(trained):
+    done = threadwise("lint", str(trained[1]), "--shape", GUEST_SHAPE)
+    assert done.returncode != 0
+    assert "smt_collision" in done.stdout + done.stderr
+
+
+def test_guest_has_smt_sibling_pairs(smt_run):
+    assert smt_run["topology"] == {"cpu0": "0-1", "cpu1": "0-1", "cpu2": "2-3", "cpu3": "2-3"}
+
+
+def test_capture_shows_both_hot_threads_on_the_siblings_of_one_core(smt_run):
+    run = smt_run["run"]
+    assert run["apply"]["rc"] == 0, run["apply"]["stderr"]
+    assert run["observe"]["rc"] == 0, run["observe"]["stderr"]
+    layers = {layer["name"]: layer for layer in run["status"]["json"]["layers"]}
+    hot_cpus = set(layers["hot"]["cpus"])
+    assert hot_cpus in ({0, 1}, {2, 3}), f"hot layer CPUs {hot_cpus}: not one whole core"
+    with open_capture(smt_run["_out"] / "under.duckdb") as con:
+        rows = con.execute(
+            "SELECT t.name, s.cpu, SUM(s.dur) FROM sched_slice s JOIN thread t USING (utid) "
+            "WHERE t.name LIKE 'hot-%' GROUP BY ALL ORDER BY 1, 2"
+        ).fetchall()
+    print(f"hot layer CPUs {sorted(hot_cpus)}; hot-* slices per CPU {rows}")
+    names = {name for name, _cpu, _dur in rows}
+    assert names == {"hot-0", "hot-1"}
+    assert {cpu for _name, cpu, _dur in rows} == hot_cpus  # both siblings of that core, nothing else
+    assert run["stop"]["rc"] == 0 and run["after"]["state"] == "disabled"
+
+
+def test_lint_capture_flags_the_observed_collision(trained, smt_run):
+    done = threadwise(
+        "lint", str(trained[1]), "--shape", GUEST_SHAPE,
+        "--capture", str(smt_run["_out"] / "under.duckdb"), "--json",
+    )  # fmt: skip
+    assert done.returncode != 0, done.stdout
+    observed = [
+        finding
+        for finding in findings(done)
+        if finding["lint"] == "smt_collision" and finding["message"].startswith("observed:")
+    ]
+    assert observed, done.stdout
+    assert set(observed[0]["threads"]) == {"hot-0", "hot-1"}
