@@ -64,12 +64,15 @@ def test_feeder_wakes_the_workers(rolesim_capture):
     with open_capture(rolesim_capture) as con:
         by_hot = con.execute(
             "SELECT count(*) FROM wakeup w JOIN thread r ON r.utid = w.waker_utid "
-            "WHERE r.name LIKE 'hot-%'").fetchall()[0][0]
+            "JOIN thread e ON e.utid = w.wakee_utid "
+            "WHERE r.name LIKE 'hot-%' AND e.is_target").fetchall()[0][0]
         feeder_from_irq = con.execute(
             "SELECT count(*) FILTER (WHERE w.waker_utid IS NULL), count(*) FROM wakeup w "
             "JOIN thread e ON e.utid = w.wakee_utid WHERE e.name = 'feeder'").fetchall()[0]
-    # spinners wake nobody: the timer interrupts that land on them are not wakers
-    assert by_hot <= 2, by_hot      # (their thread creation aside)
+    # spinners wake no thread of the workload: the timer interrupts that land on
+    # them are not wakers (interrupt paths without tracepoints, such as the tick
+    # waking ksoftirqd, can still name them: see docs/capture.md)
+    assert by_hot == 0, by_hot
     # the feeder sleeps on a timer: nearly all its wakeups come from interrupt context
     assert feeder_from_irq[0] > 0.9 * feeder_from_irq[1], feeder_from_irq
 
