@@ -114,3 +114,21 @@ def test_chains_follow_causal_edges_and_cut_cycles():
     assert chains["latency_p50_ns"].to_list()[0] == 15_000
     assert all("hot-0" not in n for n in chains["names"].to_list())
     assert all(len(set(u)) == len(u) for u in chains["utids"].to_list())
+
+
+def test_edge_lift_and_spinner_wakers():
+    from threadwise.analyze.wakegraph import classify_edges
+
+    names = pl.DataFrame({"utid": [1, 2, 3, 4], "name": ["feeder", "worker", "hot", "sleeper"],
+                          "process_name": ["app"] * 4, "is_target": [True] * 4,
+                          "max_cpu_ns": [10_000_000, 5_000_000, 300_000_000, 1_000_000]})
+    edges = pl.DataFrame({"waker_utid": [1, 3, 3], "wakee_utid": [2, 4, 2], "wakeups": [500, 70, 30],
+                          "wakee_wakeups": [510, 100, 530], "latency_runs": [500, 60, 30],
+                          "latency_p50_ns": [20_000] * 3, "latency_p99_ns": [90_000] * 3})
+    duration = 1_000_000_000
+    out = classify_edges(edges, names, duration_ns=duration)
+    causal = {(r["waker"], r["wakee"]): r["causal"] for r in out.iter_rows(named=True)}
+    # feeder: 98% of the worker's wakeups while holding 1% of a CPU; hot: 70% while holding 30%
+    assert causal == {("feeder", "worker"): True, ("hot", "sleeper"): True, ("hot", "worker"): False}
+    spun = classify_edges(edges, names, duration_ns=duration, spinners=frozenset({3}))
+    assert not spun.filter(pl.col("waker") == "hot")["causal"].any()
