@@ -45,9 +45,12 @@ def test_hot_threads_dominate_and_housekeep_is_light(rolesim_capture):
         threads = _target_threads(con)
         duration = con.execute("SELECT duration_ns FROM capture").fetchall()[0][0]
     share = {name: cpu / duration for name, (_u, _t, cpu) in threads.items()}
+    # 2 spinners on 2 CPUs get most of a CPU each on a quiet machine (~0.45 here with
+    # the tracer); the bounds leave room for other load, the ratios carry the claim
     for hot in ("hot-0", "hot-1"):
-        assert share[hot] > 0.2, share       # 2 spinners on 2 CPUs, minus the tracer and the rest
+        assert share[hot] > 0.1, share
         assert share[hot] > 5 * share["feeder"], share
+        assert share[hot] > 20 * share["housekeep"], share
     assert share["housekeep"] < 0.02, share   # ~200 us of work every 100 ms = 0.2 %
     assert share["housekeep"] > 0, share
 
