@@ -17,6 +17,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from threadwise.errors import UsageError
+from threadwise.observe.topology import parse_cpu_list
 
 DEFAULT_RESERVE_CORES = 1
 SYSFS_CPU = Path("/sys/devices/system/cpu")
@@ -131,27 +132,17 @@ def _shape_file(path: Path) -> Shape:
     return Shape(shape.siblings, shape.reserve_cores, str(path))
 
 
-def _cpu_list(text: str) -> list[int]:
-    cpus: list[int] = []
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        low, _, high = part.partition("-")
-        cpus.extend(range(int(low), int(high or low) + 1))
-    return cpus
-
-
 def host_shape(root: Path = SYSFS_CPU, reserve_cores: int = DEFAULT_RESERVE_CORES) -> Shape:
     """The shape of this machine, from sysfs (online CPUs, thread_siblings_list)."""
     try:
-        online = _cpu_list((root / "online").read_text())
+        online = parse_cpu_list((root / "online").read_text())
         cores: set[tuple[int, ...]] = set()
         for cpu in online:
             topo = root / f"cpu{cpu}" / "topology"
             listed = topo / "core_cpus_list"
             if not listed.exists():
                 listed = topo / "thread_siblings_list"
-            siblings = [c for c in _cpu_list(listed.read_text()) if c in online]
+            siblings = [c for c in parse_cpu_list(listed.read_text()) if c in online]
             cores.add(tuple(sorted(siblings)))
     except OSError as bad:
         raise UsageError(f"cannot read the CPU topology from {root}: {bad}",
