@@ -17,8 +17,9 @@ CPU steal a spinner's CPU share falls while interrupts keep landing on it. An ed
 causal when it carries enough wakeups (`min_wakeups`, `min_rate`), a real
 part of the wakee's wakeups (`min_share`), and a lift of at least
 `min_lift`. Chains are the simple paths of the causal graph (depth-limited,
-cycles cut, maximal: no chain inside another) that wake at least one target
-thread, ranked by their bottleneck
+cycles cut; a chain inside a longer one is kept only when it carries more
+than twice the longer one's rate) that wake at least one target thread,
+ranked by their bottleneck
 rate (the slowest edge); their compound latency adds the edges' wake-to-run
 latencies.
 """
@@ -97,26 +98,25 @@ def find_chains(edges: pl.DataFrame, pattern_of: dict[int, str], *,
         name[row["waker_utid"]], name[row["wakee_utid"]] = row["waker"] or "?", row["wakee"] or "?"
     for outs in out_edges.values():
         outs.sort(key=lambda e: (-e[1], e[0]))
-    # Walk from every node (cycles have no natural head), then keep only maximal paths:
-    # a path inside a longer one (server -> io inside client -> server -> io) goes.
+    # Walk from every node (cycles have no natural head) and collect every path, then drop a
+    # path that lies inside a longer one carrying at least half its rate: server -> io goes
+    # inside client -> server -> io, but client -> server at 700/s stays beside it at 100/s.
     paths: list[tuple[list[int], float, int, int]] = []
 
     def walk(path: list[int], rate: float, p50: int, p99: int) -> None:
-        extended = False
-        if len(path) < params.max_depth:
-            for nxt, r, l50, l99 in out_edges.get(path[-1], []):
-                if nxt in path or len(paths) >= params.max_chains:
-                    continue
-                extended = True
-                walk([*path, nxt], min(rate, r), p50 + l50, p99 + l99)
         # Only chains that wake a target thread matter to its profile (a target waking
         # only other processes' threads is usually an interrupt landing on it).
-        if not extended and len(path) >= 2 and any(u in targets for u in path[1:]):
+        if len(path) >= 2 and any(u in targets for u in path[1:]):
             paths.append((path, rate, p50, p99))
+        if len(path) < params.max_depth:
+            for nxt, r, l50, l99 in out_edges.get(path[-1], []):
+                if nxt not in path and len(paths) < params.max_chains:
+                    walk([*path, nxt], min(rate, r), p50 + l50, p99 + l99)
 
     for node in sorted(out_edges):
         walk([node], float("inf"), 0, 0)
-    paths = [p for p in paths if not any(len(q[0]) > len(p[0]) and _inside(p[0], q[0]) for q in paths)]
+    paths = [p for p in paths if not any(len(q[0]) > len(p[0]) and q[1] >= p[1] / 2 and _inside(p[0], q[0])
+                                         for q in paths)]
     paths.sort(key=lambda p: (-p[1], p[0]))
     # "Busiest" is decided per pattern sequence (feeder -> worker-*), summing its threads' chains,
     # so sixteen identical worker chains count once and all of them.
