@@ -199,3 +199,29 @@ def test_prefix_that_also_selects_another_process_is_a_caveat(tmp_path):
     assert worker["separable"] and worker["match_prefixes"] == ["worker-"]
     assert "worker-pool" in (worker["note"] or "")
     assert any("worker-pool" in c for c in analysis.caveats)
+
+
+def test_roles_on_a_synthetic_mix(tmp_path):
+    """compute (always runnable), batch (long bursts, sleeps, nobody waits), latency (chain)."""
+    cap = SyntheticCapture(duration_ns=2_000 * MS, target_tgids=[100])
+    cap.thread(100, 100, "app")
+    cap.thread(101, 100, "spin-0")
+    cap.thread(102, 100, "crunch")
+    cap.thread(103, 100, "dispatch")
+    cap.thread(104, 100, "handler-0")
+    for k in range(100):                       # spin-0 owns cpu 0, preempted every 20 ms
+        cap.slice(101, 0, T0 + k * 20 * MS, 20 * MS - 10_000, "R+")
+    for k in range(19):                        # crunch: 50 ms bursts, then sleeps 50 ms (cpu 1)
+        cap.slice(102, 1, T0 + k * 100 * MS, 50 * MS, "S")
+    for k in range(380):                       # dispatch wakes handler-0 every 5 ms (cpu 1 gaps)
+        ts = T0 + (k // 10) * 100 * MS + 51 * MS + (k % 10) * 4_800_000
+        cap.slice(103, 1, ts, 20_000, "S")
+        cap.waking(ts + 20_000, 103, 104, cpu=1, target_cpu=1)
+        cap.slice(104, 1, ts + 40_000, 80_000, "S")
+    analysis = analyze_capture(cap.write(tmp_path / "mix.duckdb"))
+    roles = dict(zip(analysis.groups["pattern"], analysis.groups["role"], strict=True))
+    assert roles["spin-*"] == "compute"
+    assert roles["crunch"] == "batch"
+    assert roles["handler-*"] == "latency" and roles["dispatch"] == "latency"
+    assert roles["app"] == "default"
+    assert _group(analysis, "spin-*")["hot_threads"] == 1
