@@ -1,4 +1,4 @@
-"""The runtime on the real scx_layered in the lab VM (one boot, three scenarios).
+"""The runtime on the real scx_layered in the lab VM (one boot, four scenarios).
 
 tests/lab/guest/runtime_scenarios.py runs inside the guest through the real
 CLI; these tests assert on what it recorded.
@@ -72,3 +72,13 @@ def test_kill_9_is_noticed_reported_and_disabled(scenarios):
     assert status["rc"] == 1  # the runtime reports the failure, non-zero
     assert "killed" in status["stderr"] and "SIGKILL" in status["stderr"]
     assert part["after"]["state"] == "disabled"
+
+
+def test_killed_supervisor_takes_scx_layered_down(scenarios):
+    part = scenario(scenarios, "supervisor_killed")
+    assert part["apply"]["rc"] == 0, part["apply"]["stderr"]
+    assert part["again"]["rc"] == 2 and "already applied" in part["again"]["stderr"]
+    assert part["after"]["state"] == "disabled"  # PR_SET_PDEATHSIG -> SIGINT -> unregistered
+    assert part["scx_gone"]
+    assert part["status"]["rc"] == 1 and "supervisor is gone" in part["status"]["stderr"]
+    assert part["stop"]["rc"] == 0 and part["stop"]["json"]["state_after"] == "disabled"

@@ -123,6 +123,29 @@ def kill_9(good: Path) -> dict:
     }
 
 
+def supervisor_killed(good: Path) -> dict:
+    """SIGKILL the supervisor: PDEATHSIG makes scx_layered unregister by itself."""
+    applied = threadwise("apply", str(good), "--json")
+    again = threadwise("apply", str(good))  # refused: already applied
+    state = state_file()
+    os.kill(state["supervisor_pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 120
+    while sysfs()["state"] != "disabled" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    after = sysfs()
+    status = threadwise("status", "--json", "--interval", "0")
+    stopped = threadwise("stop", "--json")
+    return {
+        "apply": applied,
+        "again": again,
+        "after": after,
+        "status": status,
+        "stop": stopped,
+        "scx_gone": not Path(f"/proc/{state['scx_pid']}").exists()
+        or "Z" in Path(f"/proc/{state['scx_pid']}/stat").read_text().split(")")[-1].split()[0],
+    }
+
+
 def main() -> None:
     good, bad = write("good.json", GOOD), write("refused.json", REFUSED)
     results: dict = {"timings": {}}
