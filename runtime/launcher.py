@@ -37,6 +37,7 @@ from threadwise.runtime.supervisor import (
     Supervisor,
     is_alive_and_ours,
     read_state,
+    write_state,
 )
 
 ACTIVE_PHASES = ("starting", "attached", "stopping")
@@ -206,7 +207,8 @@ def stop(files: RunFiles) -> dict:
             )
         return {"stopped": False, "last": state, "state_after": snap.state}
     pid, start = state.get("supervisor_pid"), state.get("supervisor_start")
-    if is_alive_and_ours(pid, start):
+    supervised = is_alive_and_ours(pid, start)
+    if supervised:
         os.kill(int(pid), signal.SIGTERM)
         _wait_gone(int(pid), int(start), STOP_GRACE_S + DISABLE_WAIT_S + 10)
     elif is_alive_and_ours(state.get("scx_pid"), state.get("scx_start")):
@@ -215,6 +217,15 @@ def stop(files: RunFiles) -> dict:
         _wait_gone(int(state["scx_pid"]), int(state["scx_start"]), STOP_GRACE_S)
     after = scx.wait_for_state("disabled", DISABLE_WAIT_S)
     final = read_state(files) or state
+    if not supervised and final.get("phase") in ACTIVE_PHASES:
+        # Nobody recorded the end: say what we know instead of leaving "attached".
+        message = "the supervisor was gone; scx_layered ended without a report"
+        final.update(
+            phase="failed",
+            exit={"kind": "supervisor_lost", "message": message, "returncode": None, "attached": True},
+            state_after=after.state,
+        )
+        write_state(files, final)
     if after.state != "disabled":
         raise SchedulerFailure(
             f"sched_ext still reads {after.state!r} ({after.ops}) after stop",

@@ -1,0 +1,68 @@
+"""status / stop / refusals against a fake /sys/kernel/sched_ext (fast tier)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from threadwise.errors import UsageError
+from threadwise.runtime import launcher, scx
+from threadwise.runtime.supervisor import RunFiles, read_state, write_state
+
+
+@pytest.fixture
+def sysfs(tmp_path, monkeypatch):
+    root = tmp_path / "sched_ext"
+    (root / "root").mkdir(parents=True)
+    monkeypatch.setattr(scx, "SCHED_EXT", root)
+    monkeypatch.setattr(launcher, "DISABLE_WAIT_S", 0.2)
+
+    def set_state(state: str, ops: str = "") -> None:
+        (root / "state").write_text(state + "\n")
+        (root / "root" / "ops").write_text(ops)
+
+    set_state("disabled")
+    return set_state
+
+
+@pytest.fixture
+def files(tmp_path):
+    run = RunFiles(tmp_path / "run")
+    run.root.mkdir()
+    return run
+
+
+def test_status_without_a_run(sysfs, files):
+    result = launcher.status(files, interval_s=0)
+    assert result["applied"] is None and result["problem"] is None
+    assert result["sched_ext"]["state"] == "disabled"
+
+
+def test_status_reports_a_failed_run(sysfs, files):
+    write_state(files, {"phase": "failed", "exit": {"kind": "killed", "message": "by SIGKILL"}})
+    assert launcher.status(files, interval_s=0)["problem"] == "killed: by SIGKILL"
+
+
+def test_stop_after_the_supervisor_vanished_records_it(sysfs, files):
+    write_state(files, {"phase": "attached", "supervisor_pid": os.getpid(), "supervisor_start": -1})
+    result = launcher.stop(files)
+    assert result["stopped"] and result["state_after"] == "disabled"
+    assert read_state(files)["exit"]["kind"] == "supervisor_lost"
+
+
+def test_stop_leaves_a_foreign_scheduler_alone(sysfs, files):
+    sysfs("enabled", "rusty_1.0")
+    with pytest.raises(UsageError, match="did not start it"):
+        launcher.stop(files)
+
+
+def test_nothing_to_stop(sysfs, files):
+    assert launcher.stop(files)["stopped"] is False
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the refusal after the root check needs root")
+def test_apply_refuses_when_another_scheduler_is_attached(sysfs, files, tmp_path):
+    sysfs("enabled", "rusty_1.0")
+    with pytest.raises(UsageError, match="another sched_ext scheduler"):
+        launcher.prepare(tmp_path / "any.json", "host", files)
