@@ -106,8 +106,9 @@ def assign(threads: pl.DataFrame, *, process_name: str, duration_ns: int,
         fine = aggregate(threads, key_of, duration_ns=duration_ns, chain_utids=chain_utids)
         role_of = dict(zip(fine["pattern"], roles_for(fine)[0], strict=True))
         for merged, members in families.items():
-            roles = {role_of[m] for m in members if m in role_of}
-            if len(roles) == 1 and merged not in grouping.pattern_of_key:
+            # An idle member (default: no evidence either way) does not block a merge.
+            roles = {role_of[m] for m in members if m in role_of} - {"default"}
+            if len(roles) <= 1 and merged not in grouping.pattern_of_key:
                 for utid, key in list(key_of.items()):
                     if key in members:
                         key_of[utid] = merged

@@ -225,3 +225,27 @@ def test_roles_on_a_synthetic_mix(tmp_path):
     assert roles["handler-*"] == "latency" and roles["dispatch"] == "latency"
     assert roles["app"] == "default"
     assert _group(analysis, "spin-*")["hot_threads"] == 1
+
+
+def test_families_merge_when_roles_agree(tmp_path):
+    cap = SyntheticCapture(duration_ns=2_000 * MS, target_tgids=[100])
+    cap.thread(100, 100, "server")
+    for tid, name in ((101, "bio_aof_fsync"), (102, "bio_close_file"), (103, "bio_lazy_free"),
+                      (104, "pool-reader"), (105, "pool-writer")):
+        cap.thread(tid, 100, name)
+    cap.periodic(101, 1, first_ts=T0 + 5 * MS, run_ns=200_000, period_ns=100 * MS, count=19)  # idle others
+    for k in range(99):                                  # pool-reader spins on cpu 0
+        cap.slice(104, 0, T0 + k * 20 * MS, 20 * MS - 10_000, "R+")
+    for k in range(300):                                 # pool-writer: short, frequent, woken by server
+        ts = T0 + 7 * MS + k * 6 * MS
+        if (ts - T0 - 5 * MS) % (100 * MS) < 300_000:
+            continue
+        cap.slice(100, 1, ts, 20_000, "S")
+        cap.waking(ts + 20_000, 100, 105, cpu=1, target_cpu=1)
+        cap.slice(105, 1, ts + 30_000, 50_000, "S")
+    analysis = analyze_capture(cap.write(tmp_path / "family.duckdb"))
+    bio = _group(analysis, "bio_*")
+    assert bio["thread_count"] == 3 and bio["match_prefixes"] == ["bio_"]
+    patterns = set(analysis.groups["pattern"])
+    assert {"pool-reader", "pool-writer"} <= patterns and "pool-*" not in patterns
+    assert any("pool-reader, pool-writer look like one family" in c for c in analysis.caveats)
