@@ -155,6 +155,9 @@ def _caveats(con: duckdb.DuckDBPyConnection, info: ft.CaptureInfo, threads: pl.D
                    "event: the analysis window ends at the last event")
     if info.duration_ns < 2_000_000_000:
         out.append(f"short capture ({info.duration_ns / 1e9:.2f} s): rates and periodicity are rough")
+    unnamed = threads.filter(pl.col("name") == "?").height
+    if unnamed:
+        out.append(f"{unnamed} target thread(s) have no known name ('?'): no prefix can select them")
     once = threads.filter(pl.col("slices") == 1)["name"].to_list()
     if once:
         out.append(f"{len(once)} thread(s) ran only once ({', '.join(sorted(set(once))[:3])}): "

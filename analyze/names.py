@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 COMM_LEN = 15          # TASK_COMM_LEN - 1: the kernel keeps 15 characters of a name
 MIN_PREFIX = 3         # a common prefix shorter than this selects too broadly
+UNKNOWN = "?"          # the name of a thread the capture never learnt (thread_features.sql)
 _SEPS = "-_#:./ "
 _TOKEN_DIGITS = re.compile(r"(?<=[-_#:./ ])\d+(?=$|[-_#:./ ])")
 _TRAILING_DIGITS = re.compile(r"^(?P<stem>.*\D)(?P<num>\d+)$")
@@ -110,10 +111,10 @@ def select_prefixes(mine: Iterable[str], others: Iterable[str], *, pattern: str 
     With a pattern such as `io_thd_*`, its stem (`io_thd_`) is preferred, so
     threads numbered beyond those seen are selected too.
     """
-    mine_set = sorted({comm(n) for n in mine})
-    other_set = sorted({comm(n) for n in others})
+    mine_set = sorted({comm(n) for n in mine if n != UNKNOWN})
+    other_set = sorted({comm(n) for n in others if n != UNKNOWN})
     if not mine_set:
-        return Selection([], [], False, "the group has no names")
+        return Selection([], [], False, "the group has no known names: no prefix can select it")
     lcp = common_prefix(mine_set)
     stem = comm(pattern.split("*", 1)[0]) if pattern and "*" in pattern else ""
     stem_ok = len(stem) >= MIN_PREFIX or (len(stem) >= 2 and stem[-1] in _SEPS)

@@ -10,7 +10,7 @@
 --   utid BIGINT                thread surrogate id (thread.utid)
 --   tid, tgid INTEGER          kernel ids
 --   upid BIGINT                process surrogate id
---   name VARCHAR               thread comm (<= 15 chars)
+--   name VARCHAR               thread comm (<= 15 chars); '?' when the capture never learnt it
 --   process_name VARCHAR       process comm
 --   is_target, is_main_thread BOOLEAN
 --   life_ns BIGINT             time the thread existed inside the capture window
@@ -32,7 +32,7 @@
 WITH win AS (
     SELECT $start_ts::BIGINT AS start_ts, $end_ts::BIGINT AS end_ts
 ), threads AS (
-    SELECT t.utid, t.tid, t.tgid, t.upid, t.name, p.name AS process_name,
+    SELECT t.utid, t.tid, t.tgid, t.upid, COALESCE(t.name, '?') AS name, p.name AS process_name,
            COALESCE(t.is_target, FALSE) AS is_target, COALESCE(t.is_main_thread, FALSE) AS is_main_thread,
            GREATEST(LEAST(COALESCE(t.end_ts, w.end_ts), w.end_ts)
                     - GREATEST(COALESCE(t.start_ts, w.start_ts), w.start_ts), 0) AS life_ns
