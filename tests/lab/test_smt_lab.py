@@ -14,8 +14,7 @@ import sys
 
 import pytest
 
-from tests.lab.labrun import run_guest_script
-from threadwise.observe.store import open_capture
+from tests.lab.labrun import MIN_SHARE, hot_slices, run_guest_script, share_on
 from threadwise.refine.bundled import build
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -107,15 +106,15 @@ def test_capture_shows_both_hot_threads_on_the_siblings_of_one_core(smt_run):
     layers = {layer["name"]: layer for layer in run["status"]["json"]["layers"]}
     hot_cpus = set(layers["hot"]["cpus"])
     assert hot_cpus in ({0, 1}, {2, 3}), f"hot layer CPUs {hot_cpus}: not one whole core"
-    with open_capture(smt_run["_out"] / "under.duckdb") as con:
-        rows = con.execute(
-            "SELECT t.name, s.cpu, SUM(s.dur) FROM sched_slice s JOIN thread t USING (utid) "
-            "WHERE t.name LIKE 'hot-%' GROUP BY ALL ORDER BY 1, 2"
-        ).fetchall()
-    print(f"hot layer CPUs {sorted(hot_cpus)}; hot-* slices per CPU {rows}")
-    names = {name for name, _cpu, _dur in rows}
-    assert names == {"hot-0", "hot-1"}
-    assert {cpu for _name, cpu, _dur in rows} == hot_cpus  # both siblings of that core, nothing else
+    rows = hot_slices(smt_run["_out"] / "under.duckdb")
+    print(f"hot layer CPUs {sorted(hot_cpus)}; hot-* CPU time per CPU (ns) {rows}")
+    assert {name for name, _cpu, _dur in rows} == {"hot-0", "hot-1"}
+    for name in ("hot-0", "hot-1"):
+        used = {cpu for thread, cpu, _dur in rows if thread == name}
+        assert hot_cpus <= used, f"{name} did not run on both siblings {sorted(hot_cpus)}"
+        share = share_on(rows, name, hot_cpus)
+        print(f"{name}: {share:.1%} of its CPU time on the exclusive core")
+        assert share >= MIN_SHARE, f"{name}: only {share:.1%} on the exclusive core"
     assert run["stop"]["rc"] == 0 and run["after"]["state"] == "disabled"
 
 
