@@ -11,9 +11,11 @@ waker about as often as the waker holds that CPU, bounded by its share of its
 busiest CPU (max per-CPU cpu_ns / duration). The ratio is the edge's *lift*.
 A thread that holds its CPU all the time cannot be told from a bystander by
 this test; a *spinner* (runnable nearly all its life, almost never sleeping,
-`spinners`) wakes others causally only through non-blocking calls, so its
-edges must also carry most of the wakee's wakeups (`spinner_share`). Under
-CPU steal a spinner's CPU share falls while interrupts keep landing on it. An edge is
+`spinners`) is never taken for a waker: on a quiet host it holds its CPU
+whenever a sleeper's timer fires there, so it "wakes" nearly all of that
+sleeper's wakeups, and under CPU steal its share falls while interrupts keep
+landing on it. (A spinning producer that signals consumers is missed: the
+price of not seeing hardirq context in sched_waking.) An edge is
 causal when it carries enough wakeups (`min_wakeups`, `min_rate`), a real
 part of the wakee's wakeups (`min_share`), and a lift of at least
 `min_lift`. Chains are the simple paths of the causal graph (depth-limited,
@@ -46,7 +48,6 @@ class WakeParams:
     min_rate: float = 1.0          # wakeups per second
     min_share: float = 0.1         # of the wakee's wakeups
     min_lift: float = 2.0
-    spinner_share: float = 0.8     # min share of the wakee's wakeups for an edge from a spinner
     max_depth: int = 6             # nodes per chain
     max_chains: int = 500
     busiest: int = 5               # chains whose members count as "in a wake chain"
@@ -76,8 +77,7 @@ def classify_edges(edges: pl.DataFrame, names: pl.DataFrame, *, duration_ns: int
                          & (pl.col("wakeups_per_s") >= params.min_rate)
                          & (pl.col("share_of_wakee") >= params.min_share)
                          & (pl.col("lift") >= params.min_lift)
-                         & (~pl.col("waker_utid").is_in(list(spinners))
-                            | (pl.col("share_of_wakee") >= params.spinner_share))
+                         & ~pl.col("waker_utid").is_in(list(spinners))
                          & (pl.col("waker_utid") != pl.col("wakee_utid"))))
     return (out.select(list(EDGE_SCHEMA)).cast(EDGE_SCHEMA)  # type: ignore[arg-type]
             .sort(["causal", "wakeups", "waker_utid", "wakee_utid"], descending=[True, True, False, False]))
