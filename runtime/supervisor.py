@@ -228,7 +228,8 @@ class Supervisor:
                 self._stop_child(child)
                 return
             time.sleep(0.2)
-        self.log(f"scx_layered (pid {child.pid}) ended on its own, status {child.returncode}")
+        if not self.stop_requested:  # Ctrl-C in a terminal reaches scx_layered too
+            self.log(f"scx_layered (pid {child.pid}) ended on its own, status {child.returncode}")
 
     def _stop_child(self, child: subprocess.Popen) -> None:
         child.send_signal(signal.SIGINT)  # scx_layered unregisters on SIGINT
@@ -250,7 +251,7 @@ class Supervisor:
                 False,
             )
         after = scx.wait_for_state("disabled", DISABLE_WAIT_S)
-        requested = bool(self.state.get("stop_requested"))
+        requested = self.stop_requested or bool(self.state.get("stop_requested"))
         phase = "stopped" if requested and report.clean else "failed"
         self._save(
             phase=phase,

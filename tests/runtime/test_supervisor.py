@@ -128,3 +128,17 @@ def test_state_file_is_json_with_pids(lab):
     state = json.loads(lab.files.state.read_text())
     assert state["supervisor_pid"] == os.getpid()
     assert isinstance(state["scx_start"], int)
+
+
+def test_ctrl_c_reaching_both_is_a_requested_stop(lab):
+    """In a terminal, Ctrl-C signals scx_layered and the supervisor at once."""
+    supervisor = lab(ATTACHING)
+
+    def ctrl_c(state):
+        os.kill(state["scx_pid"], signal.SIGINT)
+        supervisor.stop_requested = True
+
+    when_attached(lab.files, ctrl_c)
+    report = supervisor.run()
+    assert report.clean
+    assert read_state(lab.files)["phase"] == "stopped"
