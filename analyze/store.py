@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import warnings
 from pathlib import Path
 
 import polars as pl
 
 from threadwise.analyze.model import ANALYSIS_SCHEMA_VERSION, Analysis
-from threadwise.errors import UsageError
+from threadwise.errors import InputError, UsageError
 from threadwise.observe.store import open_capture
 
 TABLES = ("analysis_meta", "analysis_groups", "analysis_threads", "analysis_wake_edges",
@@ -68,6 +69,35 @@ def store_analysis(analysis: Analysis, path: str | Path | None = None) -> Path:
             raise
         con.execute("CHECKPOINT")
     return target
+
+
+def load_analysis(path: str | Path) -> Analysis | None:
+    """The analysis stored in a capture (no recomputation), or None if there is none.
+
+    Raises InputError when the stored analysis has a schema version this
+    threadwise does not know (re-run `threadwise analyze` to replace it).
+    """
+    version = stored_version(path)
+    if version is None:
+        return None
+    if version != ANALYSIS_SCHEMA_VERSION:
+        raise InputError(f"{path} holds analysis schema {version}, this threadwise reads "
+                         f"{ANALYSIS_SCHEMA_VERSION}", hint=f"re-run `threadwise analyze {path}`")
+    with open_capture(path) as con:
+        def table(name: str) -> pl.DataFrame:
+            return pl.DataFrame(pl.from_arrow(con.execute(f"SELECT * FROM {name}").to_arrow_table()))
+
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Arrow output on a DB-API result")
+            meta = table("analysis_meta").row(0, named=True)
+            frames = {name: table(name) for name in TABLES[1:]}
+    return Analysis(
+        groups=frames["analysis_groups"], process_name=meta["process_name"],
+        duration_ns=meta["duration_ns"], nr_cpus=meta["nr_cpus"], events_lost=meta["events_lost"],
+        caveats=list(meta["caveats"] or []), threads=frames["analysis_threads"],
+        wake_edges=frames["analysis_wake_edges"], chains=frames["analysis_chains"],
+        preemptors=frames["analysis_preemptors"], capture_id=meta["capture_id"], capture_path=Path(path),
+        names_separate_roles=meta["names_separate_roles"])
 
 
 def stored_version(path: str | Path) -> int | None:

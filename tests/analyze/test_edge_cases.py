@@ -12,7 +12,7 @@ import pytest
 from threadwise.analyze import Analysis, analyze_capture
 from threadwise.analyze.model import CONTRACT_SCHEMA
 from threadwise.analyze.render import render
-from threadwise.analyze.store import store_analysis, stored_version
+from threadwise.analyze.store import load_analysis, store_analysis, stored_version
 from threadwise.analyze.synthetic import SyntheticCapture
 from threadwise.errors import InputError, UsageError
 
@@ -249,3 +249,20 @@ def test_families_merge_when_roles_agree(tmp_path):
     patterns = set(analysis.groups["pattern"])
     assert {"pool-reader", "pool-writer"} <= patterns and "pool-*" not in patterns
     assert any("pool-reader, pool-writer look like one family" in c for c in analysis.caveats)
+
+
+def test_stored_analysis_reads_back(tmp_path):
+    cap = SyntheticCapture(target_tgids=[100])
+    cap.thread(100, 100, "app")
+    cap.thread(101, 100, "worker-1")
+    cap.periodic(101, 0, first_ts=T0 + MS, run_ns=100_000, period_ns=10 * MS, count=50, waker=100,
+                 latency_ns=5_000)
+    path = cap.write(tmp_path / "roundtrip.duckdb")
+    assert load_analysis(path) is None
+    analysis = analyze_capture(path)
+    store_analysis(analysis)
+    back = load_analysis(path)
+    assert back is not None
+    assert back.groups.equals(analysis.groups)
+    assert back.caveats == analysis.caveats and back.process_name == analysis.process_name
+    assert back.wake_edges.equals(analysis.wake_edges)
