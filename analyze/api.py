@@ -98,8 +98,10 @@ def _with_rivals(threads: pl.DataFrame, rivals: pl.DataFrame, who: pl.DataFrame)
 
 
 def _preemptors(rivals: pl.DataFrame, threads: pl.DataFrame, who: pl.DataFrame) -> pl.DataFrame:
-    info = who.select(pl.col("utid").alias("other_utid"), pl.col("name").alias("preemptor"),
-                      pl.col("process_name").alias("preemptor_process"))
+    unknown = pl.format("tid {}", "tid")   # a thread the capture never learnt the name of
+    info = who.select(pl.col("utid").alias("other_utid"),
+                      pl.coalesce("name", unknown).alias("preemptor"),
+                      pl.coalesce("process_name", "name", unknown).alias("preemptor_process"))
     return (rivals.filter(pl.col("kind") == "preempted_by")
             .join(threads.select("utid", "name"), on="utid", how="left")
             .join(info, on="other_utid", how="left")
