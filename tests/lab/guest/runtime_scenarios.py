@@ -153,6 +153,7 @@ def main() -> None:
         ("apply_stats_stop", apply_stats_stop, good),
         ("refused", refused, bad),
         ("kill_9", kill_9, good),
+        ("supervisor_killed", supervisor_killed, good),
     ):
         started = time.monotonic()
         try:
