@@ -19,7 +19,8 @@ from threadwise.observe.stream import ParsedChunk
 class TracerReport:
     """What a backend knows once tracing has stopped."""
 
-    end_ts: int | None
+    end_ts: int | None              # when the kernel side stopped (None if never confirmed)
+    stop_requested_ts: int | None = None   # when the observer asked it to stop
     kernel_counts: dict[str, int] = field(default_factory=dict)
     unparsed: int = 0               # lines the parser did not understand
     unparsed_samples: list[str] = field(default_factory=list)

@@ -125,6 +125,7 @@ class BpftraceBackend:
     def stop(self) -> tuple[ParsedChunk, TracerReport]:
         assert self._proc is not None
         chunks = [self.poll()]
+        stop_requested_ts = time.monotonic_ns()
         if self._proc.poll() is None:
             # kill(pid, 0) is the script's stop trigger (see sched_stream.bt): the
             # kernel side stops counting and printing, then we drain the buffers
@@ -132,6 +133,7 @@ class BpftraceBackend:
             # before SIGINT makes bpftrace detach.
             # bpftrace formats events in user space and can be seconds behind
             # the kernel under load: wait while it still makes progress.
+            stop_requested_ts = time.monotonic_ns()
             os.kill(self._proc.pid, 0)
             last_size, last_growth = -1, time.monotonic()
             while self._parser.end_ts is None and self.alive():
@@ -155,6 +157,7 @@ class BpftraceBackend:
             self._fh.close()
         report = TracerReport(
             end_ts=self._parser.end_ts,
+            stop_requested_ts=stop_requested_ts,
             kernel_counts=dict(self._parser.kernel_counts),
             unparsed=self._parser.unparsed,
             unparsed_samples=list(self._parser.unparsed_samples),

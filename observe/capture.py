@@ -167,6 +167,7 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
         progress(f"observe: {events:,} events; building thread, slice and state tables ...")
         lost_reported += sum(chunk.lost)
         target.refresh()
+        _name_silent_tasks(writer)
         target.stop_launched()
         return _finish(writer, backend, target, report=report, live_ts=live_ts,
                        start_wall=start_wall, events=events, lost_reported=lost_reported,
@@ -185,6 +186,38 @@ def _ingest(writer: CaptureWriter, chunk: ParsedChunk) -> int:
     if count:
         writer.checkpoint()
     return count
+
+
+_SILENT_TASKS_SQL = """
+-- tasks that switched in but left no name or tgid in the stream (they never
+-- switched out while traced, e.g. the machine agent's threads, see finalize.sql)
+SELECT DISTINCT tid FROM (SELECT next_tid AS tid FROM raw_sched_switch
+                          UNION SELECT prev_tid FROM raw_sched_switch)
+WHERE tid <> 0 AND tid NOT IN (
+    SELECT tid FROM raw_task_seen UNION SELECT tid FROM raw_task_new
+    UNION SELECT tid FROM proc_snapshot UNION SELECT tid FROM raw_task_exit)
+ORDER BY tid
+"""
+
+
+def _name_silent_tasks(writer: CaptureWriter) -> None:
+    """Name such tasks from /proc while they still exist (tgid and comm as of now)."""
+    now = time.monotonic_ns()
+    rows = []
+    silent = [tid for (tid,) in writer.con.execute(_SILENT_TASKS_SQL).fetchall()]
+    leaders: set[int] = set()
+    for tid in silent:
+        identity = procfs.task_identity(tid)
+        if identity is not None:
+            rows.append((now, tid, identity[0], identity[1]))
+            leaders.add(identity[0])
+    # their process leaders too, so the process table can name the process
+    for tgid in sorted(leaders - set(silent)):
+        identity = procfs.task_identity(tgid)
+        if identity is not None:
+            rows.append((now, tgid, identity[0], identity[1]))
+    if rows:
+        writer.insert_rows("raw_task_seen", ["ts", "tid", "tgid", "comm"], rows)
 
 
 def _write_topology(writer: CaptureWriter) -> None:
@@ -218,7 +251,13 @@ def _finish(writer: CaptureWriter, backend: TracerBackend, target: Target, *, re
     if lost_reported:
         writer.insert_rows("raw_lost", ["ts", "source", "events"],
                            [(report.end_ts or live_ts, f"{backend.name} reported", lost_reported)])
-    end_ts = report.end_ts or time.monotonic_ns()
+    # The window ends where the kernel side stopped; if that was never confirmed
+    # (the tracer died or hung), at the last event recorded, never later.
+    end_ts = report.end_ts
+    if end_ts is None:
+        warnings.append("the tracer never confirmed the stop; the capture ends at its last event")
+        last_event = writer.con.execute("SELECT max(ts) FROM raw_sched_switch").fetchall()[0][0]
+        end_ts = last_event or report.stop_requested_ts or time.monotonic_ns()
     first_event = writer.con.execute("SELECT min(ts) FROM raw_sched_switch").fetchall()[0]
     start_ts = min(live_ts, first_event[0]) if first_event and first_event[0] else live_ts
     loss_detail = (f"{backend.name} reported {lost_reported}; kernel counted "

@@ -177,3 +177,15 @@ def cgroup_pids(cgroup: str) -> list[int] | None:
             text = _read(Path(directory) / "cgroup.procs") or ""
             pids.update(int(x) for x in text.split())
     return sorted(pids)
+
+
+def task_identity(tid: int) -> tuple[int, str] | None:
+    """(tgid, comm) of any task by tid, from /proc/<tid>/status (threads too)."""
+    text = _read(PROC / str(tid) / "status")
+    if text is None:
+        return None
+    fields = dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
+    try:
+        return int(fields["Tgid"].strip()), fields["Name"].rstrip("\n")
+    except (KeyError, ValueError):
+        return None

@@ -155,7 +155,11 @@ def open_capture(path: str | Path, *, read_only: bool = True) -> Iterator[duckdb
     try:
         con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as error:
-        raise InputError(f"{path} is not a DuckDB capture: {error}") from error
+        text = str(error)
+        if "lock" in text.lower():
+            raise InputError(f"{path} is in use by another process: {text.splitlines()[0]}",
+                             hint="wait for it (a running observe or analyze) to finish") from error
+        raise InputError(f"{path} is not a DuckDB capture: {text.splitlines()[0]}") from error
     try:
         version = schema_version_of(con)
         if version is None or not _has_table(con, "capture"):

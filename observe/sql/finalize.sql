@@ -11,6 +11,12 @@
 -- flagged), so per-thread runtime inside the window is exact.
 -- Run once per capture, after the last raw batch; parameters: none (capture
 -- window comes from the `capture` table).
+-- Derived tables are not physically sorted (sorting 10M+ rows dominated the
+-- cost): readers ORDER BY what they need. Measured on 10M synthetic switches:
+-- 65.9 s / 4.2 GB peak with the sorts, 20.3 s / 1.6 GB without, with the
+-- memory limit below (DuckDB spills to disk beyond it).
+SET memory_limit = '1500MB';
+SET preserve_insertion_order = false;
 
 -- ---------------------------------------------------------------------------
 -- Thread instances
@@ -127,7 +133,8 @@ SELECT ts, dur, cpu, utid,
     priority, clipped
 FROM (SELECT * FROM body UNION ALL SELECT * FROM head)
 WHERE dur >= 0
-ORDER BY ts, cpu;
+-- (no ORDER BY: a 10M-row sort; readers order what they need)
+;
 
 -- ---------------------------------------------------------------------------
 -- wakeup and migration, keyed by utid
@@ -139,7 +146,7 @@ CREATE TABLE wakeup AS
     FROM raw_sched_waking w
     ASOF JOIN _instance a ON a.tid = w.waker_tid AND w.ts >= a.born_ts
     ASOF JOIN _instance b ON b.tid = w.wakee_tid AND w.ts >= b.born_ts
-    ORDER BY w.ts;
+    ;
 
 CREATE TABLE migration AS
     SELECT m.ts, i.utid, m.orig_cpu, m.dest_cpu
@@ -187,7 +194,8 @@ SELECT * FROM (
     FROM _gap_wake
     WHERE end_state NOT IN ('R', 'R+') AND wake_ts IS NOT NULL AND wake_ts < gap_end
 )
-ORDER BY utid, ts;
+-- (no ORDER BY: a 25M-row sort)
+;
 
 -- ---------------------------------------------------------------------------
 -- thread and process
