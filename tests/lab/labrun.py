@@ -58,8 +58,8 @@ def run_guest_script(
 
 # Seen in the lab (TCG): scx_layered 1.1.4 lets an exclusive (Confined) layer's
 # thread run single ~23 ms slices (one slice_us) on CPUs outside the layer,
-# alternating with its own CPU: 4-6% of the hot threads' CPU time in the SMT
-# guest, 16% in one 2-vCPU run (0.4-4% of slices elsewhere in others). The
+# alternating with its own CPU: 4-7% of the hot threads' CPU time in the SMT
+# guest, 15-16% in the 2-vCPU guest (two runs). The
 # cause is not established (TCG timing vs scx_layered's dispatch). The
 # placement tests therefore require a clear majority on the layer's CPUs
 # (random placement on 2 CPUs would give ~50%) and print the exact split.
