@@ -149,6 +149,8 @@ def apply(
     resolved = launcher.prepare(profile, shape, files)
     for note in resolved.notes:
         _err(f"note: {note}")
+    if resolved.kind == "json" and shape != "host":
+        _err("note: --shape applies to profiles; a .json layer config is used as written")
     if foreground or duration:
         _err(f"applying {resolved.source} ({len(resolved.specs)} layers) in the foreground")
         state = launcher.apply_foreground(
