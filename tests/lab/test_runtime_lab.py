@@ -1,4 +1,4 @@
-"""The runtime on the real scx_layered in the lab VM (one boot, four scenarios).
+"""The runtime on the real scx_layered in the lab VM (one boot, five scenarios).
 
 tests/lab/guest/runtime_scenarios.py runs inside the guest through the real
 CLI; these tests assert on what it recorded.
@@ -82,3 +82,15 @@ def test_killed_supervisor_takes_scx_layered_down(scenarios):
     assert part["scx_gone"]
     assert part["status"]["rc"] == 1 and "supervisor is gone" in part["status"]["stderr"]
     assert part["stop"]["rc"] == 0 and part["stop"]["json"]["state_after"] == "disabled"
+
+
+def test_kernel_ejection_by_sysrq_is_reported_with_its_kind(scenarios):
+    part = scenario(scenarios, "sysrq")
+    assert part["apply"]["rc"] == 0, part["apply"]["stderr"]
+    noticed = part["noticed"]
+    assert noticed["phase"] == "failed"
+    assert noticed["exit"]["kind"] == "sysrq", noticed["exit"]
+    assert "disabled by sysrq-S" in noticed["exit"]["message"]
+    assert any("sysrq" in line for line in noticed["kernel_log"]), noticed["kernel_log"]
+    assert part["status"]["rc"] == 1 and "sysrq" in part["status"]["stderr"]
+    assert part["after"]["state"] == "disabled"

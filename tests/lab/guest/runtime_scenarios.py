@@ -123,6 +123,15 @@ def kill_9(good: Path) -> dict:
     }
 
 
+def sysrq(good: Path) -> dict:
+    """The kernel ejects the scheduler (SysRq-S): exit kind from scx_layered's EXIT line."""
+    applied = threadwise("apply", str(good), "--json")
+    Path("/proc/sysrq-trigger").write_text("S")
+    noticed = wait_phase(("failed", "stopped"))
+    status = threadwise("status", "--json", "--interval", "0")
+    return {"apply": applied, "noticed": noticed, "status": status, "after": sysfs()}
+
+
 def supervisor_killed(good: Path) -> dict:
     """SIGKILL the supervisor: PDEATHSIG makes scx_layered unregister by itself."""
     applied = threadwise("apply", str(good), "--json")
@@ -154,6 +163,7 @@ def main() -> None:
         ("refused", refused, bad),
         ("kill_9", kill_9, good),
         ("supervisor_killed", supervisor_killed, good),
+        ("sysrq", sysrq, good),
     ):
         started = time.monotonic()
         try:
