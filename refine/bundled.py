@@ -24,7 +24,9 @@ def build(name: str = "rolesim") -> Path:
     """Compile workloads/<name>.c (once per source version) and return the binary."""
     source = resources.files("threadwise.refine").joinpath("workloads", f"{name}.c").read_bytes()
     digest = hashlib.sha256(source).hexdigest()[:16]
-    binary = cache_dir() / "bin" / f"{name}-{digest}"
+    # The binary keeps its plain name (the process comm, which profiles match
+    # with PcommPrefix); the version lives in the directory.
+    binary = cache_dir() / "workloads" / f"{name}-{digest}" / name
     if binary.exists():
         return binary
     compiler = shutil.which("gcc") or shutil.which("cc")

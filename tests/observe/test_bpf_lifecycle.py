@@ -116,7 +116,7 @@ def test_comm_target_finds_the_process(tmp_path):
     try:
         time.sleep(0.3)
         comm = procfs.process_comm(workload.pid)
-        assert comm == binary.name[:15]
+        assert comm == "rolesim"
         result = subprocess.run([*OBSERVE, "--comm", comm, "-d", "1s", "-o", str(out)],
                                 capture_output=True, text=True, timeout=60, check=False)
     finally:
