@@ -10,7 +10,6 @@ overrides it).
 
 from __future__ import annotations
 
-import os
 import platform
 import re
 import subprocess
@@ -19,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from threadwise.errors import MissingTool
-from threadwise.paths import cache_dir
+from threadwise.scx import SCX_LAYERED_VERSION as SCX_VERSION
+from threadwise.scx import scx_layered_path
 
-SCX_VERSION = "1.1.4"
+__all__ = ["SCX_VERSION", "scx_layered_path"]
 SCHED_EXT = Path("/sys/kernel/sched_ext")
 LAB_HINT = (
     "this host cannot attach sched_ext schedulers; use the lab VM: "
@@ -75,18 +75,6 @@ def require_sched_ext() -> SchedExtState:
             hint=LAB_HINT,
         )
     return snap
-
-
-def scx_layered_path() -> Path:
-    """The pinned scx_layered, or MissingTool naming the set-up step."""
-    override = os.environ.get("THREADWISE_SCX_LAYERED")
-    path = Path(override) if override else cache_dir() / f"scx_layered-{SCX_VERSION}" / "bin" / "scx_layered"
-    if not (path.is_file() and os.access(path, os.X_OK)):
-        raise MissingTool(
-            f"scx_layered {SCX_VERSION} not found at {path}",
-            hint="run scripts/setup-scx.sh (cargo install, about 4 minutes the first time)",
-        )
-    return path
 
 
 def scx_layered_version(path: Path) -> str:

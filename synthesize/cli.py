@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from threadwise.errors import InputError, MissingTool, ThreadwiseError, UsageError
+from threadwise.scx import SCX_LAYERED_VERSION
 
 if TYPE_CHECKING:
     from threadwise.synthesize.schema import Profile
@@ -128,7 +129,7 @@ def compile_command(
         bad = oracle.check(compiled.specs)
         if bad:
             raise ThreadwiseError("scx_layered did not keep these options: " + "; ".join(bad))
-        typer.echo(f"checked: scx_layered {oracle.SCX_LAYERED_VERSION} accepts the config "
+        typer.echo(f"checked: scx_layered {SCX_LAYERED_VERSION} accepts the config "
                    "and kept every option", err=True)
     if output is None:
         typer.echo(compiled.to_json(), nl=False)

@@ -18,7 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-SCX_LAYERED_VERSION = "1.1.4"
+from threadwise.scx import SCX_LAYERED_VERSION
 
 
 @dataclass(frozen=True)

@@ -13,35 +13,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from threadwise.errors import MissingTool, ThreadwiseError
-from threadwise.paths import cache_dir
-from threadwise.synthesize.matchers import SCX_LAYERED_VERSION
-
-ENV_BINARY = "THREADWISE_SCX_LAYERED"
+from threadwise.errors import ThreadwiseError
+from threadwise.scx import scx_layered_path
 
 
 def find_binary() -> Path:
-    """The pinned scx_layered: $THREADWISE_SCX_LAYERED, the cache, or PATH."""
-    candidates = []
-    if os.environ.get(ENV_BINARY):
-        candidates.append(Path(os.environ[ENV_BINARY]))
-    candidates.append(cache_dir() / f"scx_layered-{SCX_LAYERED_VERSION}" / "bin" / "scx_layered")
-    on_path = shutil.which("scx_layered")
-    if on_path:
-        candidates.append(Path(on_path))
-    for candidate in candidates:
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    raise MissingTool(
-        f"scx_layered {SCX_LAYERED_VERSION} not found",
-        hint=f"run scripts/setup-scx.sh, or point ${ENV_BINARY} at the binary",
-    )
+    """The pinned scx_layered (threadwise.scx: $THREADWISE_SCX_LAYERED or the cache)."""
+    return scx_layered_path()
 
 
 def print_and_exit(specs: list[dict[str, Any]], binary: Path | None = None) -> list[dict[str, Any]]:
