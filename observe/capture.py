@@ -81,12 +81,12 @@ class _Snapshotter:
                 self.seen_tids.add(snap.tid)
                 rows.append((snap.ts, phase, snap.tid, snap.tgid, snap.comm, snap.process_comm,
                              snap.cmdline, snap.cgroup, snap.nice, snap.policy, snap.rt_priority,
-                             snap.sum_exec_runtime, snap.run_delay, snap.timeslices))
+                             snap.sum_exec_runtime, snap.run_delay, snap.timeslices, snap.read_ns))
         if rows:
             self.writer.insert_rows(
                 "proc_snapshot",
                 ["ts", "phase", "tid", "tgid", "comm", "process_comm", "cmdline", "cgroup", "nice",
-                 "policy", "rt_priority", "sum_exec_runtime", "run_delay", "timeslices"],
+                 "policy", "rt_priority", "sum_exec_runtime", "run_delay", "timeslices", "read_ns"],
                 rows,
             )
         return len(rows)

@@ -15,10 +15,17 @@ import polars as pl
 # thread by schedstat, while the trace (correctly) shows the preempted thread
 # still on the CPU. Seen: CPU hogs +2 % (+17 us per preempted slice), woken
 # threads -1 %. The tolerance therefore includes that delay as measured in
-# the capture itself (wake_to_switch_ns: for each slice that ended in
-# preemption, the time from the last wakeup queued on its CPU to the switch),
-# a little per slice for the woken side, and a small absolute and relative
-# margin for the clock reads around the /proc snapshots.
+# the capture itself, on both sides: wake_to_switch_ns (for each of the
+# thread's slices that ended in preemption, the time from the last wakeup
+# queued on its CPU to the switch) and woken_to_run_ns (for each of its slices
+# that took the CPU from a preempted thread, the time from its own wakeup to
+# the switch); plus a little per slice and a small absolute and relative
+# margin. Two more terms come from the capture too: the uncertainty of the two
+# schedstat reads (how long each took, since the reader can be preempted
+# mid-read; and, for a thread on a CPU at the read, schedstat's lag: it prints
+# the runtime as last updated, up to a tick old), and the span of any
+# switch-chain gap the thread is part of (the capture cannot know when it
+# started or stopped inside one).
 RUNTIME_TOLERANCE_ABS_NS = 2_000_000
 RUNTIME_TOLERANCE_REL = 0.02
 RUNTIME_TOLERANCE_PER_SLICE_NS = 5_000
@@ -35,6 +42,7 @@ def runtime_agreement(con: Any) -> pl.DataFrame:
     return frame.with_columns(
         (pl.col("traced_ns") - pl.col("kernel_ns")).alias("diff_ns"),
         (RUNTIME_TOLERANCE_ABS_NS + pl.col("kernel_ns") * RUNTIME_TOLERANCE_REL
-         + pl.col("wake_to_switch_ns")
+         + pl.col("wake_to_switch_ns") + pl.col("woken_to_run_ns") + pl.col("read_ns")
+         + pl.col("gap_ns")
          + pl.col("slices") * RUNTIME_TOLERANCE_PER_SLICE_NS).cast(pl.Int64).alias("tolerance_ns"),
     ).with_columns((pl.col("diff_ns").abs() <= pl.col("tolerance_ns")).alias("agrees"))

@@ -35,6 +35,7 @@ class ThreadSnapshot:
     sum_exec_runtime: int
     run_delay: int
     timeslices: int
+    read_ns: int = 0
 
 
 def _read(path: Path) -> str | None:
@@ -121,10 +122,13 @@ def _stat_fields(text: str) -> list[str]:
 def snapshot_thread(tgid: int, tid: int, *, process_name: str, cmdline: str,
                     cgroup: str) -> ThreadSnapshot | None:
     base = PROC / str(tgid) / "task" / str(tid)
+    # The kernel's runtime is read at some instant inside [ts, ts + read_ns]: keep
+    # both, since the reader itself can be preempted mid-read on a busy machine.
+    ts = time.monotonic_ns()
     schedstat = _read(base / "schedstat")
+    read_ns = time.monotonic_ns() - ts
     stat = _read(base / "stat")
     comm = _read(base / "comm")
-    ts = time.monotonic_ns()
     if schedstat is None or stat is None or comm is None:
         return None
     runtime, delay, slices = (int(x) for x in schedstat.split()[:3])
@@ -134,7 +138,7 @@ def snapshot_thread(tgid: int, tid: int, *, process_name: str, cmdline: str,
     rt_priority = int(fields[40 - 3])
     policy = POLICIES.get(int(fields[41 - 3]), f"policy-{fields[41 - 3]}")
     return ThreadSnapshot(ts, tid, tgid, comm.rstrip("\n"), process_name, cmdline, cgroup,
-                          nice, policy, rt_priority, runtime, delay, slices)
+                          nice, policy, rt_priority, runtime, delay, slices, read_ns)
 
 
 def snapshot_process(tgid: int) -> list[ThreadSnapshot]:

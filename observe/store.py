@@ -22,12 +22,23 @@ import pyarrow as pa
 
 from threadwise.errors import InputError, UsageError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
-# Numbered migrations: version -> (description, SQL applied to reach it from
-# version - 1). Version 1 is the base schema itself.
+# Numbered migrations: version -> (description, step that reaches it from
+# version - 1). Version 1 is the base schema (sql/schema_v1.sql). New captures
+# are created through the same steps, so every capture of a version has the
+# same tables whether it was written new or migrated.
 Migration = Callable[[duckdb.DuckDBPyConnection], None]
-MIGRATIONS: dict[int, tuple[str, Migration]] = {}
+
+
+def _v2_snapshot_read_time(con: duckdb.DuckDBPyConnection) -> None:
+    # the schedstat value is from an instant in [ts, ts + read_ns]; NULL: unknown
+    con.execute("ALTER TABLE proc_snapshot ADD COLUMN IF NOT EXISTS read_ns BIGINT")
+
+
+MIGRATIONS: dict[int, tuple[str, Migration]] = {
+    2: ("proc_snapshot.read_ns: how long each schedstat read took", _v2_snapshot_read_time),
+}
 
 RAW_TABLES = (
     "raw_sched_switch",
@@ -67,8 +78,9 @@ class CaptureWriter:
         self.con.execute(_sql("schema_v1.sql"))
         self.con.execute(
             "INSERT INTO schema_migrations VALUES (?, ?, ?)",
-            [SCHEMA_VERSION, dt.datetime.now(dt.UTC).replace(tzinfo=None), "base schema"],
+            [1, dt.datetime.now(dt.UTC).replace(tzinfo=None), "base schema"],
         )
+        _migrate(self.con, 1)
         self.rows: dict[str, int] = dict.fromkeys(RAW_TABLES, 0)
 
     def append(self, table: str, batch: pa.Table) -> None:
@@ -128,10 +140,11 @@ def check_output_path(path: Path, *, force: bool) -> None:
         raise UsageError(f"directory {parent} is not writable", hint="choose another --output")
 
 
-def _migrate(con: duckdb.DuckDBPyConnection, path: Path, found: int) -> None:
+def _migrate(con: duckdb.DuckDBPyConnection, found: int) -> None:
     for version in range(found + 1, SCHEMA_VERSION + 1):
         description, step = MIGRATIONS[version]
         step(con)
+        con.execute("UPDATE capture SET schema_version = ?", [version])
         con.execute(
             "INSERT INTO schema_migrations VALUES (?, ?, ?)",
             [version, dt.datetime.now(dt.UTC).replace(tzinfo=None), description],
@@ -173,7 +186,7 @@ def open_capture(path: str | Path, *, read_only: bool = True) -> Iterator[duckdb
             if read_only:
                 con.close()
                 con = duckdb.connect(str(path))
-            _migrate(con, path, version)
+            _migrate(con, version)
         if not _has_table(con, "sched_slice"):
             raise InputError(f"{path} was never finalized (no derived tables)")
         yield con

@@ -9,15 +9,47 @@
 WITH first_snap AS (
     SELECT tid,
            MIN(ts)                         AS t0,  -- BIGINT ns, first read
-           ARG_MIN(sum_exec_runtime, ts)   AS r0   -- BIGINT ns, kernel runtime then
+           ARG_MIN(sum_exec_runtime, ts)   AS r0,  -- BIGINT ns, kernel runtime then
+           ARG_MIN(COALESCE(read_ns, 0), ts) AS u0 -- BIGINT ns, how long that read took
     FROM proc_snapshot GROUP BY tid
 ), end_snap AS (
-    SELECT tid, ts AS t1, sum_exec_runtime AS r1
+    SELECT tid, ts AS t1, sum_exec_runtime AS r1, COALESCE(read_ns, 0) AS u1
     FROM proc_snapshot WHERE phase = 'end'
 ), window_ AS (
-    SELECT f.tid, f.t0, e.t1, e.r1 - f.r0 AS kernel_ns
+    SELECT f.tid, f.t0, e.t1, e.r1 - f.r0 AS kernel_ns, f.u0 + e.u1 AS read_ns
     FROM first_snap f JOIN end_snap e USING (tid)
     WHERE e.t1 > f.t0
+), woken_delay AS (
+    -- The other side of the same accounting: a thread whose wakeup preempted the
+    -- running one is charged by the kernel from its wakeup on, while the trace
+    -- starts its slice at the switch. For each slice that took the CPU from a
+    -- preempted thread: the time from this thread's last wakeup to the switch.
+    SELECT s.utid, SUM(s.ts - w.ts) AS woken_to_run_ns   -- BIGINT ns
+    FROM (SELECT ts, utid,
+                 LAG(end_state) OVER (PARTITION BY cpu ORDER BY ts) AS before_state,
+                 LAG(ts + dur) OVER (PARTITION BY utid ORDER BY ts) AS own_last_end
+          FROM sched_slice) s
+    ASOF JOIN (SELECT ts, wakee_utid FROM wakeup) w
+        ON w.wakee_utid = s.utid AND w.ts <= s.ts
+    -- only a wakeup since the thread last ran made it runnable for this slice
+    WHERE s.before_state IN ('R', 'R+') AND (s.own_last_end IS NULL OR w.ts >= s.own_last_end)
+    GROUP BY s.utid
+), gap_time AS (
+    -- a switch-chain gap (finalize.sql) hides when its threads started or stopped
+    SELECT tid, SUM(after_ts - before_ts) AS gap_ns FROM (
+        SELECT expected_tid AS tid, before_ts, after_ts FROM switch_gap
+        UNION ALL SELECT found_tid, before_ts, after_ts FROM switch_gap
+    ) GROUP BY tid
+), read_lag AS (
+    -- /proc/<tid>/schedstat prints se.sum_exec_runtime as last updated: for a
+    -- thread on a CPU at the read, that is up to one scheduler tick (10 ms at
+    -- HZ=100, the coarsest) behind, never more than its slice so far.
+    SELECT w.tid, SUM(LEAST(r.t - s.ts, 10000000)) AS lag_ns
+    FROM window_ w
+    CROSS JOIN LATERAL (SELECT w.t0 AS t UNION ALL SELECT w.t1) r
+    JOIN thread th ON th.tid = w.tid AND th.end_ts IS NULL
+    JOIN sched_slice s ON s.utid = th.utid AND s.ts <= r.t AND s.ts + s.dur > r.t
+    GROUP BY w.tid
 ), live AS (
     -- the instance of each tid that was alive at the end (tids are reused)
     SELECT tid, utid, name FROM thread WHERE end_ts IS NULL AND tid <> 0
@@ -47,10 +79,19 @@ SELECT
     COUNT(s.ts) FILTER (WHERE s.end_state IN ('R', 'R+'))
         AS preempted_slices            -- BIGINT, of which ended runnable (preempted)
     , COALESCE(ANY_VALUE(p.wake_to_switch_ns), 0)::BIGINT
-        AS wake_to_switch_ns           -- BIGINT ns, preempting wakeup -> switch, summed
+        AS wake_to_switch_ns,          -- BIGINT ns, preempting wakeup -> switch, summed
+    COALESCE(ANY_VALUE(d.woken_to_run_ns), 0)::BIGINT
+        AS woken_to_run_ns,            -- BIGINT ns, own wakeup -> switch-in after a preemption
+    (ANY_VALUE(w.read_ns) + COALESCE(ANY_VALUE(rl.lag_ns), 0))::BIGINT
+        AS read_ns,                    -- BIGINT ns, the two reads: their duration + on-CPU lag
+    COALESCE(ANY_VALUE(g.gap_ns), 0)::BIGINT
+        AS gap_ns                      -- BIGINT ns, span of switch gaps involving the thread
 FROM window_ w
 JOIN live l USING (tid)
 LEFT JOIN sched_slice s ON s.utid = l.utid AND s.ts < w.t1 AND s.ts + s.dur > w.t0
 LEFT JOIN preempt_delay p ON p.utid = l.utid
+LEFT JOIN woken_delay d ON d.utid = l.utid
+LEFT JOIN gap_time g ON g.tid = w.tid
+LEFT JOIN read_lag rl ON rl.tid = w.tid
 GROUP BY w.tid, l.utid, l.name, w.t1, w.t0, w.kernel_ns
 ORDER BY w.tid

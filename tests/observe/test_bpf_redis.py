@@ -2,82 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
-
 import pytest
 
 from threadwise.observe.store import open_capture
 
-pytestmark = [
-    pytest.mark.bpf,
-    pytest.mark.skipif(shutil.which("redis-server") is None or shutil.which("redis-benchmark") is None,
-                       reason="needs redis-server and redis-benchmark: run scripts/setup-system.sh"),
-]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_for_port(port: int, timeout_s: float = 10) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise TimeoutError(f"redis did not listen on {port}")
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory):
-    """A redis-server of our own on loopback, stopped by its PID."""
-    port = _free_port()
-    workdir = tmp_path_factory.mktemp("redis")
-    server = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--io-threads", "2",
-         "--io-threads-do-reads", "yes", "--save", "", "--dir", str(workdir),
-         # an AOF with fsync every second gives the bio_aof_fsync thread real work
-         "--appendonly", "yes", "--appendfsync", "everysec"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_for_port(port)
-        yield server, port
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-
-
-@pytest.fixture(scope="module")
-def redis_capture(redis_server, tmp_path_factory):
-    server, port = redis_server
-    out = tmp_path_factory.mktemp("redis-capture") / "redis.duckdb"
-    observer = subprocess.Popen(
-        [sys.executable, "-m", "threadwise.cli", "observe", "--pid", str(server.pid), "-d", "6s",
-         "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # start the load once tracing is live (the observer says so on stderr)
-    assert observer.stderr is not None
-    for line in observer.stderr:
-        if "tracing live" in line:
-            break
-    bench = subprocess.run(
-        ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", "50", "-n", "60000",
-         "-t", "set,get", "-q"], capture_output=True, text=True, timeout=120, check=False)
-    _stdout, stderr = observer.communicate(timeout=120)
-    assert observer.returncode == 0, stderr
-    assert bench.returncode == 0, bench.stderr
-    return out
+pytestmark = pytest.mark.bpf
+# redis_capture: the shared session fixture in tests/conftest.py
 
 
 def test_redis_threads_are_in_the_capture(redis_capture):

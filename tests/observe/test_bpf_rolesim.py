@@ -4,24 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from threadwise.observe.capture import observe
 from threadwise.observe.checks import runtime_agreement
 from threadwise.observe.store import open_capture
 from threadwise.observe.summary import summarize
-from threadwise.observe.target import Target
-from threadwise.refine.bundled import build
 
 pytestmark = pytest.mark.bpf
-
-
-@pytest.fixture(scope="module")
-def rolesim_capture(tmp_path_factory):
-    out = tmp_path_factory.mktemp("rolesim") / "rolesim.duckdb"
-    target = Target.from_options(pid=None, comm=None, cgroup=None,
-                                 command=[str(build("rolesim")), "--hot", "2", "--workers", "3"])
-    result = observe(target, out, duration_s=5.0, progress=lambda _m: None)
-    assert result.path == out and out.exists()
-    return out
+# rolesim_capture: the shared session fixture in tests/conftest.py
 
 
 def _target_threads(con):

@@ -148,3 +148,24 @@ def test_broken_switch_chain_is_a_recorded_gap(tmp_path):
         # A's slice runs into the gap: no end state, flagged as clipped
         assert con.execute("SELECT dur, end_state, clipped FROM sched_slice JOIN thread USING (utid) "
                            "WHERE tid = 10").fetchall() == [(200, None, True)]
+
+
+def test_a_version_1_capture_is_migrated_on_open(tmp_path):
+    from threadwise.observe.store import SCHEMA_VERSION
+
+    path = build_capture(tmp_path / "old.duckdb", start_ts=0, end_ts=10, events={})
+    # make it look like a capture written before migration 2 existed
+    con = duckdb.connect(str(path))
+    con.execute("ALTER TABLE proc_snapshot DROP COLUMN read_ns")
+    con.execute("DELETE FROM schema_migrations WHERE version > 1")
+    con.execute("UPDATE capture SET schema_version = 1")
+    con.close()
+    with open_capture(path) as con:
+        versions = [v for (v,) in con.execute(
+            "SELECT version FROM schema_migrations ORDER BY 1").fetchall()]
+        columns = {c for (c,) in con.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_name = 'proc_snapshot'").fetchall()}
+        assert con.execute("SELECT schema_version FROM capture").fetchall() == [(SCHEMA_VERSION,)]
+    assert versions == list(range(1, SCHEMA_VERSION + 1))
+    assert "read_ns" in columns
