@@ -31,3 +31,88 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "bpf" in item.keywords:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+# --- live workloads, captured once per session and shared by the stages' bpf tests ---
+
+ROLESIM_ARGS = ("--hot", "2", "--workers", "3")
+
+
+@pytest.fixture(scope="session")
+def rolesim_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 5 s capture of the bundled workload, launched by the observer."""
+    from threadwise.observe.capture import observe
+    from threadwise.observe.target import Target
+    from threadwise.refine.bundled import build
+
+    out = tmp_path_factory.mktemp("rolesim") / "rolesim.duckdb"
+    target = Target.from_options(pid=None, comm=None, cgroup=None,
+                                 command=[str(build("rolesim")), *ROLESIM_ARGS])
+    observe(target, out, duration_s=5.0, progress=lambda _m: None)
+    return out
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_for_port(port: int, timeout_s: float = 10) -> None:
+    import socket
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"redis did not listen on {port}")
+
+
+@pytest.fixture(scope="session")
+def redis_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Our own redis-server on loopback (io threads, AOF) under redis-benchmark, observed
+    with `threadwise observe --pid` for 5 s; the server is stopped by its PID."""
+    import signal
+    import subprocess
+    import sys
+
+    if shutil.which("redis-server") is None or shutil.which("redis-benchmark") is None:
+        pytest.skip("needs redis-server and redis-benchmark: run scripts/setup-system.sh")
+    port = _free_port()
+    workdir = tmp_path_factory.mktemp("redis")
+    server = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--io-threads", "2",
+         "--io-threads-do-reads", "yes", "--save", "", "--dir", str(workdir), "--daemonize", "no",
+         # an AOF fsynced every second gives the bio_aof_fsync thread real work
+         "--appendonly", "yes", "--appendfsync", "everysec"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for_port(port)
+        out = workdir / "redis.duckdb"
+        observer = subprocess.Popen(
+            [sys.executable, "-m", "threadwise.cli", "observe", "--pid", str(server.pid), "-d", "5s",
+             "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert observer.stderr is not None
+        for line in observer.stderr:   # load starts once tracing is live
+            if "tracing live" in line:
+                break
+        bench = subprocess.Popen(
+            ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", "50", "-n", "2000000",
+             "-t", "set,get", "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _stdout, stderr = observer.communicate(timeout=120)
+        bench.send_signal(signal.SIGTERM)
+        bench.wait(timeout=30)
+        assert observer.returncode == 0, stderr
+        return out
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()

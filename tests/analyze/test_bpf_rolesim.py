@@ -11,20 +11,15 @@ import pytest
 
 from threadwise.analyze import analyze_capture
 from threadwise.analyze.store import stored_version
-from threadwise.observe.capture import observe
-from threadwise.observe.target import Target
-from threadwise.refine.bundled import ROLESIM_ROLES, build
+from threadwise.refine.bundled import ROLESIM_ROLES
 
 pytestmark = pytest.mark.bpf
 
 
 @pytest.fixture(scope="module")
-def rolesim(tmp_path_factory):
-    out = tmp_path_factory.mktemp("rolesim") / "rolesim.duckdb"
-    target = Target.from_options(pid=None, comm=None, cgroup=None,
-                                 command=[str(build("rolesim")), "--hot", "2", "--workers", "3"])
-    observe(target, out, duration_s=5.0, progress=lambda _m: None)
-    return out, analyze_capture(out)
+def rolesim(rolesim_capture):
+    """The shared live capture (tests/conftest.py) and its analysis."""
+    return rolesim_capture, analyze_capture(rolesim_capture)
 
 
 def _by_pattern(analysis):
