@@ -12,8 +12,9 @@ CommPrefixExclude..., AvgRuntime?], one block per pattern (OR).
   cores x threads-per-core, so it is allocated whole physical cores with their
   SMT siblings kept idle. Cores are handed out in profile order from the
   shape's budget (cores minus reserve); a group whose whole-core demand does
-  not fit what is left is demoted to a Grouped layer (utilisation-sized,
-  preempting) and the layer's comment and the notes say so.
+  not fit what is left is demoted to a Grouped layer (utilisation-sized, not
+  preempting: a hog without cores of its own must not take every CPU from the
+  rest) and the layer's comment and the notes say so.
 - latency: Open, preempt, short slices. batch / housekeeping: Open, low
   weight. default: Open with scx_layered's defaults set explicitly.
 Every option is set explicitly (weight, slice_us), so that the oracle check
@@ -42,7 +43,10 @@ TREATMENT_OPTIONS: dict[Treatment, dict[str, Any]] = {
     Treatment.HOUSEKEEPING: {"slice_us": 5000, "weight": 10},
     Treatment.DEFAULT: {"slice_us": 20000, "weight": 100},
 }
-DEMOTED_OPTIONS: dict[str, Any] = {"preempt": True, "slice_us": 20000, "weight": 100}
+# A demoted CPU hog must not preempt: with no cores of its own it would take
+# every CPU from everything else (seen in the lab: two demoted rolesim spinners
+# at 194 % of 2 vCPUs, a `threadwise status` in the catch-all took 5 minutes).
+DEMOTED_OPTIONS: dict[str, Any] = {"preempt": False, "slice_us": 20000, "weight": 100}
 CATCH_ALL_OPTIONS: dict[str, Any] = {"slice_us": 20000, "weight": 100}
 
 
