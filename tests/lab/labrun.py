@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -82,3 +83,14 @@ def share_on(rows: list[tuple[str, int, int]], name: str, cpus: set[int]) -> flo
     total = sum(dur for thread, _cpu, dur in rows if thread == name)
     inside = sum(dur for thread, cpu, dur in rows if thread == name and cpu in cpus)
     return inside / total if total else 0.0
+
+
+def threadwise(*args: str) -> subprocess.CompletedProcess:
+    """Run the CLI on the host (training, linting) as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "threadwise.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )

@@ -9,27 +9,15 @@ of their CPU time, see labrun.py).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import tomllib
 
 import pytest
 
-from tests.lab.labrun import MIN_SHARE, hot_slices, run_guest_script, share_on
+from tests.lab.labrun import MIN_SHARE, hot_slices, run_guest_script, share_on, threadwise
 from threadwise.observe.store import open_capture
 from threadwise.refine.bundled import build
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
-
-
-def threadwise(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "threadwise.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")

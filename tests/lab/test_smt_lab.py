@@ -10,25 +10,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
-from tests.lab.labrun import MIN_SHARE, hot_slices, run_guest_script, share_on
+from tests.lab.labrun import MIN_SHARE, hot_slices, run_guest_script, share_on, threadwise
 from threadwise.refine.bundled import build
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 GUEST_SHAPE = "cores=2,threads-per-core=2"
-
-
-def threadwise(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "threadwise.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
 
 
 PROFILE = """\
