@@ -32,18 +32,12 @@ app = typer.Typer(
 
 def _register_stages() -> None:
     from threadwise import demo
+    from threadwise.analyze import cli as analyze_cli
     from threadwise.observe import cli as observe_cli
+    from threadwise.runtime import cli as runtime_cli
+    from threadwise.synthesize import cli as synthesize_cli
 
-    for module in (observe_cli, demo):
-        module.register(app)
-    # Stages that are not built yet simply register nothing.
-    for name in ("analyze", "synthesize", "refine", "runtime"):
-        try:
-            module = __import__(f"threadwise.{name}.cli", fromlist=["register"])
-        except ModuleNotFoundError as missing:
-            if missing.name not in (f"threadwise.{name}", f"threadwise.{name}.cli"):
-                raise
-            continue
+    for module in (observe_cli, analyze_cli, synthesize_cli, runtime_cli, demo):
         module.register(app)
 
 
