@@ -104,9 +104,12 @@ def test_runtime_agrees_with_schedstat(rolesim_capture):
     bad = frame.filter(~frame["agrees"])
     assert bad.is_empty(), bad.to_dicts()
     # the CPU hogs: the trace sees a little more than schedstat, never more than the
-    # measured wakeup-to-preemption delays explain (see checks.py)
+    # measured wakeup-to-preemption delays explain (see checks.py), up to what the
+    # switch-chain gaps they were part of leave unknown
     for hog in frame.filter(frame["name"].str.starts_with("hot-")).to_dicts():
-        assert 0 < hog["diff_ns"] <= 2_000_000 + 0.02 * hog["kernel_ns"] + hog["wake_to_switch_ns"], hog
+        unknown = hog["gap_ns"] + hog["read_ns"]
+        assert hog["diff_ns"] + unknown > 0, hog
+        assert hog["diff_ns"] <= 2_000_000 + 0.02 * hog["kernel_ns"] + hog["wake_to_switch_ns"] + unknown, hog
 
 
 def test_loss_is_recorded_and_consistent(rolesim_capture):
