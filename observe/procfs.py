@@ -47,10 +47,6 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def pid_exists(pid: int) -> bool:
-    return (PROC / str(pid)).is_dir()
-
-
 def process_alive(pid: int) -> bool:
     """Exists and is not a zombie (an exited child its parent has not reaped yet)."""
     stat = _read(PROC / str(pid) / "stat")

@@ -15,7 +15,3 @@ def cache_dir() -> Path:
     path.mkdir(parents=True, exist_ok=True)
     return path
 
-
-def repo_root() -> Path:
-    """The checkout this package was installed from (editable installs)."""
-    return Path(__file__).resolve().parent.parent

@@ -142,8 +142,7 @@ def test_cgroup_target(tmp_path):
                                 capture_output=True, text=True, timeout=60, check=False)
     finally:
         workload.kill()
-        workload.wait()
-        (mount / "cgroup.procs").write_text(str(workload.pid)) if procfs.pid_exists(workload.pid) else None
+        workload.wait()   # reaped: it has left the cgroup, which can now be removed
         group.rmdir()
     assert result.returncode == 0, result.stderr
     with open_capture(out) as con:
