@@ -184,7 +184,9 @@ class Supervisor:
         env = dict(os.environ, NO_COLOR="1", RUST_LOG_STYLE="never")
         with self.files.log.open("wb") as out:
             child = subprocess.Popen(
-                [str(binary), f"f:{self.config}"],
+                # --enable-match-debug keeps scx_layered's tid -> layer map, which
+                # `membership.py` reads to prove each thread sits in its layer.
+                [str(binary), "--enable-match-debug", f"f:{self.config}"],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,

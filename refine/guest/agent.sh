@@ -1,0 +1,169 @@
+#!/bin/sh
+# agent.sh: runs one ladder plan inside a guest (vng lab, busybox initramfs) or on a sched_ext host.
+#
+# Usage: agent.sh OUT          (OUT holds plan.sh, written by `threadwise ladder`; results go there too)
+#
+# The agent only runs commands and writes raw files (layout: docs/refine.md, "The ladder"); the host
+# parses, judges and stores them, so the same agent serves every kind of guest. POSIX sh only: it
+# must run under busybox ash as well as dash. plan.sh defines the workload's commands as functions
+# (service_cmd, load_cmd, ready_cmd) and variables, then calls the steps below in order:
+#   service_start | attach ARM | cell IDX ARM LEVEL REPEAT | detach ARM | service_stop
+set -u
+OUT=${1:?usage: agent.sh OUT}
+cd "$OUT" || exit 97
+LOG="$OUT/agent.log"
+SVC_PID=""
+SCX_PID=""
+
+say() { echo "agent: $*" >> "$LOG"; }
+uptime_s() { cut -d' ' -f1 /proc/uptime; }
+sched_state() {
+    st=$(cat /sys/kernel/sched_ext/state 2>/dev/null || echo absent)
+    ops=$(cat /sys/kernel/sched_ext/root/ops 2>/dev/null || echo -)
+    echo "$st $ops"
+}
+
+# The process ids whose comm starts with $TARGET (scx_layered's PcommPrefix).
+target_pids() {
+    for d in /proc/[0-9]*; do
+        c=$(cat "$d/comm" 2>/dev/null) || continue
+        case "$c" in "$TARGET"*) echo "${d#/proc/}" ;; esac
+    done
+}
+
+# tid comm of every thread of the target processes.
+target_threads() {
+    for p in $(target_pids); do
+        for t in /proc/"$p"/task/[0-9]*; do
+            c=$(cat "$t/comm" 2>/dev/null) && echo "$p ${t##*/} $c"
+        done
+    done
+}
+
+service_start() {
+    say "service: starting"
+    service_cmd > "$OUT/service.log" 2> "$OUT/service.err" < /dev/null &
+    SVC_PID=$!
+    echo "$SVC_PID" > "$OUT/service.pid"
+    t0=$(date +%s)
+    while :; do
+        if ! kill -0 "$SVC_PID" 2>/dev/null; then
+            say "service: exited before it was ready"; echo "service-died" > "$OUT/failed"; exit 3
+        fi
+        if ready_cmd > /dev/null 2>&1; then break; fi
+        if [ $(( $(date +%s) - t0 )) -ge "$READY_TIMEOUT" ]; then
+            say "service: not ready after $READY_TIMEOUT s"; echo "service-not-ready" > "$OUT/failed"; exit 3
+        fi
+        sleep 0.2
+    done
+    say "service: ready (pid $SVC_PID) after $(( $(date +%s) - t0 )) s"
+}
+
+service_stop() {
+    [ -n "$SVC_PID" ] || return 0
+    kill -TERM "$SVC_PID" 2>/dev/null
+    i=0
+    while kill -0 "$SVC_PID" 2>/dev/null && [ "$i" -lt $((STOP_TIMEOUT * 5)) ]; do sleep 0.2; i=$((i + 1)); done
+    kill -KILL "$SVC_PID" 2>/dev/null
+    wait "$SVC_PID" 2>/dev/null
+    say "service: stopped"
+}
+
+# attach ARM: start scx_layered with arms/ARM.json; wait for the kernel to say it is attached.
+attach() {
+    say "attach $1: starting"
+    t0=$(date +%s)
+    if [ "$ATTACH_MODE" = runtime ]; then
+        if ! threadwise apply "$OUT/arms/$1.json" --attach-timeout "$ATTACH_TIMEOUT" \
+                > "$OUT/arms/$1.apply.log" 2>&1; then
+            say "attach $1: FAILED"; cat "$OUT/arms/$1.apply.log" >> "$LOG"; echo "attach-$1" > "$OUT/failed"; exit 4
+        fi
+    else
+        "$SCX" --enable-match-debug "f:$OUT/arms/$1.json" > "$OUT/arms/$1.scx.log" 2>&1 &
+        SCX_PID=$!
+        while [ "$(cat /sys/kernel/sched_ext/state 2>/dev/null)" != enabled ]; do
+            if ! kill -0 "$SCX_PID" 2>/dev/null || [ $(( $(date +%s) - t0 )) -ge "$ATTACH_TIMEOUT" ]; then
+                say "attach $1: FAILED"; tail -5 "$OUT/arms/$1.scx.log" >> "$LOG"
+                kill -INT "$SCX_PID" 2>/dev/null; echo "attach-$1" > "$OUT/failed"; exit 4
+            fi
+            sleep 0.5
+        done
+    fi
+    echo "$(( $(date +%s) - t0 ))" > "$OUT/arms/$1.attach_s"
+    # Threads renamed after being matched are re-matched only when they next become runnable
+    # (LAB.md): stop and continue the target processes so every thread re-enters the run queue.
+    for p in $(target_pids); do kill -STOP "$p" 2>/dev/null; done
+    sleep 0.05
+    for p in $(target_pids); do kill -CONT "$p" 2>/dev/null; done
+    say "attach $1: attached after $(cat "$OUT/arms/$1.attach_s") s ($(sched_state))"
+}
+
+detach() {
+    if [ "$ATTACH_MODE" = runtime ]; then
+        threadwise stop > "$OUT/arms/$1.stop.log" 2>&1 || say "detach $1: stop reported a problem"
+    elif [ -n "$SCX_PID" ]; then
+        kill -INT "$SCX_PID" 2>/dev/null; wait "$SCX_PID" 2>/dev/null; SCX_PID=""
+    fi
+    i=0
+    while [ "$(cat /sys/kernel/sched_ext/state 2>/dev/null || echo disabled)" != disabled ] && [ "$i" -lt 100 ]; do
+        sleep 0.2; i=$((i + 1))
+    done
+    say "detach $1: $(sched_state)"
+}
+
+# The POSIX `times` builtin of THIS shell (its second line: reaped children's user and sys time).
+# Never in a subshell: a forked shell starts with zero child times.
+
+alive() { if [ -n "$SVC_PID" ]; then kill -0 "$SVC_PID" 2>/dev/null && echo 1 || echo 0; else echo -; fi; }
+
+# cell IDX ARM LEVEL REPEAT: background level, warm-up, one measurement window, raw results.
+cell() {
+    d="$OUT/cells/$1"; mkdir -p "$d"
+    echo "$1 $2 $3 $4" > "$d/cell"
+    say "cell $1: arm=$2 bg=$3 repeat=$4"
+    sched_state > "$d/state.before"; alive > "$d/service.alive.before"
+    SPID=""
+    if [ "$3" -gt 0 ]; then "$SPIN" "$3" $SPIN_ARGS & SPID=$!; fi
+    sleep "$WARMUP"
+    [ -n "$SPID" ] && cat "/proc/$SPID/stat" > "$d/spin.stat.before"
+    times > "$d/times.before"
+    start=$(uptime_s); lines0=$(wc -l < "$OUT/service.log" 2>/dev/null || echo 0)
+    if [ "$LOAD_SOURCE" = command ]; then
+        load_cmd > "$d/load.stdout" 2> "$d/load.stderr" < /dev/null &
+        LPID=$!
+    else
+        sleep "$WINDOW" & LPID=$!
+    fi
+    # Membership mid-window (a load command may itself be the target).
+    sleep "$MEMBERSHIP_AT"
+    times > "$d/times.mid0"
+    if [ "$2" != baseline ]; then
+        target_threads > "$d/threads.txt"
+        bpftool -j map dump name layer_match_dbg > "$d/membership.json" 2> "$d/membership.err"
+    fi
+    times > "$d/times.mid1"
+    wait "$LPID"; echo $? > "$d/load.rc"
+    times > "$d/times.after"
+    end=$(uptime_s); lines1=$(wc -l < "$OUT/service.log" 2>/dev/null || echo 0)
+    [ -n "$SPID" ] && cat "/proc/$SPID/stat" > "$d/spin.stat.after"
+    [ -n "$SPID" ] && { kill "$SPID"; wait "$SPID" 2>/dev/null; }
+    echo "$start $end" > "$d/wall"; echo "$lines0 $lines1" > "$d/service.lines"
+    sched_state > "$d/state.after"; alive > "$d/service.alive.after"
+    getconf CLK_TCK > "$d/clk_tck" 2>/dev/null || echo 100 > "$d/clk_tck"
+    echo ok > "$d/done"
+    say "cell $1: done ($(cat "$d/load.rc"))"
+}
+
+on_signal() {
+    say "interrupted"
+    [ -n "$SCX_PID" ] && kill -INT "$SCX_PID" 2>/dev/null
+    [ "$ATTACH_MODE" = runtime ] && threadwise stop > /dev/null 2>&1
+    service_stop
+    exit 130
+}
+trap on_signal INT TERM
+
+say "start $(uname -r) cpus=$(nproc 2>/dev/null || echo ?) $(sched_state)"
+. "$OUT/plan.sh"
+say "finished"
+echo ok > "$OUT/finished"

@@ -1,0 +1,260 @@
+"""The background-load ladder: plan the cells, have the guest agent run them, bring the raw files back.
+
+Problem: comparing schedulers on one workload needs every arm (the kernel's
+default scheduler and each profile) measured at every background level,
+repeated, back to back on the same machine, in an order that spreads slow
+drift evenly over the arms; and where the host has no sched_ext it must all
+happen inside one lab VM boot, with nothing but a POSIX shell in the guest
+guaranteed.
+
+Approach: `plan_cells` lays the cells out: per repeat, the arms take turns
+(ABBA: the order reverses every repeat; or shuffled with a recorded seed), and
+in its turn an arm runs every level once, ascending. A profile arm attaches
+once per turn. `plan_script` renders the plan as `plan.sh`: the workload's
+commands as shell functions (argv quoted, placeholders substituted here) and
+one agent step per line. `execute` runs `guest/agent.sh` on it: in the lab VM
+(one boot; the agent's log is streamed while it runs), or directly on a host
+with sched_ext. Parsing, validity and statistics happen afterwards on the host
+(`ingest.py`), from the raw files alone.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shlex
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from threadwise.errors import UsageError
+from threadwise.refine.workload import Workload, render_argv
+
+BASELINE = "baseline"
+ORDERS = ("abba", "shuffle")
+DEFAULT_LEVELS = (0, 1, 2, 4, 8)
+ARM_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm: the baseline (nothing attached) or a profile compiled for the guest's shape."""
+
+    name: str
+    profile_toml: str | None = None  # the profile as measured
+    config_json: str | None = None  # its scx_layered config for the shape
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.config_json is None
+
+
+@dataclass(frozen=True)
+class Cell:
+    idx: int
+    arm: str
+    level: int
+    repeat: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    workload: Workload
+    arms: tuple[Arm, ...]
+    levels: tuple[int, ...]
+    repeats: int
+    order: str
+    seed: int
+    shape: str  # the shape the profile arms were compiled for
+    turns: tuple[tuple[str, tuple[Cell, ...]], ...] = field(default=())
+
+    @property
+    def cells(self) -> list[Cell]:
+        return [cell for _, cells in self.turns for cell in cells]
+
+    def arm(self, name: str) -> Arm:
+        return next(arm for arm in self.arms if arm.name == name)
+
+
+def check_arm_name(name: str) -> str:
+    if not name or not set(name) <= ARM_NAME_CHARS:
+        raise UsageError(f"bad arm name {name!r}", hint="letters, digits, '_', '.', '-'")
+    return name
+
+
+def plan_cells(arms: list[str], levels: list[int], repeats: int, order: str,
+               seed: int) -> tuple[tuple[str, tuple[Cell, ...]], ...]:
+    """Turns of (arm, its cells for one repeat) in execution order."""
+    if order not in ORDERS:
+        raise UsageError(f"unknown order {order!r}", hint=f"one of {', '.join(ORDERS)}")
+    if repeats < 1:
+        raise UsageError("--repeats must be at least 1")
+    if not levels or any(level < 0 for level in levels):
+        raise UsageError(f"bad levels {levels}", hint="non-negative spinner counts, e.g. 0,1,2,4,8")
+    if len(set(arms)) != len(arms):
+        raise UsageError(f"arm names repeat: {arms}", hint="give each profile arm its own name")
+    rng = random.Random(seed)
+    turns = []
+    idx = 0
+    for repeat in range(1, repeats + 1):
+        if order == "abba":
+            sequence = arms if repeat % 2 else list(reversed(arms))
+        else:
+            sequence = list(arms)
+            rng.shuffle(sequence)
+        for arm in sequence:
+            cells = []
+            for level in sorted(levels):
+                cells.append(Cell(idx, arm, level, repeat))
+                idx += 1
+            turns.append((arm, tuple(cells)))
+    return tuple(turns)
+
+
+def make_plan(workload: Workload, arms: list[Arm], *, levels: list[int], repeats: int,
+              order: str = "abba", seed: int = 1, shape: str) -> Plan:
+    for arm in arms:
+        check_arm_name(arm.name)
+    turns = plan_cells([arm.name for arm in arms], levels, repeats, order, seed)
+    return Plan(workload, tuple(arms), tuple(sorted(levels)), repeats, order, seed, shape, turns)
+
+
+def _function(name: str, argv: list[str]) -> str:
+    return f"{name}() {{ {shlex.join(argv)}; }}"
+
+
+def _ready_function(workload: Workload) -> str:
+    service = workload.service
+    assert service is not None
+    ready = service.ready
+    if ready.tcp_port is not None:
+        probe = ("import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 1)")
+        return _function("ready_cmd", [sys.executable, "-c", probe, str(ready.tcp_port)])
+    if ready.log_line is not None:
+        line = shlex.quote(ready.log_line)
+        return f'ready_cmd() {{ grep -qF -- {line} "$OUT/service.log" "$OUT/service.err"; }}'
+    assert ready.command is not None
+    return _function("ready_cmd", render_argv(list(ready.command), window_s=workload.objective.window_s))
+
+
+def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
+                attach_timeout_s: float = 240.0, spin_args: str = "") -> str:
+    """plan.sh for guest/agent.sh: variables, the workload's commands, then one step a line."""
+    workload = plan.workload
+    objective = workload.objective
+    window = objective.window_s
+    q = shlex.quote
+    lines = [
+        "# plan.sh: generated by threadwise ladder; sourced by guest/agent.sh (POSIX sh).",
+        f"TARGET={q(workload.target.process)}",
+        f"WARMUP={objective.warmup_s:g}",
+        f"WINDOW={window:g}",
+        f"MEMBERSHIP_AT={min(1.0, window / 2):g}",
+        f"LOAD_SOURCE={q(workload.load.source)}",
+        f"SPIN={q(str(spin))}",
+        f"SPIN_ARGS={q(spin_args)}",
+        f"ATTACH_MODE={q(attach_mode)}",
+        f"ATTACH_TIMEOUT={int(attach_timeout_s)}",
+        f"SCX={q(str(scx) if scx else '')}",
+    ]
+    if workload.service is not None:
+        lines += [f"READY_TIMEOUT={int(workload.service.ready_timeout_s)}",
+                  f"STOP_TIMEOUT={int(workload.service.stop_timeout_s)}",
+                  _function("service_cmd", render_argv(list(workload.service.command), window_s=window)),
+                  _ready_function(workload)]
+    if workload.load.source == "command":
+        assert workload.load.command is not None
+        lines.append(_function("load_cmd", render_argv(list(workload.load.command), window_s=window)))
+    if workload.service is not None:
+        lines.append("service_start")
+    for arm_name, cells in plan.turns:
+        arm = plan.arm(arm_name)
+        if not arm.is_baseline:
+            lines.append(f"attach {q(arm.name)}")
+        lines += [f"cell {c.idx} {q(c.arm)} {c.level} {c.repeat}" for c in cells]
+        if not arm.is_baseline:
+            lines.append(f"detach {q(arm.name)}")
+    if workload.service is not None:
+        lines.append("service_stop")
+    return "\n".join(lines) + "\n"
+
+
+def agent_path() -> Path:
+    return Path(str(resources.files("threadwise.refine").joinpath("guest", "agent.sh")))
+
+
+def write_plan(plan: Plan, out: Path, script: str) -> None:
+    """The run directory as the agent expects it: plan.sh and arms/<arm>.json."""
+    (out / "arms").mkdir(parents=True, exist_ok=True)
+    (out / "cells").mkdir(exist_ok=True)
+    for arm in plan.arms:
+        if arm.config_json is not None:
+            (out / "arms" / f"{arm.name}.json").write_text(arm.config_json)
+    (out / "plan.sh").write_text(script)
+
+
+class _Tail:
+    """Print the agent's log as it grows (the lab's stdout arrives only at the end)."""
+
+    def __init__(self, path: Path, emit: Callable[[str], None]) -> None:
+        self.path, self.emit, self.offset = path, emit, 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.done.wait(1.0):
+            self.flush()
+        self.flush()
+
+    def flush(self) -> None:
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read()
+        except OSError:
+            return
+        complete = data[: data.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        for line in complete.decode(errors="replace").splitlines():
+            self.emit(line)
+
+    def __enter__(self) -> _Tail:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.done.set()
+        self.thread.join(timeout=5)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """Where the cells ran and how the run ended."""
+
+    guest_kernel: str | None
+    vcpus: int
+    tcg: bool
+    wall_s: float
+    status: int  # the agent's exit status (0: every step ran)
+
+
+def execute(out: Path, *, lab: bool, cpus: int, timeout_s: float,
+            progress: Callable[[str], None]) -> Execution:
+    """Run the agent on `out` (plan.sh written), in the lab VM or on this host."""
+    import subprocess
+
+    argv = ["sh", str(agent_path()), str(out)]
+    started = time.monotonic()
+    with _Tail(out / "agent.log", progress):
+        if lab:
+            from threadwise.runtime.lab import run_in_lab
+
+            result = run_in_lab(argv, cpus=cpus, timeout_s=timeout_s, out_dir=out)
+            return Execution(result.release, cpus, True, time.monotonic() - started, result.status)
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, check=False,
+                              stdout=(out / "stdout").open("wb"), stderr=(out / "stderr").open("wb"))
+    return Execution(None, os.cpu_count() or 1, False, time.monotonic() - started, done.returncode)

@@ -1,0 +1,138 @@
+"""What makes a ladder cell valid: the comparison it claims really happened.
+
+Problem: a cell can produce a plausible number while measuring something
+else: the background spinners never ran (a flat ladder that looks like a
+robust profile, LAB.md), the load generator saturated its own CPU (the number
+is the generator's limit, not the service's), the service died, the
+scheduler was not attached (or was, in a baseline cell), or the profile's
+threads sat in the wrong layer (scx_layered re-matches a renamed thread only
+when it next wakes; the profile then measures as worse than none).
+
+Approach: read the agent's raw files of one cell into `CellRaw`, then judge it
+with explicit thresholds; each failure is a short reason kept with the cell.
+Nothing here computes a statistic; invalid cells stay in the data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SPINNER_MIN_SHARE = 0.80  # background CPU >= 80% of level x window
+GENERATOR_MAX_SHARE = 0.90  # generator CPU < 90% of one CPU over the window
+
+
+@dataclass
+class CellRaw:
+    """One cell's raw files, parsed (None: the file is missing)."""
+
+    idx: int
+    arm: str
+    level: int
+    repeat: int
+    done: bool
+    wall_s: float | None = None
+    spinner_cpu_s: float | None = None
+    generator_cpu_s: float | None = None
+    state_before: str | None = None
+    state_after: str | None = None
+    alive_before: str | None = None
+    alive_after: str | None = None
+    load_rc: int | None = None
+    membership_error: str | None = None
+    mismatched: list[str] = field(default_factory=list)  # "comm (tid N): expected X, in Y"
+    members: int = 0  # target threads checked
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def times_children_s(text: str) -> float:
+    """Children's user+sys seconds from the POSIX `times` output (its second line)."""
+    line = text.strip().splitlines()[-1]
+    total = 0.0
+    for part in line.split():
+        minutes, _, seconds = part.rstrip("s").partition("m")
+        total += float(minutes) * 60 + float(seconds)
+    return total
+
+
+def stat_cpu_s(before: str, after: str, clk_tck: int) -> float:
+    """utime+stime growth of a /proc/PID/stat pair, in seconds."""
+    def ticks(stat: str) -> int:
+        fields = stat[stat.rfind(")") + 2:].split()
+        return int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
+    return (ticks(after) - ticks(before)) / clk_tck
+
+
+def read_cell(directory: Path, *, source: str) -> CellRaw:
+    """The raw files of cells/<idx> (written by guest/agent.sh)."""
+    idx, arm, level, repeat = (_read(directory / "cell") or "").split()
+    raw = CellRaw(int(idx), arm, int(level), int(repeat), done=(directory / "done").is_file())
+    wall = _read(directory / "wall")
+    if wall:
+        start, end = (float(v) for v in wall.split())
+        raw.wall_s = end - start
+    before, after = _read(directory / "spin.stat.before"), _read(directory / "spin.stat.after")
+    clk = int(_read(directory / "clk_tck") or 100)
+    if before and after:
+        raw.spinner_cpu_s = stat_cpu_s(before, after, clk)
+    elif raw.level == 0:
+        raw.spinner_cpu_s = 0.0
+    stamps = [_read(directory / f"times.{tag}") for tag in ("before", "mid0", "mid1", "after")]
+    if source == "command" and all(stamps):
+        b, m0, m1, a = (times_children_s(s) for s in stamps if s)
+        raw.generator_cpu_s = max((a - b) - (m1 - m0), 0.0)  # minus the membership probe's CPU
+    raw.state_before = _read(directory / "state.before")
+    raw.state_after = _read(directory / "state.after")
+    raw.alive_before = _read(directory / "service.alive.before")
+    raw.alive_after = _read(directory / "service.alive.after")
+    rc = _read(directory / "load.rc")
+    raw.load_rc = int(rc) if rc not in (None, "") else None
+    return raw
+
+
+def _attached(state: str | None) -> bool:
+    return bool(state) and state.split()[0] == "enabled" and "layered" in state
+
+
+def reasons(raw: CellRaw, *, window_s: float, metrics_error: str | None) -> list[str]:
+    """Why the cell is invalid (empty: valid)."""
+    found: list[str] = []
+    if not raw.done:
+        return ["cut: the cell never finished (the run stopped during it)"]
+    wall = raw.wall_s or window_s
+    if raw.level > 0:
+        want = SPINNER_MIN_SHARE * raw.level * wall
+        got = raw.spinner_cpu_s
+        if got is None or got < want:
+            shown = "no reading" if got is None else f"{got:.2f} s"
+            found.append(f"spinners: {raw.level} spinners burned {shown} of CPU in {wall:.1f} s "
+                         f"(need >= {want:.2f} s)")
+    if raw.generator_cpu_s is not None and raw.generator_cpu_s >= GENERATOR_MAX_SHARE * wall:
+        found.append(f"generator: the load generator used {raw.generator_cpu_s:.2f} s of CPU in "
+                     f"{wall:.1f} s (saturated: it, not the service, was the bottleneck)")
+    if "0" in (raw.alive_before, raw.alive_after):
+        found.append("service: the service was not alive for the whole cell")
+    if raw.arm == "baseline":
+        if _attached(raw.state_before) or _attached(raw.state_after):
+            found.append(f"attach: a sched_ext scheduler was attached in a baseline cell "
+                         f"({raw.state_before} / {raw.state_after})")
+    else:
+        if not (_attached(raw.state_before) and _attached(raw.state_after)):
+            found.append(f"attach: scx_layered was not attached for the whole cell "
+                         f"(start {raw.state_before}, end {raw.state_after})")
+        if raw.membership_error:
+            found.append(f"membership: {raw.membership_error}")
+        elif raw.mismatched:
+            found.append(f"membership: {len(raw.mismatched)} of {raw.members} target threads outside "
+                         f"their group's layer: " + ", ".join(raw.mismatched[:4]))
+    if raw.load_rc not in (0, None):
+        found.append(f"load: the load generator exited with status {raw.load_rc}")
+    if metrics_error:
+        found.append(f"load: {metrics_error}")
+    return found

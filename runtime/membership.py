@@ -1,0 +1,195 @@
+"""Which layer each target thread really sits in, and whether that is the layer its group names.
+
+Problem: scx_layered 1.1.4 matches a task to a layer when the scheduler
+attaches, at fork (with the parent's comm), and again only when the task next
+becomes runnable after a rename (`tp_btf/task_rename` sets a flag that
+`layered_runnable` acts on). A thread created after the attach that names
+itself and never blocks stays in the layer it got at fork: measured in the lab
+(LAB.md), the profile then makes things worse. A profile whose threads are
+not where it puts them must not be trusted, and per-layer task counts cannot
+show it.
+
+Approach: the runtime starts scx_layered with `--enable-match-debug`, which
+keeps a BPF hash map `layer_match_dbg` (tid -> index of the layer last
+matched). `read_match_map` dumps it with bpftool. The expected layer of a
+thread is the first layer of the applied config whose match blocks accept its
+comm and its process's comm (the same first-match rule scx_layered uses,
+through synthesize's neutral layer view); layers whose blocks use matchers a
+name cannot decide (AvgRuntime, cgroups, ...) make the expectation unknown
+rather than wrong. `rematch` makes every thread of a process runnable again
+(SIGSTOP, then SIGCONT: each thread leaves and re-enters the run queue), which
+is when scx_layered re-reads a renamed thread's name; the process pauses for
+that instant.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from threadwise.errors import MissingTool, ThreadwiseError
+
+MATCH_MAP = "layer_match_dbg"
+PROC = Path("/proc")
+
+
+class MembershipUnavailable(ThreadwiseError):
+    """The tid -> layer map could not be read."""
+
+
+@dataclass(frozen=True)
+class ThreadLayer:
+    """One target thread: where its group puts it, and where scx_layered has it."""
+
+    tid: int
+    pid: int
+    comm: str
+    process: str
+    expected: str | None  # None: no name-decidable layer (AvgRuntime, cgroup matchers)
+    actual: str | None  # None: not in the map (never matched since the attach)
+
+    @property
+    def ok(self) -> bool:
+        return self.expected is None or self.expected == self.actual
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+
+def _bpftool() -> str:
+    path = shutil.which("bpftool") or next(
+        (p for p in ("/usr/sbin/bpftool", "/sbin/bpftool") if Path(p).is_file()), None
+    )
+    if path is None:
+        raise MissingTool("bpftool not found (needed to read scx_layered's tid -> layer map)",
+                          hint="apt-get install bpftool")
+    return path
+
+
+def _as_int(raw: object) -> int:
+    """bpftool prints a key/value either BTF-formatted (an int) or as little-endian hex bytes."""
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, list):
+        return int.from_bytes(bytes(int(b, 16) for b in raw), "little")
+    raise ValueError(f"unexpected bpftool value {raw!r}")
+
+
+def parse_map_dump(text: str) -> dict[int, int]:
+    """bpftool -j map dump output -> {tid: layer index}."""
+    entries = json.loads(text or "[]")
+    result: dict[int, int] = {}
+    for entry in entries:
+        formatted = entry.get("formatted", entry)
+        result[_as_int(formatted["key"])] = _as_int(formatted["value"])
+    return result
+
+
+def read_match_map() -> dict[int, int]:
+    """{tid: layer index} from the running scx_layered (started with --enable-match-debug)."""
+    done = subprocess.run([_bpftool(), "-j", "map", "dump", "name", MATCH_MAP],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise MembershipUnavailable(
+            f"cannot read scx_layered's {MATCH_MAP} map: {done.stderr.strip() or done.stdout.strip()}",
+            hint="the runtime starts scx_layered with --enable-match-debug; is a profile applied?",
+        )
+    return parse_map_dump(done.stdout)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def process_threads(pid: int) -> list[tuple[int, str]]:
+    """(tid, comm) of every live thread of `pid`."""
+    threads = []
+    try:
+        tids = sorted(int(t) for t in os.listdir(PROC / str(pid) / "task"))
+    except OSError:
+        return []
+    for tid in tids:
+        comm = _read(PROC / str(pid) / "task" / str(tid) / "comm")
+        if comm is not None:
+            threads.append((tid, comm))
+    return threads
+
+
+def pids_with_comm_prefix(prefixes: list[str]) -> list[int]:
+    """Processes whose comm starts with one of `prefixes` (scx_layered's PcommPrefix)."""
+    pids = []
+    for entry in PROC.iterdir():
+        if entry.name.isdigit():
+            comm = _read(entry / "comm")
+            if comm is not None and any(comm.startswith(p) for p in prefixes):
+                pids.append(int(entry.name))
+    return sorted(pids)
+
+
+def target_prefixes(specs: list[dict[str, Any]]) -> list[str]:
+    """The process comm prefixes the config's layers name (its workload)."""
+    prefixes = {m["PcommPrefix"] for spec in specs for block in spec.get("matches", [])
+                for m in block if isinstance(m, dict) and "PcommPrefix" in m}
+    return sorted(prefixes)
+
+
+def expected_layer(specs: list[dict[str, Any]], comm: str, process: str) -> str | None:
+    """The first layer that takes (comm, process), or None when a name cannot decide it."""
+    from threadwise.synthesize.layers import views_from_specs
+    from threadwise.synthesize.shape import Shape
+
+    for view in views_from_specs(specs, Shape(cores=1, threads_per_core=1)):
+        for block in view.blocks:
+            if block.matches(comm, process):
+                return None if block.other else view.name
+    return None
+
+
+def membership(specs: list[dict[str, Any]], *, pids: list[int] | None = None,
+               match_map: dict[int, int] | None = None) -> list[ThreadLayer]:
+    """Every thread of the target processes with its expected and actual layer."""
+    names = [str(spec.get("name")) for spec in specs]
+    if pids is None:
+        pids = pids_with_comm_prefix(target_prefixes(specs))
+    if match_map is None:
+        match_map = read_match_map()
+    rows = []
+    for pid in pids:
+        process = _read(PROC / str(pid) / "comm") or "?"
+        for tid, comm in process_threads(pid):
+            index = match_map.get(tid)
+            actual = names[index] if index is not None and 0 <= index < len(names) else None
+            rows.append(ThreadLayer(tid, pid, comm, process, expected_layer(specs, comm, process), actual))
+    return rows
+
+
+def rematch(pid: int, *, pause_s: float = 0.02) -> None:
+    """Make every thread of `pid` runnable again, so scx_layered re-matches renamed ones."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(pause_s)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def summarize(rows: list[ThreadLayer]) -> str:
+    """One line per mismatched thread, or a one-line all-clear."""
+    bad = [row for row in rows if not row.ok]
+    if not rows:
+        return "membership: no target threads found"
+    if not bad:
+        return f"membership: all {len(rows)} target threads in their layers"
+    lines = [f"membership: {len(bad)} of {len(rows)} target threads are NOT in their group's layer:"]
+    lines += [f"  {row.comm} (tid {row.tid}): expected {row.expected}, in {row.actual or 'no layer yet'}"
+              for row in bad]
+    return "\n".join(lines)
