@@ -1,0 +1,469 @@
+"""Mutation operators: the small changes to a profile that refinement tries, each vetted.
+
+Problem: refinement improves a profile one measured change at a time, so it
+needs a deterministic list of small, named, reviewable changes to the current
+best, and it must never spend a measurement (minutes in the lab) on a change
+scx_layered would refuse, silently drop, or place badly.
+
+Approach: an operator maps (profile, shape) to Candidates, each a whole new
+profile with a name (`hot:treatment=batch`) and a sentence saying what
+changed. Operators only produce schema-valid profiles (frozen pydantic models
+changed with `model_copy(update=...)`, sizes kept in the schema's bounds) and
+only changes that reach the compiled config:
+- treatment: every other treatment for every group (a group made exclusive
+  without any size gets one hot thread, and says so);
+- hot_threads +-1 and cpu_fraction one whole core up or down, for exclusive
+  groups (elsewhere they only change comments);
+- slice_us halved and doubled, weight x2 and /2 within scx_layered's bounds,
+  from the group's own value or the treatment's compiled default;
+- merge two adjacent groups of the same treatment and the same settings
+  (patterns concatenated, evidence summed where sums mean something);
+- split a multi-pattern group into one group per pattern (hot threads shared
+  out by the recorded thread names each pattern matches);
+- the reserve: a compile-time shape parameter, not part of the profile, so
+  such a candidate carries `reserve_cores` and is compiled, linted and
+  measured on the shape with that reserve.
+Preempt on/off is skipped: the profile schema has no preempt field (see
+OPERATORS). `all_mutations` concatenates the operators in registry order and
+drops candidates whose compiled config (comments aside) equals the parent's:
+those would be measured as identical arms.
+
+`vet` is the gate before a measurement: validate (synthesize's rules),
+compile for the candidate's shape, the real scx_layered `--print-and-exit`
+oracle, then placement lint; the first failing stage rejects, with its
+reason. Every call into synthesize goes through the small adapter section
+below, so that synthesize can change shape without touching the operators.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from threadwise.errors import MissingTool, ThreadwiseError
+from threadwise.synthesize.schema import Evidence, Group, Profile, Treatment
+from threadwise.synthesize.shape import Shape
+
+Specs = list[dict[str, Any]]
+OracleCheck = Callable[[Specs], list[str]]
+
+# --- synthesize, in one place -----------------------------------------------------------------
+
+
+def toml_text(profile: Profile) -> str:
+    """The profile as the reviewed TOML (synthesize's deterministic writer)."""
+    from threadwise.synthesize.writer import dumps
+
+    return dumps(profile)
+
+
+def validation_errors(profile: Profile) -> list[str]:
+    """synthesize's validation errors (warnings are not errors), as `rule: message`."""
+    from threadwise.synthesize.rules import validate
+
+    return [f"{d.rule}: {d.message}" for d in validate(profile) if d.severity == "error"]
+
+
+def compile_specs(profile: Profile, shape: Shape) -> tuple[Specs, list[str], str]:
+    """The scx_layered layer config of a valid profile: (specs, compile notes, JSON text)."""
+    from threadwise.synthesize.compile import compile_profile
+
+    compiled = compile_profile(profile, shape)
+    return compiled.specs, list(compiled.notes), compiled.to_json()
+
+
+def oracle_check(specs: Specs) -> list[str]:
+    """The real scx_layered `--print-and-exit`: mismatches (raises if it rejects the config)."""
+    from threadwise.synthesize import oracle
+
+    return oracle.check(specs)
+
+
+def lint_findings(profile: Profile, shape: Shape) -> tuple[list[str], list[str]]:
+    """Placement lint without a capture: (errors, warnings), as `lint: message`."""
+    from threadwise.synthesize.layers import views_from_profile
+    from threadwise.synthesize.lint import lint
+
+    found = lint(views_from_profile(profile, shape), shape)
+    return ([f"{f.lint}: {f.message}" for f in found if f.severity == "error"],
+            [f"{f.lint}: {f.message}" for f in found if f.severity != "error"])
+
+
+def compiled_default(treatment: Treatment, option: str) -> int:
+    """The option value compile gives a group of this treatment that does not set it."""
+    from threadwise.synthesize.compile import TREATMENT_OPTIONS
+
+    return int(TREATMENT_OPTIONS[treatment][option])
+
+
+def weight_bounds() -> tuple[int, int]:
+    """scx_layered's layer weight range (the schema's too)."""
+    from threadwise.synthesize.matchers import matcher_set
+
+    limits = matcher_set().limits
+    return limits.min_layer_weight, limits.max_layer_weight
+
+
+def pattern_matches(pattern: str, comm: str) -> bool:
+    """Whether a group pattern's comm prefix matches a thread name."""
+    from threadwise.synthesize.patterns import comm_matches, prefix_of
+
+    return comm_matches(prefix_of(pattern), comm)
+
+
+# --- candidates -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A changed profile to try. `reserve_cores` overrides the shape's reserve when set."""
+
+    name: str
+    description: str
+    profile: Profile
+    reserve_cores: int | None = None
+
+    def shape_for(self, shape: Shape) -> Shape:
+        """The shape this candidate is compiled, linted and measured on."""
+        if self.reserve_cores is None or self.reserve_cores == shape.reserve_cores:
+            return shape
+        return dataclasses.replace(shape, reserve_cores=self.reserve_cores)
+
+
+@dataclass(frozen=True)
+class Vetted:
+    """A candidate that may be measured: its shape, compiled config JSON, and what to know."""
+
+    candidate: Candidate
+    shape: Shape
+    config_json: str
+    notes: tuple[str, ...] = ()  # compile notes (demotions) and lint warnings
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A candidate that must not be measured: the stage that refused it, and why."""
+
+    candidate: Candidate
+    stage: str  # validate | compile | oracle | lint
+    reason: str
+
+
+Operator = Callable[[Profile, Shape], list[Candidate]]
+
+
+@dataclass(frozen=True)
+class OperatorSpec:
+    """One entry of the registry: an operator, or why it is not offered."""
+
+    name: str
+    summary: str
+    apply: Operator | None
+    skipped: str | None = None
+
+
+def _replace_group(profile: Profile, index: int, group: Group) -> Profile:
+    groups = list(profile.groups)
+    groups[index] = group
+    return profile.model_copy(update={"groups": groups})
+
+
+def _replace_groups(profile: Profile, start: int, stop: int, new: Sequence[Group]) -> Profile:
+    return profile.model_copy(update={"groups": [*profile.groups[:start], *new,
+                                                 *profile.groups[stop:]]})
+
+
+def _changed(profile: Profile, index: int, name: str, description: str,
+             **update: Any) -> Candidate:
+    group = profile.groups[index].model_copy(update=update)
+    return Candidate(name, description, _replace_group(profile, index, group))
+
+
+def treatments(profile: Profile, shape: Shape) -> list[Candidate]:
+    """Every other treatment for every group."""
+    out = []
+    for i, group in enumerate(profile.groups):
+        for treatment in Treatment:
+            if treatment is group.treatment:
+                continue
+            update: dict[str, Any] = {"treatment": treatment}
+            note = ""
+            if (treatment is Treatment.EXCLUSIVE
+                    and group.model_copy(update=update).exclusive_cores() < 1):
+                update["hot_threads"] = 1
+                note = " (sized for 1 hot thread: it had none)"
+            out.append(_changed(profile, i, f"{group.name}:treatment={treatment.value}",
+                                f"group {group.name!r}: treatment {group.treatment.value} -> "
+                                f"{treatment.value}{note}", **update))
+    return out
+
+
+def _sized_by_hot_threads(group: Group) -> bool:
+    return group.treatment is Treatment.EXCLUSIVE and not group.request_millicores
+
+
+def hot_threads(profile: Profile, shape: Shape) -> list[Candidate]:
+    """hot_threads +1 and -1 (>= 1) for exclusive groups sized by hot threads."""
+    out = []
+    for i, group in enumerate(profile.groups):
+        if not _sized_by_hot_threads(group):
+            continue
+        for step in (+1, -1):
+            value = group.hot_threads + step
+            if value < 1:
+                continue
+            out.append(_changed(profile, i, f"{group.name}:hot_threads={value}",
+                                f"group {group.name!r}: hot_threads {group.hot_threads} -> "
+                                f"{value}", hot_threads=value))
+    return out
+
+
+def _fraction_for(group: Group, cores: int) -> float | None:
+    """A cpu_fraction in (0, 1] that sizes the exclusive group at exactly `cores` (short if possible)."""
+    demand_m = group.request_millicores or group.hot_threads * 1000
+    if cores < 1 or demand_m <= 0:
+        return None
+    exact = cores * 1000 / demand_m
+    for value in (round(exact, 2), round(exact, 4), exact):
+        if 0 < value <= 1 and group.model_copy(update={"cpu_fraction": value}
+                                               ).exclusive_cores() == cores:
+            return value
+    return None
+
+
+def cpu_fractions(profile: Profile, shape: Shape) -> list[Candidate]:
+    """cpu_fraction set to give an exclusive group one whole core fewer, or one more."""
+    out = []
+    for i, group in enumerate(profile.groups):
+        if group.treatment is not Treatment.EXCLUSIVE:
+            continue
+        cores = group.exclusive_cores()
+        for target in (cores - 1, cores + 1):
+            value = _fraction_for(group, target)
+            if value is None or value == group.cpu_fraction:
+                continue
+            out.append(_changed(profile, i, f"{group.name}:cpu_fraction={value:g}",
+                                f"group {group.name!r}: cpu_fraction {group.cpu_fraction:g} -> "
+                                f"{value:g} ({cores} -> {target} exclusive cores)",
+                                cpu_fraction=value))
+    return out
+
+
+def slices(profile: Profile, shape: Shape) -> list[Candidate]:
+    """slice_us halved and doubled (from the group's value, or its treatment's default)."""
+    out = []
+    for i, group in enumerate(profile.groups):
+        current = group.slice_us or compiled_default(group.treatment, "slice_us")
+        for value, verb in ((current // 2, "halved"), (current * 2, "doubled")):
+            if value < 1:
+                continue
+            out.append(_changed(profile, i, f"{group.name}:slice_us={value}",
+                                f"group {group.name!r}: slice_us {current} -> {value} ({verb})",
+                                slice_us=value))
+    return out
+
+
+def weights(profile: Profile, shape: Shape) -> list[Candidate]:
+    """weight x2 and /2, clamped to scx_layered's bounds, when that changes it."""
+    low, high = weight_bounds()
+    out = []
+    for i, group in enumerate(profile.groups):
+        current = group.weight or compiled_default(group.treatment, "weight")
+        for value in (min(current * 2, high), max(current // 2, low)):
+            if value == current:
+                continue
+            out.append(_changed(profile, i, f"{group.name}:weight={value}",
+                                f"group {group.name!r}: weight {current} -> {value}",
+                                weight=value))
+    return out
+
+
+_MERGE_SAME = ("treatment", "exclude", "avg_runtime_us", "cpu_fraction", "slice_us", "weight")
+
+
+def _merged_evidence(a: Evidence | None, b: Evidence | None) -> Evidence | None:
+    """What both groups' evidence says together (percentiles cannot be combined: dropped)."""
+    if a is None or b is None:
+        return a or b
+    return Evidence(
+        role=a.role if a.role == b.role else None,
+        confidence=(min(a.confidence, b.confidence)
+                    if a.confidence is not None and b.confidence is not None else None),
+        threads=a.threads + b.threads, names=[*a.names, *b.names],
+        cpu_share=a.cpu_share + b.cpu_share,
+        max_thread_share=max(a.max_thread_share, b.max_thread_share),
+        wakeups_per_s=a.wakeups_per_s + b.wakeups_per_s,
+        in_wake_chain=a.in_wake_chain or b.in_wake_chain, separable=a.separable and b.separable,
+    )
+
+
+def merges(profile: Profile, shape: Shape) -> list[Candidate]:
+    """Two adjacent groups of the same treatment and settings become one (patterns concatenated).
+
+    Adjacent, so first-match order is unchanged. Groups whose excludes, runtime
+    ranges or settings differ are not merged: one layer cannot keep both.
+    """
+    out = []
+    names = {g.name for g in profile.groups}
+    for i in range(len(profile.groups) - 1):
+        a, b = profile.groups[i], profile.groups[i + 1]
+        if any(getattr(a, key) != getattr(b, key) for key in _MERGE_SAME):
+            continue
+        if (a.request_millicores is None) != (b.request_millicores is None):
+            continue
+        name = f"{a.name}-{b.name}"
+        if len(name) > 64 or name in names:
+            continue
+        merged = a.model_copy(update={
+            "name": name, "match": list(dict.fromkeys([*a.match, *b.match])),
+            "hot_threads": a.hot_threads + b.hot_threads,
+            "request_millicores": (a.request_millicores + b.request_millicores
+                                   if a.request_millicores and b.request_millicores else None),
+            "comment": f"refine: groups {a.name!r} and {b.name!r} merged",
+            "evidence": _merged_evidence(a.evidence, b.evidence),
+        })
+        candidate = _replace_groups(profile, i, i + 2, [merged])
+        if validation_errors(candidate):
+            continue  # e.g. more patterns than one layer takes
+        out.append(Candidate(f"merge:{a.name}+{b.name}",
+                             f"groups {a.name!r} and {b.name!r} ({a.treatment.value}) merged into "
+                             f"{name!r} with patterns {merged.match}", candidate))
+    return out
+
+
+def _shares(total: int, weights: list[int]) -> list[int]:
+    """`total` split in proportion to `weights` (largest remainder, ties to the first)."""
+    if sum(weights) == 0:
+        weights = [1] * len(weights)
+    exact = [total * w / sum(weights) for w in weights]
+    shares = [math.floor(x) for x in exact]
+    order = sorted(range(len(weights)), key=lambda k: (shares[k] - exact[k], k))
+    for k in order[: total - sum(shares)]:
+        shares[k] += 1
+    return shares
+
+
+def splits(profile: Profile, shape: Shape) -> list[Candidate]:
+    """A multi-pattern group becomes one group per pattern, in place and in pattern order.
+
+    Hot threads are shared out by the recorded thread names each pattern
+    matches (evenly without evidence). The parts keep the group's settings but
+    not its evidence (its CPU shares and percentiles cannot be divided); their
+    comment names the group they came from. An exclusive group sized by a
+    pod's CPU request is not split (a request cannot be divided by pattern),
+    nor is a split offered that would not validate (a part that would have no
+    size, or be shadowed by an earlier part).
+    """
+    out = []
+    names = {g.name for g in profile.groups}
+    for i, group in enumerate(profile.groups):
+        if len(group.match) < 2 or (group.treatment is Treatment.EXCLUSIVE
+                                    and group.request_millicores):
+            continue
+        recorded = group.evidence.names if group.evidence else []
+        matched = [sum(1 for n in recorded if pattern_matches(p, n)) for p in group.match]
+        hot = _shares(group.hot_threads, matched)
+        base = group.name[: 64 - len(f".{len(group.match)}")]
+        parts = [group.model_copy(update={
+            "name": f"{base}.{k + 1}", "match": [pattern], "hot_threads": hot[k],
+            "comment": f"refine: pattern {k + 1} of group {group.name!r}, split out",
+            "evidence": None,
+        }) for k, pattern in enumerate(group.match)]
+        if any(p.name in names - {group.name} for p in parts):
+            continue
+        candidate = _replace_groups(profile, i, i + 1, parts)
+        if validation_errors(candidate):
+            continue
+        out.append(Candidate(f"split:{group.name}",
+                             f"group {group.name!r} split into "
+                             + ", ".join(f"{p.name!r} ({p.match[0]})" for p in parts)
+                             + (f"; hot threads {hot}" if group.hot_threads else ""),
+                             candidate))
+    return out
+
+
+def reserves(profile: Profile, shape: Shape) -> list[Candidate]:
+    """The shape's reserve -1 and +1 (kept below the core count), when an exclusive group exists."""
+    if not any(g.treatment is Treatment.EXCLUSIVE for g in profile.groups):
+        return []
+    out = []
+    for value in (shape.reserve_cores - 1, shape.reserve_cores + 1):
+        if 0 <= value < shape.cores:
+            out.append(Candidate(
+                f"reserve_cores={value}",
+                f"reserve {shape.reserve_cores} -> {value} cores for the system (compile-time "
+                f"shape; exclusive budget {shape.exclusive_budget} -> {shape.cores - value} "
+                "cores)", profile, reserve_cores=value))
+    return out
+
+
+OPERATORS: tuple[OperatorSpec, ...] = (
+    OperatorSpec("treatment", "a group's treatment (exclusive, latency, batch, housekeeping, "
+                 "default)", treatments),
+    OperatorSpec("hot_threads", "hot_threads +-1 of an exclusive group", hot_threads),
+    OperatorSpec("cpu_fraction", "cpu_fraction for one exclusive core fewer or more",
+                 cpu_fractions),
+    OperatorSpec("slice_us", "slice_us halved or doubled", slices),
+    OperatorSpec("weight", "weight x2 or /2 within scx_layered's bounds", weights),
+    OperatorSpec("merge", "two adjacent groups of the same treatment merged", merges),
+    OperatorSpec("split", "a multi-pattern group split by pattern", splits),
+    OperatorSpec("reserve", "the shape's reserved cores +-1 (compile-time)", reserves),
+    OperatorSpec("preempt", "preempt on or off", None, skipped=(
+        "the profile schema (synthesize/schema.py Group) has no preempt field: compile sets "
+        "preempt from the treatment (exclusive and latency preempt; batch, housekeeping, "
+        "default and demoted exclusive groups do not), so preempt changes are only reachable "
+        "through the treatment operator until the schema gains a field")),
+)
+
+
+def _key(profile: Profile, shape: Shape) -> list[dict[str, Any]] | None:
+    """The compiled config of a valid profile without comments (which name it and explain
+    demotions); None when the profile does not validate."""
+    if validation_errors(profile):
+        return None
+    return [{k: v for k, v in spec.items() if k != "comment"}
+            for spec in compile_specs(profile, shape)[0]]
+
+
+def all_mutations(profile: Profile, shape: Shape) -> list[Candidate]:
+    """Every operator's candidates, in registry order, without those that change nothing compiled."""
+    parent = _key(profile, shape)
+    out: list[Candidate] = []
+    for spec in OPERATORS:
+        if spec.apply is None:
+            continue
+        for candidate in spec.apply(profile, shape):
+            if parent is None or _key(candidate.profile, candidate.shape_for(shape)) != parent:
+                out.append(candidate)
+    return out
+
+
+def vet(candidate: Candidate, shape: Shape, *, check: OracleCheck | None = None) -> Vetted | Rejected:
+    """Validate, compile for the candidate's shape, run the scx_layered oracle, lint.
+
+    `check` replaces the real oracle (tests without the binary); a missing
+    scx_layered is raised (MissingTool), not blamed on the candidate.
+    """
+    machine = candidate.shape_for(shape)
+    errors = validation_errors(candidate.profile)
+    if errors:
+        return Rejected(candidate, "validate", "; ".join(errors))
+    try:
+        specs, notes, config_json = compile_specs(candidate.profile, machine)
+    except (ThreadwiseError, AssertionError, ValueError) as bad:
+        return Rejected(candidate, "compile", str(bad))
+    try:
+        mismatches = (check or oracle_check)(specs)
+    except MissingTool:
+        raise
+    except ThreadwiseError as bad:
+        return Rejected(candidate, "oracle", bad.message)
+    if mismatches:
+        return Rejected(candidate, "oracle", "scx_layered did not keep: " + "; ".join(mismatches))
+    lint_errors, lint_warnings = lint_findings(candidate.profile, machine)
+    if lint_errors:
+        return Rejected(candidate, "lint", "; ".join(lint_errors))
+    return Vetted(candidate, machine, config_json, tuple(notes + lint_warnings))

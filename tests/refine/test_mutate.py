@@ -1,0 +1,352 @@
+"""refine.mutate: every operator yields a profile that validates and compiles (or is skipped
+with a reason), each does what its name says, and vet gates on validate, compile, oracle, lint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from threadwise.errors import MissingTool, ThreadwiseError
+from threadwise.refine.mutate import (
+    OPERATORS,
+    Candidate,
+    Rejected,
+    Vetted,
+    all_mutations,
+    compile_specs,
+    cpu_fractions,
+    hot_threads,
+    merges,
+    reserves,
+    slices,
+    splits,
+    toml_text,
+    treatments,
+    validation_errors,
+    vet,
+    weights,
+)
+from threadwise.synthesize import oracle
+from threadwise.synthesize.reader import load_profile, parse_profile
+from threadwise.synthesize.schema import Evidence, Group, Profile, Treatment, Workload
+from threadwise.synthesize.shape import Shape, synthetic
+
+GOLDEN = sorted((Path(__file__).parents[1] / "synthesize" / "fixtures" / "golden").glob("*.toml"))
+SMT4 = synthetic(4, 2)
+LAB2 = synthetic(2, 1)
+
+# --- generated profiles -------------------------------------------------------------------------
+
+PATTERNS = ["hot-*", "worker-*", "feeder", "io_thd_*", "bio_*", "jemalloc_bg", "compactor",
+            "log*", "net-rx", "net-tx", "gc-*", "timer"]
+THREADS = ["hot-0", "hot-1", "hot-2", "worker-0", "worker-1", "feeder", "io_thd_1", "bio_close",
+           "jemalloc_bg", "compactor", "logger", "net-rx", "net-tx", "gc-0", "timer"]
+
+
+@st.composite
+def profiles(draw: st.DrawFn) -> Profile:
+    patterns = draw(st.permutations(PATTERNS))
+    sizes = draw(st.lists(st.integers(1, 3), min_size=1, max_size=6))
+    # "plain" profiles keep default settings and two treatments, so that groups can merge
+    plain = draw(st.booleans())
+    kinds = [Treatment.EXCLUSIVE, Treatment.LATENCY] if plain else list(Treatment)
+    groups, start = [], 0
+    for k, size in enumerate(sizes):
+        match = patterns[start:start + size]
+        start += size
+        if not match:
+            break
+        treatment = draw(st.sampled_from(kinds))
+        request = None if plain else draw(st.none() | st.integers(1, 4000))
+        hot = draw(st.integers(0, 4))
+        if treatment is Treatment.EXCLUSIVE and not hot and request is None:
+            hot = 1
+        names = draw(st.lists(st.sampled_from(THREADS), max_size=5, unique=True))
+        evidence = draw(st.none() | st.builds(
+            Evidence, names=st.just(names), threads=st.just(len(names)),
+            cpu_share=st.floats(0, 4), max_thread_share=st.floats(0, 1),
+            wakeups_per_s=st.floats(0, 1e4),
+            slice_p50_us=st.none() | st.floats(1, 1e4)))
+        settings = {} if plain else dict(
+            cpu_fraction=draw(st.sampled_from([0.25, 0.5, 1.0]) | st.floats(0.01, 1.0)),
+            slice_us=draw(st.none() | st.integers(1, 100_000)),
+            weight=draw(st.none() | st.sampled_from([1, 2, 10, 100, 5000, 9999, 10000])),
+            exclude=draw(st.sampled_from([[], [], ["x-"]])),
+            avg_runtime_us=draw(st.sampled_from([None, None, [0, 5000]])))
+        groups.append(Group(name=f"g{k}", match=list(match), treatment=treatment,
+                            hot_threads=hot, request_millicores=request, evidence=evidence,
+                            **settings))
+    return Profile(schema_version=1, name="gen", workload=Workload(process="proc"), group=groups)
+
+
+SHAPES = st.builds(synthetic, st.integers(1, 8), st.integers(1, 2), st.integers(0, 2))
+FAST = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def assert_sound(candidate: Candidate, parent: Profile, shape: Shape) -> None:
+    """Validates, compiles for its shape, round-trips through TOML, and changes something."""
+    assert validation_errors(candidate.profile) == [], candidate.name
+    specs, _, text = compile_specs(candidate.profile, candidate.shape_for(shape))
+    assert json.loads(text) == specs
+    assert parse_profile(toml_text(candidate.profile))[0] == candidate.profile
+    assert candidate.profile != parent or candidate.shape_for(shape) != shape, candidate.name
+    assert candidate.name and candidate.description
+
+
+@given(profile=profiles(), shape=SHAPES)
+@FAST
+def test_every_operator_yields_valid_compilable_profiles_or_is_skipped(profile: Profile,
+                                                                       shape: Shape) -> None:
+    assume(not validation_errors(profile))
+    for spec in OPERATORS:
+        if spec.apply is None:
+            assert spec.skipped and len(spec.skipped) > 40
+            continue
+        for candidate in spec.apply(profile, shape):
+            assert_sound(candidate, profile, shape)
+
+
+@given(profile=profiles(), shape=SHAPES)
+@FAST
+def test_all_mutations_is_deterministic_unique_and_never_a_noop(profile: Profile,
+                                                                shape: Shape) -> None:
+    assume(not validation_errors(profile))
+    found = all_mutations(profile, shape)
+    assert [c.name for c in found] == [c.name for c in all_mutations(profile, shape)]
+    assert len({c.name for c in found}) == len(found)
+    parent = [{k: v for k, v in s.items() if k != "comment"} for s in compile_specs(profile, shape)[0]]
+    for candidate in found:
+        specs = compile_specs(candidate.profile, candidate.shape_for(shape))[0]
+        assert [{k: v for k, v in s.items() if k != "comment"} for s in specs] != parent
+
+
+@pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.stem)
+@pytest.mark.parametrize("shape", [SMT4, LAB2], ids=["4x2", "2x1"])
+def test_golden_profiles_mutate_soundly(path: Path, shape: Shape) -> None:
+    profile, _ = load_profile(path)
+    found = all_mutations(profile, shape)
+    assert len(found) >= 20
+    for candidate in found:
+        assert_sound(candidate, profile, shape)
+
+
+def test_preempt_is_listed_as_skipped_with_its_reason() -> None:
+    skipped = {s.name: s.skipped for s in OPERATORS if s.apply is None}
+    assert list(skipped) == ["preempt"]
+    assert "no preempt field" in skipped["preempt"]
+    assert [s.name for s in OPERATORS if s.apply] == [
+        "treatment", "hot_threads", "cpu_fraction", "slice_us", "weight", "merge", "split",
+        "reserve"]
+
+
+# --- each operator does what its name says ------------------------------------------------------
+
+
+def golden(name: str) -> Profile:
+    return load_profile(GOLDEN[0].parent / f"{name}.toml")[0]
+
+
+def group(profile: Profile, name: str) -> Group:
+    return next(g for g in profile.groups if g.name == name)
+
+
+def others_unchanged(parent: Profile, child: Profile, name: str) -> None:
+    assert [g for g in parent.groups if g.name != name] == [g for g in child.groups if g.name != name]
+
+
+def test_treatment_changes_only_that_group() -> None:
+    rolesim = golden("rolesim")
+    found = {c.name: c for c in treatments(rolesim, SMT4)}
+    assert len(found) == 4 * len(rolesim.groups)
+    batch = found["hot:treatment=batch"]
+    assert group(batch.profile, "hot").treatment is Treatment.BATCH
+    assert group(batch.profile, "hot").hot_threads == 2
+    others_unchanged(rolesim, batch.profile, "hot")
+    made_exclusive = found["worker:treatment=exclusive"]
+    assert group(made_exclusive.profile, "worker").hot_threads == 1
+    assert "sized for 1 hot thread" in made_exclusive.description
+    assert "hot:treatment=exclusive" not in found
+
+
+def test_hot_threads_and_cpu_fraction_move_exclusive_cores_by_one() -> None:
+    rolesim = golden("rolesim")
+    hot = {c.name: group(c.profile, "hot") for c in hot_threads(rolesim, SMT4)}
+    assert {n: g.exclusive_cores() for n, g in hot.items()} == {
+        "hot:hot_threads=3": 3, "hot:hot_threads=1": 1}
+    assert {c.name for c in hot_threads(golden("redis"), SMT4)} == {"redis-server:hot_threads=2"}
+    fractions = {c.name: group(c.profile, "hot") for c in cpu_fractions(rolesim, SMT4)}
+    assert {n: (g.cpu_fraction, g.exclusive_cores()) for n, g in fractions.items()} == {
+        "hot:cpu_fraction=0.5": (0.5, 1)}
+    three = group(rolesim, "hot").model_copy(update={"hot_threads": 3, "cpu_fraction": 0.5})
+    profile = rolesim.model_copy(update={"groups": [three, *rolesim.groups[1:]]})
+    stepped = {c.name: group(c.profile, "hot").exclusive_cores() for c in cpu_fractions(profile, SMT4)}
+    assert stepped == {"hot:cpu_fraction=0.33": 1, "hot:cpu_fraction=1": 3}  # from 2 cores
+
+
+def test_slices_and_weights_halve_and_double_within_bounds() -> None:
+    rolesim = golden("rolesim")
+    found = {c.name: c for c in slices(rolesim, SMT4)}
+    assert group(found["worker:slice_us=500"].profile, "worker").slice_us == 500
+    assert group(found["hot:slice_us=40000"].profile, "hot").slice_us == 40000
+    heavy = rolesim.model_copy(update={"groups": [
+        group(rolesim, "hot").model_copy(update={"weight": 10000}),
+        group(rolesim, "worker").model_copy(update={"weight": 1}), *rolesim.groups[2:]]})
+    names = {c.name for c in weights(heavy, SMT4)}
+    assert {"hot:weight=5000", "worker:weight=2", "housekeep:weight=20", "housekeep:weight=5"} <= names
+    assert not {"hot:weight=20000", "hot:weight=10000", "worker:weight=0", "worker:weight=1"} & names
+
+
+def test_merge_concatenates_adjacent_groups_of_one_treatment() -> None:
+    rolesim = golden("rolesim")
+    (merged,) = merges(rolesim, SMT4)
+    assert merged.name == "merge:worker+feeder"
+    names = [g.name for g in merged.profile.groups]
+    assert names == ["hot", "worker-feeder", "housekeep", "rolesim"]
+    both = group(merged.profile, "worker-feeder")
+    assert both.match == ["worker-*", "feeder"]
+    assert both.treatment is Treatment.LATENCY
+    assert both.evidence is not None
+    assert both.evidence.names == ["worker-0", "worker-1", "feeder"]
+    assert both.evidence.cpu_share == pytest.approx(0.065)
+    assert both.evidence.slice_p99_us is None  # percentiles cannot be combined
+    # different settings: not merged
+    slow = rolesim.model_copy(update={"groups": [
+        *rolesim.groups[:2], group(rolesim, "feeder").model_copy(update={"slice_us": 5000}),
+        *rolesim.groups[3:]]})
+    assert merges(slow, SMT4) == []
+
+
+def test_split_makes_one_group_per_pattern_and_shares_hot_threads() -> None:
+    hot = Group(name="hot", match=["hot-*", "gc-*"], treatment=Treatment.EXCLUSIVE, hot_threads=3,
+                evidence=Evidence(names=["hot-0", "hot-1", "gc-0"], threads=3))
+    rest = Group(name="io", match=["io_*"], treatment=Treatment.LATENCY)
+    profile = Profile(schema_version=1, name="p", workload=Workload(process="p"), group=[hot, rest])
+    (split,) = splits(profile, SMT4)
+    assert split.name == "split:hot"
+    parts = split.profile.groups
+    assert [(g.name, g.match, g.hot_threads) for g in parts] == [
+        ("hot.1", ["hot-*"], 2), ("hot.2", ["gc-*"], 1), ("io", ["io_*"], 0)]
+    assert all(g.treatment is Treatment.EXCLUSIVE for g in parts[:2])
+    # a part that would be exclusive with nothing to size it: no split offered
+    one = profile.model_copy(update={"groups": [hot.model_copy(update={"hot_threads": 1}), rest]})
+    assert splits(one, SMT4) == []
+    # a pod's request cannot be divided by pattern
+    pod = profile.model_copy(update={"groups": [hot.model_copy(update={"request_millicores": 2000}),
+                                                rest]})
+    assert splits(pod, SMT4) == []
+
+
+def test_reserve_is_a_shape_override_not_a_profile_change() -> None:
+    rolesim = golden("rolesim")
+    found = {c.name: c for c in reserves(rolesim, LAB2)}
+    assert list(found) == ["reserve_cores=0"]
+    candidate = found["reserve_cores=0"]
+    assert candidate.profile == rolesim
+    assert candidate.shape_for(LAB2).reserve_cores == 0
+    assert candidate.shape_for(LAB2).siblings == LAB2.siblings
+    assert Candidate("x", "y", rolesim).shape_for(LAB2) is LAB2
+    assert [c.name for c in reserves(rolesim, synthetic(4, 2, 2))] == ["reserve_cores=1",
+                                                                       "reserve_cores=3"]
+    no_exclusive = rolesim.model_copy(update={"groups": rolesim.groups[1:]})
+    assert reserves(no_exclusive, SMT4) == []
+
+
+def test_changes_that_compile_identically_are_dropped() -> None:
+    rolesim = golden("rolesim")
+    # on 4x2 the reserve does not change what the hot group gets: no reserve candidates
+    assert not [c for c in all_mutations(rolesim, SMT4) if c.reserve_cores is not None]
+    # on 2x1 the hot group is demoted (2 cores wanted, 1 free); one more hot thread keeps it so
+    lab = {c.name for c in all_mutations(rolesim, LAB2)}
+    assert "hot:hot_threads=3" not in lab
+    assert {"hot:hot_threads=1", "reserve_cores=0"} <= lab
+
+
+# --- vet ----------------------------------------------------------------------------------------
+
+NO_ORACLE = {"check": lambda specs: []}
+
+
+def test_vet_rejects_an_invalid_profile_at_validate() -> None:
+    rolesim = golden("rolesim")
+    twin = rolesim.model_copy(update={"groups": [*rolesim.groups, rolesim.groups[1]]})
+    result = vet(Candidate("twin", "duplicate group", twin), SMT4, **NO_ORACLE)
+    assert isinstance(result, Rejected)
+    assert result.stage == "validate"
+    assert "duplicate_name" in result.reason
+
+
+def test_vet_rejects_lint_errors_on_the_candidates_shape() -> None:
+    rolesim = golden("rolesim")
+    result = vet(Candidate("start", "as synthesized", rolesim), LAB2, **NO_ORACLE)
+    assert isinstance(result, Rejected)
+    assert (result.stage, result.reason.split(":")[0]) == ("lint", "oversubscribed")
+    freed = vet(Candidate("reserve_cores=0", "", rolesim, reserve_cores=0), LAB2, **NO_ORACLE)
+    assert isinstance(freed, Vetted)
+    assert freed.shape.reserve_cores == 0
+
+
+def test_vet_reports_oracle_mismatches_and_refusals() -> None:
+    candidate = Candidate("start", "", golden("redis"))
+    mismatch = vet(candidate, SMT4, check=lambda specs: ["rest.Open.weight: dropped by scx_layered"])
+    assert isinstance(mismatch, Rejected)
+    assert mismatch.stage == "oracle" and "weight: dropped" in mismatch.reason
+
+    def refuses(specs: object) -> list[str]:
+        raise ThreadwiseError("scx_layered rejected the config: bad")
+
+    refused = vet(candidate, SMT4, check=refuses)
+    assert isinstance(refused, Rejected) and refused.reason.endswith("bad")
+
+    def missing(specs: object) -> list[str]:
+        raise MissingTool("scx_layered 1.1.4 not found")
+
+    with pytest.raises(MissingTool):
+        vet(candidate, SMT4, check=missing)
+
+
+def test_vetted_carries_the_compiled_config_json() -> None:
+    redis = golden("redis")
+    seen: list[object] = []
+    result = vet(Candidate("start", "", redis), SMT4, check=lambda specs: seen.append(specs) or [])
+    assert isinstance(result, Vetted)
+    specs, _, text = compile_specs(redis, SMT4)
+    assert result.config_json == text
+    assert seen == [specs]
+    assert json.loads(result.config_json)[-1]["name"] == "rest"
+
+
+# --- the real scx_layered ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def scx_binary() -> Path:
+    try:
+        return oracle.find_binary()
+    except MissingTool as missing:
+        pytest.skip(f"{missing.message}: {missing.hint}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["rolesim", "redis"])
+@pytest.mark.parametrize("shape", [SMT4, LAB2], ids=["4x2", "2x1"])
+def test_golden_mutations_pass_the_real_oracle(scx_binary: Path, name: str, shape: Shape) -> None:
+    profile = golden(name)
+    results = [vet(c, shape) for c in all_mutations(profile, shape)]
+    stages = {r.stage for r in results if isinstance(r, Rejected)}
+    assert stages <= {"lint"}, [r.reason for r in results if isinstance(r, Rejected)]
+    assert sum(isinstance(r, Vetted) for r in results) >= 5
+
+
+@pytest.mark.slow
+@given(profile=profiles(), shape=SHAPES)
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_generated_mutations_pass_the_real_oracle(scx_binary: Path, profile: Profile,
+                                                  shape: Shape) -> None:
+    assume(not validation_errors(profile))
+    for candidate in all_mutations(profile, shape):
+        result = vet(candidate, shape)
+        assert isinstance(result, Vetted) or result.stage == "lint", result
