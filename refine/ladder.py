@@ -70,6 +70,7 @@ class Plan:
     order: str
     seed: int
     shape: str  # the shape the profile arms were compiled for
+    workload_toml: str = ""  # the workload file as read, kept with the run
     turns: tuple[tuple[str, tuple[Cell, ...]], ...] = field(default=())
 
     @property
@@ -116,11 +117,12 @@ def plan_cells(arms: list[str], levels: list[int], repeats: int, order: str,
 
 
 def make_plan(workload: Workload, arms: list[Arm], *, levels: list[int], repeats: int,
-              order: str = "abba", seed: int = 1, shape: str) -> Plan:
+              order: str = "abba", seed: int = 1, shape: str, workload_toml: str = "") -> Plan:
     for arm in arms:
         check_arm_name(arm.name)
     turns = plan_cells([arm.name for arm in arms], levels, repeats, order, seed)
-    return Plan(workload, tuple(arms), tuple(sorted(levels)), repeats, order, seed, shape, turns)
+    return Plan(workload, tuple(arms), tuple(sorted(levels)), repeats, order, seed, shape,
+                workload_toml, turns)
 
 
 def _function(name: str, argv: list[str]) -> str:

@@ -100,7 +100,7 @@ def _attached(state: str | None) -> bool:
     return bool(state) and state.split()[0] == "enabled" and "layered" in state
 
 
-def reasons(raw: CellRaw, *, window_s: float, metrics_error: str | None) -> list[str]:
+def reasons(raw: CellRaw, *, baseline: bool, window_s: float, metrics_error: str | None) -> list[str]:
     """Why the cell is invalid (empty: valid)."""
     found: list[str] = []
     if not raw.done:
@@ -118,7 +118,7 @@ def reasons(raw: CellRaw, *, window_s: float, metrics_error: str | None) -> list
                      f"{wall:.1f} s (saturated: it, not the service, was the bottleneck)")
     if "0" in (raw.alive_before, raw.alive_after):
         found.append("service: the service was not alive for the whole cell")
-    if raw.arm == "baseline":
+    if baseline:
         if _attached(raw.state_before) or _attached(raw.state_after):
             found.append(f"attach: a sched_ext scheduler was attached in a baseline cell "
                          f"({raw.state_before} / {raw.state_after})")

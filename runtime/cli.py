@@ -132,6 +132,12 @@ def apply(
         float, typer.Option("--attach-timeout", help="Seconds to wait for the attach (TCG: ~20).")
     ] = 120.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the run state as JSON.")] = False,
+    rematch: Annotated[
+        bool,
+        typer.Option("--rematch/--no-rematch",
+                     help="After the attach, stop and continue the workload's processes for an instant so "
+                          "threads that renamed themselves are matched to their layers again."),
+    ] = True,
 ) -> None:
     """Apply PROFILE with the bundled scx_layered; return once it is attached.
 
@@ -144,6 +150,13 @@ def apply(
     keeps this command attached instead and exits non-zero if the scheduler
     dies or the kernel ejects it. Needs root and a kernel with sched_ext; on
     other hosts run it in the lab: threadwise lab run -- threadwise apply P --duration 30
+
+    scx_layered re-matches a thread that renamed itself only when it next becomes
+    runnable, so a busy thread created before its name was set can sit in the
+    wrong layer. Apply the profile while the workload runs (threads existing at
+    the attach are matched by their current names); --rematch (the default)
+    then stops and continues the workload's processes for an instant, and
+    apply reports each target thread's layer (also in `threadwise status`).
     """
     files = RunFiles.default()
     resolved = launcher.prepare(profile, shape, files)
@@ -162,6 +175,9 @@ def apply(
         )
     else:
         state = launcher.apply_background(resolved, files, attach_timeout_s=attach_timeout)
+        if rematch:
+            launcher.rematch_targets(resolved.specs)
+        _err(display.membership(launcher.status(files, interval_s=0.2).get("membership")))
     print(json.dumps(state, indent=2) if as_json else display.applied(state, resolved))
 
 

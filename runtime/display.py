@@ -72,8 +72,32 @@ def status(result: dict) -> str:
                 f"{layer['name']:<16} {layer['tasks']:>6} {layer['util_pct']:>7.1f}  "
                 f"{_cpus(layer['cpus'])}{excl}"
             )
+    if result.get("membership"):
+        lines.append(membership(result["membership"]))
     if result.get("problem"):
         lines.append(f"problem:   {result['problem']}")
+    return "\n".join(lines)
+
+
+def membership(found: dict | None) -> str:
+    """Target threads per expected layer, with every thread outside its layer named."""
+    if not found:
+        return "threads:   membership unknown (nothing attached)"
+    if found.get("error"):
+        return f"threads:   membership unknown: {found['error']}"
+    rows = found["threads"]
+    if not rows:
+        return "threads:   no threads of the profile's workload are running"
+    per_layer: dict[str, list[dict]] = {}
+    for row in rows:
+        per_layer.setdefault(row["expected"] or "(by behaviour)", []).append(row)
+    lines = [f"{'group layer':<16} {'threads':>7} {'in it':>6}  outside their layer"]
+    for layer, members in per_layer.items():
+        inside = sum(1 for row in members if row["actual"] == row["expected"])
+        bad = [f"{row['comm']} ({row['tid']}) in {row['actual'] or 'none'}"
+               for row in members if not row["ok"]]
+        flagged = "MISMATCH: " + ", ".join(bad) if bad else "-"
+        lines.append(f"{layer:<16} {len(members):>7} {inside:>6}  {flagged}")
     return "\n".join(lines)
 
 

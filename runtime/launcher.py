@@ -17,6 +17,7 @@ the supervisor stops scx_layered and confirms `disabled`.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -183,7 +184,33 @@ def status(files: RunFiles, *, interval_s: float = 1.0) -> dict:
             result["layers"] = [f.to_json() for f in read_layers(interval_s=interval_s)]
         except StatsUnavailable as error:
             result["problem"] = error.message
+        result["membership"] = _membership(files)
     return result
+
+
+def _membership(files: RunFiles) -> dict:
+    """Each target thread's layer against its group's (see membership.py), or why it is unknown."""
+    from threadwise.runtime import membership
+
+    try:
+        specs = json.loads(files.config.read_text())
+        rows = membership.membership(specs)
+    except (OSError, ValueError, ThreadwiseError) as error:
+        return {"threads": [], "error": getattr(error, "message", str(error))}
+    return {"threads": [row.to_json() for row in rows], "error": None}
+
+
+def rematch_targets(specs: list[dict]) -> list[int]:
+    """Make the config's target processes re-enter the run queue, so renamed threads re-match."""
+    from threadwise.runtime import membership
+
+    pids = membership.pids_with_comm_prefix(membership.target_prefixes(specs))
+    for pid in pids:
+        try:
+            membership.rematch(pid)
+        except ProcessLookupError:
+            continue
+    return pids
 
 
 def _wait_gone(pid: int, start: int, timeout_s: float) -> bool:

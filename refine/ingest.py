@@ -1,0 +1,163 @@
+"""From the agent's raw files to the ladder file: cells, samples, membership, validity, the run.
+
+Problem: the guest agent leaves directories of raw text (command output, `times`
+stamps, /proc stat snapshots, a bpftool map dump); the host must turn them into
+typed rows without losing a cell, including the cells of a run that stopped
+half-way.
+
+Approach: every planned cell that left a directory becomes a `cell` row (valid
+or not, with reasons); its metrics become `sample` rows either way, so a reader
+can see what an invalid cell would have said (statistics read valid cells
+only). Membership compares each
+target thread's layer in scx_layered's map with the first layer of the arm's
+config that its names select. A run whose agent did not finish records where
+it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from threadwise.refine import store
+from threadwise.refine.ladder import Execution, Plan
+from threadwise.refine.metrics import parse_metrics
+from threadwise.refine.validity import CellRaw, read_cell, reasons
+from threadwise.runtime.membership import expected_layer, parse_map_dump
+
+
+@dataclass(frozen=True)
+class Ingested:
+    run_id: int
+    cells: int
+    valid: int
+    planned: int
+    completed: bool
+    stopped_reason: str | None
+
+
+def _membership(raw: CellRaw, directory: Path, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of (tid, comm, expected, actual); sets raw.mismatched / membership_error."""
+    threads_text = (directory / "threads.txt").read_text() if (directory / "threads.txt").is_file() else ""
+    dump = directory / "membership.json"
+    try:
+        layer_of = parse_map_dump(dump.read_text()) if dump.is_file() else None
+    except (ValueError, KeyError) as bad:
+        layer_of = None
+        raw.membership_error = f"unreadable tid->layer map ({bad})"
+    if layer_of is None:
+        err = (directory / "membership.err")
+        why = err.read_text().strip()[:200] if err.is_file() else "no map dump"
+        raw.membership_error = raw.membership_error or f"no tid->layer map ({why})"
+        return []
+    threads = [line.split(maxsplit=2) for line in threads_text.splitlines() if line.strip()]
+    process_comm = {int(pid): comm for pid, tid, comm in threads if pid == tid}
+    names = [str(spec.get("name")) for spec in specs]
+    rows = []
+    for pid, tid, comm in threads:
+        index = layer_of.get(int(tid))
+        actual = names[index] if index is not None and 0 <= index < len(names) else None
+        expected = expected_layer(specs, comm, process_comm.get(int(pid), comm))
+        rows.append({"tid": int(tid), "comm": comm, "expected_layer": expected, "actual_layer": actual})
+        if expected is not None and expected != actual:
+            raw.mismatched.append(f"{comm} (tid {tid}): expected {expected}, in {actual or 'none'}")
+    raw.members = len(rows)
+    if not rows:
+        raw.membership_error = "no target threads found during the window"
+    return rows
+
+
+def _metrics(plan: Plan, out: Path, directory: Path) -> tuple[dict[str, float], str | None]:
+    load = plan.workload.load
+    try:
+        if load.source == "command":
+            text = (directory / "load.stdout").read_text(errors="replace")
+        else:
+            first, last = (int(v) for v in (directory / "service.lines").read_text().split())
+            lines = (out / "service.log").read_text(errors="replace").splitlines()
+            # the warm-up is before the window; lines written during it are outside [first, last)
+            text = "\n".join(lines[first:last])
+        return parse_metrics(load.parser, text, source=load.source), None
+    except (OSError, ValueError) as error:
+        message = getattr(error, "message", str(error))
+        return {}, message.splitlines()[0][:300]
+
+
+def ingest(con: duckdb.DuckDBPyConnection, plan: Plan, out: Path, execution: Execution, *,
+           command: str, purpose: str, scx_version: str) -> Ingested:
+    """Store one executed plan as a run; returns its id and counts."""
+    run_id = store.next_run_id(con)
+    objective = plan.workload.objective
+    specs = {arm.name: json.loads(arm.config_json) for arm in plan.arms if arm.config_json}
+    cell_rows, sample_rows, member_rows = [], [], []
+    for cell in plan.cells:
+        directory = out / "cells" / str(cell.idx)
+        if not (directory / "cell").is_file():
+            continue
+        raw = read_cell(directory, source=plan.workload.load.source)
+        values, metrics_error = _metrics(plan, out, directory) if raw.done else ({}, None)
+        if raw.done and cell.arm in specs:
+            member_rows += [{"run_id": run_id, "idx": cell.idx, **row}
+                            for row in _membership(raw, directory, specs[cell.arm])]
+        why = reasons(raw, baseline=plan.arm(cell.arm).is_baseline, window_s=objective.window_s,
+                      metrics_error=metrics_error)
+        cell_rows.append({
+            "run_id": run_id, "idx": cell.idx, "arm": cell.arm, "level": cell.level,
+            "repeat": cell.repeat, "valid": not why, "reasons": "; ".join(why), "wall_s": raw.wall_s,
+            "spinner_cpu_s": raw.spinner_cpu_s, "generator_cpu_s": raw.generator_cpu_s,
+            "state_before": raw.state_before, "state_after": raw.state_after,
+        })
+        sample_rows += [{"run_id": run_id, "idx": cell.idx, "metric": m, "value": v}
+                        for m, v in sorted(values.items())]
+    finished = (out / "finished").is_file() and len(cell_rows) == len(plan.cells)
+    stopped = None if finished else _where_stopped(out, plan, len(cell_rows), execution)
+    store.insert(con, "run", [{
+        "run_id": run_id, "started": datetime.now(UTC).replace(tzinfo=None), "command": command,
+        "purpose": purpose, "workload": plan.workload.name,
+        "workload_toml": plan.workload_toml,
+        "primary_metric": objective.primary.metric, "primary_direction": objective.primary.direction,
+        "secondary": json.dumps([{"metric": s.metric, "direction": s.direction}
+                                 for s in objective.secondary]),
+        "levels": json.dumps(list(plan.levels)), "repeats": plan.repeats, "arm_order": plan.order,
+        "seed": plan.seed, "window_s": objective.window_s, "warmup_s": objective.warmup_s,
+        "host_kernel": platform.release(), "guest_kernel": execution.guest_kernel,
+        "vcpus": execution.vcpus, "tcg": execution.tcg, "scx_version": scx_version, "shape": plan.shape,
+        "completed": finished, "stopped_reason": stopped,
+    }])
+    store.insert(con, "arm", [{
+        "run_id": run_id, "arm": arm.name, "kind": "baseline" if arm.is_baseline else "profile",
+        "profile_toml": arm.profile_toml, "config_json": arm.config_json,
+        "attach_s": _attach_s(out, arm.name),
+    } for arm in plan.arms])
+    store.insert(con, "cell", cell_rows)
+    store.insert(con, "sample", sample_rows)
+    store.insert(con, "membership", member_rows)
+    con.execute("CHECKPOINT")
+    valid = sum(1 for row in cell_rows if row["valid"])
+    return Ingested(run_id, len(cell_rows), valid, len(plan.cells), finished, stopped)
+
+
+def _attach_s(out: Path, arm: str) -> float | None:
+    path = out / "arms" / f"{arm}.attach_s"
+    try:
+        return float(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _where_stopped(out: Path, plan: Plan, cells_seen: int, execution: Execution) -> str:
+    failed = out / "failed"
+    why = failed.read_text().strip() if failed.is_file() else f"agent exit status {execution.status}"
+    last = ""
+    log = out / "agent.log"
+    if log.is_file():
+        lines = log.read_text(errors="replace").strip().splitlines()
+        last = f"; last agent line: {lines[-1]}" if lines else ""
+    return f"stopped after {cells_seen} of {len(plan.cells)} cells ({why}){last}"
+

@@ -1,0 +1,144 @@
+"""REPORT.md and plots of a training record, from the ladder file alone.
+
+Problem: a reviewer must be able to trust a profile's claim without trusting
+whoever trained it: every number in the report has to come from stored data,
+every decision has to be recomputable from it, and the conditions (TCG, vCPUs,
+invalid cells) have to be stated where the numbers are.
+
+Approach: `write_report` reads the `run`, `cell`, `comparison` and `step`
+tables, writes REPORT.md (per-level table like the lab's seed tables,
+refinement steps, invalid cells with reasons, method, environment,
+limitations, the command to reproduce) and one PNG per run (metric against
+background level per arm, error bars the seeded bootstrap 95% CI of each
+arm's median). Nothing is passed in from memory but paths and names.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import numpy as np
+
+from threadwise.refine import store
+
+_UNITS = {"per_s": "/s", "_us": " us", "_ms": " ms", "_rps": " req/s"}
+
+
+def _fmt(value: float | None) -> str:
+    if value is None or not np.isfinite(value):
+        return "-"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def _median_ci(values: list[float], seed: int, n_boot: int = 2000) -> tuple[float, float, float]:
+    data = np.asarray(values, dtype=float)
+    median = float(np.median(data))
+    if data.size < 2:
+        return median, median, median
+    rng = np.random.default_rng(seed)
+    boot = np.median(data[rng.integers(0, data.size, (n_boot, data.size))], axis=1)
+    return median, float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975))
+
+
+def level_table(con: duckdb.DuckDBPyConnection, run_id: int, candidate: str,
+                reference: str = "baseline") -> list[str]:
+    """Markdown rows: bg | reference metric (secondary) | candidate ... | ratio [CI] | verdict."""
+    info = store.run_info(con, run_id)
+    primary = info.primary[0]
+    second = info.secondary[0][0] if info.secondary else None
+    rows = con.execute(
+        "SELECT level, reference_median, candidate_median, ratio, ci_low, ci_high, verdict, "
+        "n_reference, n_candidate FROM comparison WHERE run_id = ? AND reference = ? AND candidate = ? "
+        "AND metric = ? ORDER BY level", [run_id, reference, candidate, primary]).fetchall()
+    secondary = {}
+    if second:
+        secondary = {r[0]: (r[1], r[2], r[3], r[6]) for r in con.execute(
+            "SELECT level, reference_median, candidate_median, ratio, ci_low, ci_high, verdict "
+            "FROM comparison WHERE run_id = ? AND reference = ? AND candidate = ? AND metric = ?",
+            [run_id, reference, candidate, second]).fetchall()}
+    head = f"| bg spinners | {reference} {primary}" + (f" ({second})" if second else "") + \
+        f" | {candidate} {primary}" + (f" ({second})" if second else "") + \
+        f" | ratio [95% CI] | verdict | n ({reference}/{candidate}) |"
+    lines = [head, "|---|---|---|---|---|---|"]
+    for level, ref, cand, ratio, low, high, verdict, n_ref, n_cand in rows:
+        extra_ref = extra_cand = ""
+        note = ""
+        if level in secondary:
+            s_ref, s_cand, _s_ratio, s_verdict = secondary[level]
+            extra_ref, extra_cand = f" ({_fmt(s_ref)})", f" ({_fmt(s_cand)})"
+            if s_verdict == "worse":
+                note = f"; {second} worse"
+        ci = f"[{_fmt(low)}, {_fmt(high)}]" if low is not None else "[-]"
+        lines.append(f"| {level} | {_fmt(ref)}{extra_ref} | {_fmt(cand)}{extra_cand} | "
+                     f"{_fmt(ratio)} {ci} | {verdict.replace('_', ' ')}{note} | {n_ref}/{n_cand} |")
+    return lines
+
+
+def plot_run(con: duckdb.DuckDBPyConnection, run_id: int, path: Path, *, title: str) -> Path:
+    """PNG: primary metric against background level, one line per arm, median with 95% CI bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    info = store.run_info(con, run_id)
+    metric, direction = info.primary
+    measured = store.measured(con, run_id)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
+    for offset, (arm, levels) in enumerate(measured.items()):
+        xs, ys, lows, highs = [], [], [], []
+        for level in sorted(levels):
+            values = levels[level].get(metric, [])
+            if not values:
+                continue
+            median, low, high = _median_ci(values, seed=info.seed + level)
+            xs.append(level + (offset - (len(measured) - 1) / 2) * 0.08)
+            ys.append(median)
+            lows.append(median - low)
+            highs.append(high - median)
+        if xs:
+            ax.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=3, label=arm)
+    ax.set_xlabel("background spinners")
+    ax.set_ylabel(f"{metric} ({'higher' if direction == 'higher' else 'lower'} is better)")
+    where = f"TCG, {info.vcpus}-vCPU lab VM" if info.tcg else f"{info.vcpus} CPUs"
+    ax.set_title(f"{title} ({where})", fontsize=10)
+    ax.set_xticks(sorted(info.levels))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def invalid_cells(con: duckdb.DuckDBPyConnection, run_id: int) -> list[str]:
+    rows = con.execute("SELECT idx, arm, level, repeat, reasons FROM cell WHERE run_id = ? AND NOT valid "
+                       "ORDER BY idx", [run_id]).fetchall()
+    return [f"- run {run_id} cell {idx} ({arm}, bg={level}, repeat {rep}): {why}"
+            for idx, arm, level, rep, why in rows]
+
+
+def environment(con: duckdb.DuckDBPyConnection, run_id: int) -> list[str]:
+    row = con.execute("SELECT host_kernel, guest_kernel, vcpus, tcg, scx_version, shape, levels, repeats, "
+                      "window_s, warmup_s, arm_order, seed, started FROM run WHERE run_id = ?",
+                      [run_id]).fetchone()
+    host, guest, vcpus, tcg, scx, shape, levels, repeats, window, warmup, order, seed, started = row
+    where = (f"taken under TCG (software emulation) in a {vcpus}-vCPU lab VM (kernel {guest}) on a "
+             f"host running {host}" if tcg else f"taken directly on a {vcpus}-CPU host, kernel {host}")
+    return [f"- {where}",
+            f"- scx_layered {scx}; profiles compiled for `{shape}`",
+            f"- levels {json.loads(levels)} background spinners, {repeats} repeats, {order} arm order, "
+            f"seed {seed}; {window:g} s windows after {warmup:g} s warm-up; "
+            f"started {started:%Y-%m-%d %H:%M} UTC"]
+
+
+def steps_table(con: duckdb.DuckDBPyConnection) -> list[str]:
+    rows = con.execute("SELECT step, run_id, candidate, decision, reason FROM step ORDER BY step").fetchall()
+    lines = ["| step | candidate | ladder run | decision | reason |", "|---|---|---|---|---|"]
+    lines += [f"| {step} | `{cand}` | {run if run is not None else '-'} | **{decision}** | {reason} |"
+              for step, run, cand, decision, reason in rows]
+    return lines

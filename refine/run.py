@@ -1,0 +1,134 @@
+"""One ladder run end to end: arms compiled for the guest, plan, agent, ingest, judgement.
+
+`threadwise ladder`, the refine loop and `train` all measure through
+`run_ladder`, so every measurement lands in a ladder file the same way.
+Where the cells run decides the shape profiles are compiled for: the lab
+guest (`--cpus N`, one thread per core) or this host (when it has sched_ext).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from threadwise.errors import MissingTool, UsageError
+from threadwise.refine import ingest, judge, ladder, store
+from threadwise.refine.ladder import BASELINE, Arm
+from threadwise.refine.workload import Workload
+
+LAB_SHAPE = "cores={cpus},threads-per-core=1"
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where the cells run."""
+
+    lab: bool
+    cpus: int
+
+    @property
+    def shape(self) -> str:
+        return LAB_SHAPE.format(cpus=self.cpus) if self.lab else "host"
+
+
+def where(lab: bool, cpus: int) -> Where:
+    """Check that cells can run there: the lab, or a host with sched_ext."""
+    if not lab:
+        from threadwise.runtime.scx import sched_ext_state
+
+        if not sched_ext_state().supported:
+            raise MissingTool("this kernel has no sched_ext, so profile arms cannot attach here",
+                              hint="add --lab to run the whole ladder in one lab VM boot")
+    if cpus < 1:
+        raise UsageError("--cpus must be at least 1")
+    return Where(lab, cpus)
+
+
+def profile_arm(name: str, profile_toml: str, config_json: str) -> Arm:
+    return Arm(ladder.check_arm_name(name), profile_toml, config_json)
+
+
+def arm_from_file(path: Path, shape: str, name: str | None = None) -> Arm:
+    """A profile file compiled (validated, oracle-checked) for `shape`."""
+    from threadwise.runtime.config import resolve
+
+    if path.suffix != ".toml":
+        raise UsageError(f"{path}: an arm is `baseline` or a profile .toml")
+    resolved = resolve(path, shape)
+    return profile_arm(name or path.stem, path.read_text(), json.dumps(resolved.specs, indent=2) + "\n")
+
+
+@dataclass(frozen=True)
+class LadderRun:
+    run_id: int
+    ingested: ingest.Ingested
+    comparisons: dict[str, object]  # candidate arm -> stats.LadderComparison vs the reference
+    out: Path
+
+
+def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladder_file: Path,
+               place: Where, levels: list[int], repeats: int, order: str = "abba", seed: int = 1,
+               purpose: str = "ladder", command: str | None = None, noise: float = 0.0,
+               reference: str = BASELINE, keep_raw: Path | None = None,
+               timeout_s: float | None = None, progress: Callable[[str], None] = print) -> LadderRun:
+    """Measure `arms` on `workload`, store the run in `ladder_file`, judge every arm vs `reference`."""
+    from threadwise.refine.bundled import build
+    from threadwise.scx import SCX_LAYERED_VERSION, scx_layered_path
+
+    plan = ladder.make_plan(workload, arms, levels=levels, repeats=repeats, order=order, seed=seed,
+                            shape=place.shape, workload_toml=workload_toml)
+    scx = scx_layered_path()
+    out = keep_raw if keep_raw else Path(tempfile.mkdtemp(prefix="threadwise-ladder-"))
+    out.mkdir(parents=True, exist_ok=True)
+    script = ladder.plan_script(plan, attach_mode="runtime", spin=build("spin"), scx=scx)
+    ladder.write_plan(plan, out, script)
+    budget = timeout_s or _timeout(plan)
+    progress(f"ladder: {len(plan.cells)} cells ({len(arms)} arms x {len(plan.levels)} levels x "
+             f"{repeats} repeats, {workload.objective.window_s:g} s windows), "
+             + (f"in the lab ({place.cpus} vCPUs, TCG)" if place.lab else "on this host")
+             + f"; raw results in {out}")
+    try:
+        execution = ladder.execute(out, lab=place.lab, cpus=place.cpus, timeout_s=budget,
+                                   progress=lambda line: progress(f"  {line}"))
+    except BaseException as error:  # keep what was measured: ingest, then re-raise
+        execution = ladder.Execution(None, place.cpus, place.lab, 0.0, 255)
+        progress(f"ladder: stopped early ({type(error).__name__}: {error}); keeping the cells that finished")
+        con, _ = _store(plan, out, execution, ladder_file=ladder_file, command=command,
+                        purpose=purpose, scx_version=SCX_LAYERED_VERSION)
+        con.close()
+        raise
+    con, ingested = _store(plan, out, execution, ladder_file=ladder_file, command=command,
+                           purpose=purpose, scx_version=SCX_LAYERED_VERSION)
+    try:
+        comparisons = {arm.name: judge.judge(con, ingested.run_id, reference, arm.name, noise=noise)
+                       for arm in arms if arm.name != reference}
+    finally:
+        con.close()
+    if keep_raw is None and ingested.completed:
+        shutil.rmtree(out, ignore_errors=True)
+    return LadderRun(ingested.run_id, ingested, comparisons, out)
+
+
+def _store(plan: ladder.Plan, out: Path, execution: ladder.Execution, *,
+           ladder_file: Path, command: str | None, purpose: str,
+           scx_version: str) -> tuple[duckdb.DuckDBPyConnection, ingest.Ingested]:
+    con = store.open_ladder(ladder_file)
+    ingested = ingest.ingest(con, plan, out, execution, command=command or shlex.join(sys.argv),
+                             purpose=purpose, scx_version=scx_version)
+    return con, ingested
+
+
+def _timeout(plan: ladder.Plan) -> float:
+    """A generous bound for the whole VM run: windows, warm-ups, attaches (TCG: up to ~35 s each)."""
+    objective = plan.workload.objective
+    per_cell = objective.window_s * 3 + objective.warmup_s + 5
+    attaches = sum(1 for arm, _ in plan.turns if not plan.arm(arm).is_baseline)
+    return 180 + len(plan.cells) * per_cell + attaches * 90
