@@ -1,0 +1,228 @@
+"""`threadwise train`: observe -> analyze -> synthesize -> refine, then the profile and its record.
+
+Problem: a profile is only worth something once it is measured against the
+kernel's default scheduler on the workload's own metric under background
+load, and a reviewer must be able to check that claim from what is committed.
+
+Approach: observe the workload on this host (eBPF needs no sched_ext) while
+its service runs under its load, synthesize a profile from the capture
+(each printed as the `threadwise` command a user would type), then run the
+keep-only-wins loop (`loop.py`) whose every measurement is one ladder run
+(`run.py`) into the record's ladder file. The committed outputs are written
+last and atomically: `profiles/NAME.toml` (the best profile, with a header
+naming the command, the date and the record) and `artifacts/NAME/`
+(REPORT.md, plots, the ladder file), all generated from the ladder file.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from threadwise.errors import ThreadwiseError, UsageError
+from threadwise.refine import store
+from threadwise.refine.ladder import Arm
+from threadwise.refine.run import Where, profile_arm, run_ladder
+from threadwise.refine.service import RunningService
+from threadwise.refine.workload import Workload, load_workload
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    workload_path: Path
+    name: str
+    place: Where
+    levels: list[int]
+    repeats: int
+    budget: int
+    seed: int = 1
+    observe_s: float = 8.0
+    window_s: float | None = None  # overrides the workload's window (short demo runs)
+    profiles_dir: Path = Path("profiles")
+    artifacts_dir: Path = Path("artifacts")
+    force: bool = False
+    command: str = ""
+    candidates: Callable | None = None  # mutation source (default: every operator)
+
+
+def _threadwise(args: list[str], progress: Callable[[str], None]) -> None:
+    progress(f"$ {shlex.join(['threadwise', *args])}")
+    done = subprocess.run([sys.executable, "-m", "threadwise.cli", *args], check=False)
+    if done.returncode != 0:
+        raise ThreadwiseError(f"train step failed with status {done.returncode}: "
+                              f"threadwise {shlex.join(args)}")
+
+
+def observe_workload(workload: Workload, capture: Path, seconds: float, work: Path,
+                     progress: Callable[[str], None]) -> None:
+    """A capture of the workload under its own load, taken on this host."""
+    from threadwise.refine.workload import render_argv
+
+    if workload.service is None:  # the load command is the workload
+        argv = render_argv(list(workload.load.command or []), window_s=max(seconds, 1.0))
+        _threadwise(["observe", "-d", f"{seconds:g}s", "-o", str(capture), "--force", "--", *argv], progress)
+        return
+    with RunningService(workload, work) as service:
+        progress(f"train: {workload.name} service ready (pid {service.pid}); load running")
+        service.start_load()
+        _threadwise(["observe", "--pid", str(service.pid), "-d", f"{seconds:g}s", "-o", str(capture),
+                     "--force"], progress)
+
+
+def _with_window(workload: Workload, window_s: float | None) -> Workload:
+    if window_s is None:
+        return workload
+    objective = workload.objective.model_copy(update={"window_s": window_s})
+    return workload.model_copy(update={"objective": objective})
+
+
+def _arm(item: object, shape: object) -> Arm:
+    """A loop arm (name, profile or None, shape) as a ladder arm compiled for its shape."""
+    from threadwise.refine.mutate import compile_specs, toml_text
+
+    name, profile, arm_shape = item  # type: ignore[misc]
+    if profile is None:
+        return Arm(name)
+    _specs, _notes, config_json = compile_specs(profile, arm_shape or shape)
+    return profile_arm(name, toml_text(profile), config_json)
+
+
+def store_steps(con: object, result: object, runs: list[int], *, seed: int, noise: float) -> None:
+    """The loop's steps, with the ladder run that measured each (rejected steps have none)."""
+    rows, measured_steps = [], iter(runs)
+    for step in result.steps:  # type: ignore[attr-defined]
+        run_id = None if step.decision.value == "rejected" else next(measured_steps)
+        rows.append({"step": step.index, "run_id": run_id, "candidate": step.candidate,
+                     "description": step.description, "decision": step.decision.value,
+                     "reason": step.reason, "toml_diff": step.diff, "noise": noise})
+    store.insert(con, "step", rows)  # type: ignore[arg-type]
+
+
+def verdict_sentence(result: object) -> str:
+    steps = result.steps  # type: ignore[attr-defined]
+    first = steps[0].vs_baseline
+    kept = [s for s in steps[1:] if s.decision.value == "kept"]
+    start = ("The synthesized profile **beat the default scheduler**" if first and first.wins else
+             "The synthesized profile **did not beat the default scheduler**")
+    text = f"{start} ({first.reason if first else 'not measured'})."
+    if kept:
+        text += " Refinement kept " + ", ".join(f"`{s.candidate}`" for s in kept) + "."
+    elif len(steps) > 1:
+        text += " No refinement step won against it; it stands as synthesized."
+    return text
+
+
+def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Path:
+    """Run the whole pipeline; returns the written profile path."""
+    from threadwise.refine import loop, report
+    from threadwise.refine.mutate import toml_text
+    from threadwise.synthesize.reader import load_profile
+    from threadwise.synthesize.shape import parse_shape
+
+    profile_path = options.profiles_dir / f"{options.name}.toml"
+    record = options.artifacts_dir / options.name
+    for existing in (profile_path, record):
+        if existing.exists() and not options.force:
+            raise UsageError(f"{existing} exists", hint="pass --force to retrain and replace it")
+    workload = _with_window(load_workload(options.workload_path), options.window_s)
+    workload_toml = options.workload_path.read_text()
+    # Work in build/train/NAME: a failed or interrupted training keeps what it measured there.
+    work = Path("build") / "train" / options.name
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    ladder_file = work / "ladder.duckdb"
+    started = time.monotonic()
+    capture, synthesized = work / "capture.duckdb", work / "synthesized.toml"
+    progress(f"train 1/4 observe: {workload.name} for {options.observe_s:g} s on this host")
+    observe_workload(workload, capture, options.observe_s, work, progress)
+    progress("train 2/4 analyze + synthesize")
+    _threadwise(["analyze", str(capture)], progress)
+    _threadwise(["synthesize", str(capture), "--name", options.name, "-o", str(synthesized)], progress)
+    start, _ = load_profile(synthesized)
+    shape = parse_shape(options.place.shape)
+    runs: list[int] = []
+
+    def measure(arms: list[loop.Arm]) -> dict:
+        step = len(runs)
+        result = run_ladder(workload, workload_toml, [_arm(arm, shape) for arm in arms],
+                            ladder_file=ladder_file, place=options.place, levels=options.levels,
+                            repeats=options.repeats, seed=options.seed + step,
+                            purpose=f"refine-step-{step}", command=options.command, progress=progress)
+        runs.append(result.run_id)
+        con = store.open_ladder(ladder_file, read_only=True)
+        try:
+            return store.measured(con, result.run_id)
+        finally:
+            con.close()
+
+    progress(f"train 3/4 refine: the synthesized profile against the default scheduler, then up to "
+             f"{options.budget} measured mutations (levels {options.levels}, {options.repeats} repeats, "
+             + ("in the lab, TCG" if options.place.lab else "on this host") + ")")
+    result = loop.refine(start, shape=shape, measure=measure,
+                         primary=(workload.objective.primary.metric, workload.objective.primary.direction),
+                         secondary=[(s.metric, s.direction) for s in workload.objective.secondary],
+                         noise=0.0, budget=options.budget, seed=options.seed,
+                         candidates=options.candidates or loop.all_mutations,
+                         on_step=lambda step: progress(f"train: step {step.index} {step.candidate}: "
+                                                       f"{step.decision.value}: {step.reason}"))
+    progress("train 4/4 record: profile, REPORT.md, plots, data")
+    staging = work / "record"
+    staging.mkdir()
+    con = store.open_ladder(ladder_file)
+    try:
+        store_steps(con, result, runs, seed=options.seed, noise=0.0)
+        con.execute("CHECKPOINT")
+        verdict = verdict_sentence(result)
+        report.write_report(con, staging, name=options.name, workload=workload.name,
+                            command=options.command, profile_path=str(profile_path),
+                            wall_s=time.monotonic() - started, verdict=verdict,
+                            limitations=limitations(options, workload))
+    finally:
+        con.close()
+    shutil.copy2(ladder_file, staging / "ladder.duckdb")
+    header = profile_header(options, record, verdict)
+    options.profiles_dir.mkdir(parents=True, exist_ok=True)
+    options.artifacts_dir.mkdir(parents=True, exist_ok=True)
+    if record.exists():
+        shutil.rmtree(record)
+    staging.rename(record)
+    tmp_profile = profile_path.with_name(f".{profile_path.name}.tmp")
+    tmp_profile.write_text(header + toml_text(result.best))
+    tmp_profile.replace(profile_path)
+    progress(f"train: wrote {profile_path} and {record}/ in {(time.monotonic() - started) / 60:.1f} min")
+    return profile_path
+
+
+def profile_header(options: TrainOptions, record: Path, verdict: str) -> str:
+    plain = verdict.replace("**", "")
+    return "\n".join([
+        f"# Trained by threadwise on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC with:",
+        f"#   {options.command}",
+        f"# Evidence: {record}/REPORT.md (data: {record}/ladder.duckdb).",
+        *[f"# {line}" for line in textwrap.wrap(plain, 96)],
+        "", ""])
+
+
+def limitations(options: TrainOptions, workload: Workload) -> list[str]:
+    items = []
+    if options.place.lab:
+        items.append(f"Measured under TCG (software emulation) in a {options.place.cpus}-vCPU lab VM on a "
+                     "2-core host: relative effects between arms are real (LAB.md), absolute rates are not "
+                     "those of real hardware. Shapes with SMT or more cores were not measured here; run the "
+                     "same ladder on a real sched_ext host (or the self-contained lab on a bigger machine).")
+    items.append(f"{options.repeats} repeats per arm and level: only effects larger than the spread of "
+                 "identical arms are called better or worse; smaller effects read as within noise.")
+    items.append(f"Levels {options.levels}; windows of {workload.objective.window_s:g} s after "
+                 f"{workload.objective.warmup_s:g} s warm-up.")
+    if options.budget == 0:
+        items.append("No mutations were measured (budget 0): the profile is the synthesized one.")
+    return items
