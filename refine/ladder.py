@@ -31,8 +31,12 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from threadwise.errors import UsageError
-from threadwise.refine.workload import Workload, render_argv
+
+if TYPE_CHECKING:
+    from threadwise.refine.workload import Workload
 
 BASELINE = "baseline"
 ORDERS = ("abba", "shuffle")
@@ -130,6 +134,8 @@ def _function(name: str, argv: list[str]) -> str:
 
 
 def _ready_function(workload: Workload) -> str:
+    from threadwise.refine.workload import render_argv
+
     service = workload.service
     assert service is not None
     ready = service.ready
@@ -146,6 +152,8 @@ def _ready_function(workload: Workload) -> str:
 def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
                 attach_timeout_s: float = 240.0, spin_args: str = "") -> str:
     """plan.sh for guest/agent.sh: variables, the workload's commands, then one step a line."""
+    from threadwise.refine.workload import render_argv
+
     workload = plan.workload
     objective = workload.objective
     window = objective.window_s

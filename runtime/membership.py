@@ -146,9 +146,10 @@ def target_prefixes(specs: list[dict[str, Any]]) -> list[str]:
 def expected_layer(specs: list[dict[str, Any]], comm: str, process: str) -> str | None:
     """The first layer that takes (comm, process), or None when a name cannot decide it."""
     from threadwise.synthesize.layers import views_from_specs
-    from threadwise.synthesize.shape import Shape
+    from threadwise.synthesize.shape import synthetic
 
-    for view in views_from_specs(specs, Shape(cores=1, threads_per_core=1)):
+    # The shape only sizes Confined layers; matching does not depend on it.
+    for view in views_from_specs(specs, synthetic(1)):
         for block in view.blocks:
             if block.matches(comm, process):
                 return None if block.other else view.name

@@ -1,0 +1,110 @@
+"""The ladder's plan, the agent's raw-file parsers, validity rules and membership (fast tier)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from threadwise.errors import UsageError
+from threadwise.refine.ladder import plan_cells
+from threadwise.refine.validity import CellRaw, reasons, stat_cpu_s, times_children_s
+from threadwise.runtime.membership import expected_layer, parse_map_dump
+
+SPECS = [
+    {"name": "hot", "matches": [[{"PcommPrefix": "rolesim"}, {"CommPrefix": "hot-"}]],
+     "kind": {"Confined": {"cpus_range": [1, 1], "exclusive": True}}},
+    {"name": "split", "matches": [[{"PcommPrefix": "rolesim"}, {"CommPrefix": "worker-"},
+                                   {"AvgRuntime": [0, 1000]}]], "kind": {"Open": {}}},
+    {"name": "rolesim", "matches": [[{"PcommPrefix": "rolesim"}]], "kind": {"Open": {}}},
+    {"name": "rest", "matches": [[]], "kind": {"Open": {}}},
+]
+
+
+def test_abba_reverses_the_arm_order_every_repeat_and_runs_levels_ascending():
+    turns = plan_cells(["baseline", "p"], [4, 0, 2], 3, "abba", seed=1)
+    assert [arm for arm, _ in turns] == ["baseline", "p", "p", "baseline", "baseline", "p"]
+    levels = [[c.level for c in cells] for _, cells in turns]
+    assert levels == [[0, 2, 4]] * 6
+    indices = [c.idx for _, cells in turns for c in cells]
+    assert indices == list(range(18))
+    assert {c.repeat for _, cells in turns[2:4] for c in cells} == {2}
+
+
+def test_shuffle_is_seeded_and_covers_every_arm_each_repeat():
+    one = plan_cells(["a", "b", "c"], [0], 4, "shuffle", seed=7)
+    two = plan_cells(["a", "b", "c"], [0], 4, "shuffle", seed=7)
+    other = plan_cells(["a", "b", "c"], [0], 4, "shuffle", seed=8)
+    assert one == two
+    assert [arm for arm, _ in one] != [arm for arm, _ in other]
+    for repeat in range(4):
+        assert sorted(arm for arm, _ in one[repeat * 3:(repeat + 1) * 3]) == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize(("arms", "levels", "repeats", "order"), [
+    (["a", "a"], [0], 1, "abba"), (["a"], [], 1, "abba"), (["a"], [-1], 1, "abba"),
+    (["a"], [0], 0, "abba"), (["a"], [0], 1, "random")])
+def test_bad_plans_are_refused(arms, levels, repeats, order):
+    with pytest.raises(UsageError):
+        plan_cells(arms, levels, repeats, order, seed=1)
+
+
+def test_times_output_of_dash_and_busybox():
+    assert times_children_s("0m0.004000s 0m0.000000s\n1m2.500000s 0m0.250000s\n") == pytest.approx(62.75)
+    assert times_children_s("0m0.00s 0m0.00s\n0m3.21s 0m0.09s") == pytest.approx(3.30)
+
+
+def test_stat_cpu_reads_utime_and_stime_after_a_comm_with_spaces():
+    before = "123 (tw spin) S 1 1 1 0 -1 4194304 0 0 0 0 100 20 0 0 20 0 3 0 1 1 1"
+    after = "123 (tw spin) S 1 1 1 0 -1 4194304 0 0 0 0 350 70 0 0 20 0 3 0 1 1 1"
+    assert stat_cpu_s(before, after, 100) == pytest.approx(3.0)
+
+
+def _raw(**changes) -> CellRaw:
+    base = dict(idx=0, arm="p", level=2, repeat=1, done=True, wall_s=5.0, spinner_cpu_s=9.6,
+                generator_cpu_s=1.0, state_before="enabled layered_1.1.4", state_after="enabled layered_1.1.4",
+                alive_before="1", alive_after="1", load_rc=0, members=5)
+    base.update(changes)
+    return CellRaw(**base)
+
+
+def test_a_clean_profile_cell_is_valid():
+    assert reasons(_raw(), baseline=False, window_s=5.0, metrics_error=None) == []
+
+
+@pytest.mark.parametrize(("changes", "baseline", "word"), [
+    ({"spinner_cpu_s": 3.0}, False, "spinners"),
+    ({"spinner_cpu_s": None}, False, "spinners"),
+    ({"generator_cpu_s": 4.8}, False, "generator"),
+    ({"alive_after": "0"}, False, "service"),
+    ({"state_after": "disabled -"}, False, "attach"),
+    ({}, True, "attach"),
+    ({"mismatched": ["hot-0 (tid 9): expected hot, in rest"]}, False, "membership"),
+    ({"membership_error": "no tid->layer map"}, False, "membership"),
+    ({"load_rc": 1}, False, "load"),
+    ({"done": False}, False, "cut"),
+])
+def test_each_broken_promise_makes_the_cell_invalid(changes, baseline, word):
+    found = reasons(_raw(**changes), baseline=baseline, window_s=5.0, metrics_error=None)
+    assert found and found[0].startswith(word), found
+
+
+def test_a_metrics_error_is_a_reason_and_level_zero_needs_no_spinners():
+    found = reasons(_raw(level=0, spinner_cpu_s=0.0), baseline=False, window_s=5.0,
+                    metrics_error="no metric get_rps in the output")
+    assert found == ["load: no metric get_rps in the output"]
+
+
+def test_bpftool_dump_formats():
+    with_btf = json.dumps([{"key": [60, 0], "value": [2, 0], "formatted": {"key": 60, "value": 2}}])
+    raw = json.dumps([{"key": ["0x3c", "0x00", "0x00", "0x00"], "value": ["0x01", "0x00", "0x00", "0x00"]}])
+    assert parse_map_dump(with_btf) == {60: 2}
+    assert parse_map_dump(raw) == {60: 1}
+    assert parse_map_dump("") == {}
+
+
+def test_expected_layer_is_the_first_match_and_unknown_for_behaviour_matchers():
+    assert expected_layer(SPECS, "hot-0", "rolesim") == "hot"
+    assert expected_layer(SPECS, "worker-1", "rolesim") is None  # AvgRuntime decides, not the name
+    assert expected_layer(SPECS, "feeder", "rolesim") == "rolesim"
+    assert expected_layer(SPECS, "hot-0", "other") == "rest"
