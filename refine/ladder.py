@@ -30,7 +30,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from threadwise.errors import UsageError
