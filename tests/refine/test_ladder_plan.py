@@ -62,7 +62,8 @@ def test_stat_cpu_reads_utime_and_stime_after_a_comm_with_spaces():
 
 def _raw(**changes) -> CellRaw:
     base = dict(idx=0, arm="p", level=2, repeat=1, done=True, wall_s=5.0, spinner_cpu_s=9.6,
-                generator_cpu_s=1.0, state_before="enabled layered_1.1.4", state_after="enabled layered_1.1.4",
+                generator_cpu_s=1.0, state_before="enabled layered_1.1.4",
+                state_after="enabled layered_1.1.4",
                 alive_before="1", alive_after="1", load_rc=0, members=5)
     base.update(changes)
     return CellRaw(**base)
