@@ -1,0 +1,200 @@
+"""The keep-only-wins refinement loop, over an injected measurement.
+
+Problem: training a profile means trying small changes and keeping only those
+that measurably improve the workload's own metric under background load, on
+a machine whose noise is comparable to the effects. A change that helps at
+one level and hurts at another, or that buys throughput with tail latency,
+must not be kept, and every decision must be recorded with the numbers it
+came from, so that a report can recompute it and a regression is never
+hidden.
+
+Approach (docs/refine.md "Refinement"):
+- Step 0 measures `baseline` (no profile: the kernel's default scheduler)
+  and the start profile in one ladder; the start becomes the first best
+  whether or not it beats the baseline (step 0's decision is `kept` by
+  definition, and `vs_baseline.wins` says plainly whether it won).
+- Each later step takes the next untried candidate of `candidates(best,
+  shape)`, vets it (validate, compile, oracle, lint; a rejected candidate is
+  recorded with its reason and costs no measurement), then measures
+  `baseline`, `best` and `candidate` in ONE call (one interleaved ladder) and
+  keeps the candidate only if `compare_arms(best -> candidate).wins`. After a
+  keep the candidates are generated afresh from the new best; a configuration
+  (profile TOML and reserve) is never tried twice.
+- `budget` counts measured candidates; the loop also ends when no untried
+  candidate is left.
+- The measurement is a function `measure(arms) -> Measured` (arm -> level ->
+  metric -> valid samples); the loop does no I/O besides `on_step`, which
+  gets every Step as soon as it is decided. Each step's comparisons are
+  seeded with `[seed, step index, k]`, and the samples are kept in the Step,
+  so every CI, verdict and decision can be recomputed from the record.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import NamedTuple
+
+from threadwise.errors import ThreadwiseError
+from threadwise.refine.mutate import Candidate, Rejected, Vetted, all_mutations, toml_text
+from threadwise.refine.mutate import vet as default_vet
+from threadwise.refine.stats import Direction, LadderComparison, Measured, compare_arms
+from threadwise.synthesize.schema import Profile
+from threadwise.synthesize.shape import Shape
+
+BASELINE, START, BEST, CANDIDATE = "baseline", "start", "best", "candidate"
+
+
+class Arm(NamedTuple):
+    """One arm of a ladder: a name, its profile (None: the baseline, no scheduler attached)
+    and the shape to compile the profile for (its reserve may differ from the machine's)."""
+
+    name: str
+    profile: Profile | None
+    shape: Shape | None = None
+
+
+class Decision(StrEnum):
+    KEPT = "kept"
+    REVERTED = "reverted"
+    REJECTED = "rejected"
+
+
+Measure = Callable[[list[Arm]], Measured]
+Candidates = Callable[[Profile, Shape], list[Candidate]]
+Vet = Callable[[Candidate, Shape], Vetted | Rejected]
+Metric = tuple[str, Direction]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One recorded step.
+
+    `diff` is the unified diff of the written TOMLs (best -> candidate; step 0:
+    nothing -> start); `reserve_cores` the candidate's compile-time reserve.
+    Measured steps carry `measured` (the samples), `vs_best` (which decided,
+    absent at step 0) and `vs_baseline`; a rejected step carries neither.
+    """
+
+    index: int
+    candidate: str
+    description: str
+    diff: str
+    decision: Decision
+    reason: str
+    reserve_cores: int
+    vs_best: LadderComparison | None = None
+    vs_baseline: LadderComparison | None = None
+    measured: Measured | None = None
+    config_json: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RefineResult:
+    """The best profile, the shape it was kept on (its reserve), and every step."""
+
+    best: Profile
+    shape: Shape
+    steps: tuple[Step, ...]
+
+    @property
+    def start_wins(self) -> bool:
+        """Whether the start profile beat the baseline at step 0."""
+        first = self.steps[0].vs_baseline
+        return first is not None and first.wins
+
+    @property
+    def measured_candidates(self) -> int:
+        return sum(1 for s in self.steps[1:] if s.decision is not Decision.REJECTED)
+
+
+def toml_diff(before: Profile | None, after: Profile, before_name: str, after_name: str) -> str:
+    """Unified diff of the two profiles as written TOML."""
+    old = toml_text(before).splitlines(keepends=True) if before is not None else []
+    return "".join(difflib.unified_diff(old, toml_text(after).splitlines(keepends=True),
+                                        fromfile=before_name, tofile=after_name))
+
+
+def _key(profile: Profile, shape: Shape) -> tuple[str, int]:
+    return toml_text(profile), shape.reserve_cores
+
+
+def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
+           secondary: Sequence[Metric] = (), noise: float = 0.0, budget: int, seed: int,
+           candidates: Candidates = all_mutations, vet: Vet = default_vet,
+           on_step: Callable[[Step], None] | None = None) -> RefineResult:
+    """Refine `start` by keeping only candidates that win a ladder against the current best."""
+    if budget < 0:
+        raise ValueError(f"budget is a number of measured candidates, got {budget}")
+    steps: list[Step] = []
+
+    def record(step: Step) -> None:
+        steps.append(step)
+        if on_step is not None:
+            on_step(step)
+
+    def ladder(measured: Measured, reference: str, candidate: str, index: int,
+               k: int) -> LadderComparison:
+        return compare_arms(measured, reference, candidate, primary=primary, secondary=secondary,
+                            noise=noise, seed=[seed, index, k])
+
+    checked = vet(Candidate(START, "the start profile", start), shape)
+    note = ""
+    if isinstance(checked, Rejected):
+        if checked.stage != "lint":
+            raise ThreadwiseError(
+                f"the start profile cannot be measured ({checked.stage}): {checked.reason}",
+                hint="check it with `threadwise validate` and `threadwise compile --check`")
+        note = (f"; it has lint errors on {shape.describe()} ({checked.reason}) and is measured "
+                "anyway: it is the profile being trained")
+    measured = measure([Arm(BASELINE, None, None), Arm(START, start, shape)])
+    vs_baseline = ladder(measured, BASELINE, START, 0, 1)
+    record(Step(
+        0, START, "the start profile", toml_diff(None, start, "/dev/null", f"{START}.toml"),
+        Decision.KEPT, f"the start profile is the first best (step 0 keeps it by definition){note}"
+        f"; against the baseline it {vs_baseline.reason}", shape.reserve_cores,
+        vs_baseline=vs_baseline, measured=measured,
+        config_json=checked.config_json if isinstance(checked, Vetted) else None,
+        notes=checked.notes if isinstance(checked, Vetted) else ()))
+
+    best, best_shape = start, shape
+    tried = {_key(start, shape)}
+    used, index = 0, 1
+    while used < budget:
+        pool = [c for c in candidates(best, best_shape)
+                if _key(c.profile, c.shape_for(best_shape)) not in tried]
+        kept = False
+        for candidate in pool:
+            if used >= budget:
+                break
+            cand_shape = candidate.shape_for(best_shape)
+            tried.add(_key(candidate.profile, cand_shape))
+            diff = toml_diff(best, candidate.profile, f"{BEST}.toml", f"{candidate.name}.toml")
+            checked = vet(candidate, best_shape)
+            if isinstance(checked, Rejected):
+                record(Step(index, candidate.name, candidate.description, diff, Decision.REJECTED,
+                            f"rejected before measuring ({checked.stage}): {checked.reason}",
+                            cand_shape.reserve_cores))
+                index += 1
+                continue
+            measured = measure([Arm(BASELINE, None, None), Arm(BEST, best, best_shape),
+                                Arm(CANDIDATE, candidate.profile, cand_shape)])
+            used += 1
+            vs_best = ladder(measured, BEST, CANDIDATE, index, 0)
+            vs_base = ladder(measured, BASELINE, CANDIDATE, index, 1)
+            kept = vs_best.wins
+            decision = Decision.KEPT if kept else Decision.REVERTED
+            record(Step(index, candidate.name, candidate.description, diff, decision,
+                        f"{decision.value}: against the best it {vs_best.reason}",
+                        cand_shape.reserve_cores, vs_best=vs_best, vs_baseline=vs_base,
+                        measured=measured, config_json=checked.config_json, notes=checked.notes))
+            index += 1
+            if kept:
+                best, best_shape = candidate.profile, cand_shape
+                break
+        if not kept:
+            break  # every candidate of this best was tried, or the budget is spent
+    return RefineResult(best, best_shape, tuple(steps))
