@@ -33,7 +33,8 @@ _TABLES = {
     "comparison": ("run_id", "reference", "candidate", "metric", "level", "reference_median",
                    "candidate_median", "ratio", "ci_low", "ci_high", "n_reference", "n_candidate",
                    "verdict"),
-    "step": ("step", "run_id", "candidate", "description", "decision", "reason", "toml_diff", "noise"),
+    "step": ("step", "run_id", "candidate", "description", "decision", "reason", "toml_diff", "noise",
+             "decision_seed"),
 }
 
 

@@ -16,6 +16,7 @@ naming the command, the date and the record) and `artifacts/NAME/`
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 import subprocess
@@ -29,10 +30,14 @@ from pathlib import Path
 
 from threadwise.errors import ThreadwiseError, UsageError
 from threadwise.refine import store
-from threadwise.refine.ladder import Arm
+from threadwise.refine import judge
+from threadwise.refine.ladder import BASELINE, Arm
 from threadwise.refine.run import Where, profile_arm, run_ladder
 from threadwise.refine.service import RunningService
 from threadwise.refine.workload import Workload, load_workload
+
+
+AA_ARM = "baseline-aa"  # a second, identical baseline arm: the A/A noise floor
 
 
 @dataclass(frozen=True)
@@ -100,9 +105,13 @@ def store_steps(con: object, result: object, runs: list[int], *, seed: int, nois
     rows, measured_steps = [], iter(runs)
     for step in result.steps:  # type: ignore[attr-defined]
         run_id = None if step.decision.value == "rejected" else next(measured_steps)
+        # the loop's deciding comparison: step 0 start vs baseline [seed, 0, 1]; later best ->
+        # candidate [seed, index, 0] (loop.refine)
+        decision_seed = [seed, 0, 1] if step.index == 0 else [seed, step.index, 0]
         rows.append({"step": step.index, "run_id": run_id, "candidate": step.candidate,
                      "description": step.description, "decision": step.decision.value,
-                     "reason": step.reason, "toml_diff": step.diff, "noise": noise})
+                     "reason": step.reason, "toml_diff": step.diff, "noise": noise,
+                     "decision_seed": json.dumps(decision_seed)})
     store.insert(con, "step", rows)  # type: ignore[arg-type]
 
 
@@ -149,13 +158,23 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
     _threadwise(["synthesize", str(capture), "--name", options.name, "-o", str(synthesized)], progress)
     start, _ = load_profile(synthesized)
     shape = parse_shape(options.place.shape)
+    progress("train 3/4 noise: the default scheduler against itself (A/A), the margin verdicts must beat")
+    aa = run_ladder(workload, workload_toml, [Arm(BASELINE), Arm(AA_ARM)], ladder_file=ladder_file,
+                    place=options.place, levels=options.levels, repeats=options.repeats,
+                    seed=options.seed, purpose="aa", command=options.command, progress=progress)
+    con = store.open_ladder(ladder_file)
+    try:
+        noise = judge.aa_noise(con, aa.run_id, BASELINE, AA_ARM)
+    finally:
+        con.close()
+    progress(f"train: noise floor {noise:.3f} (largest A/A CI bound away from 1)")
     runs: list[int] = []
 
     def measure(arms: list[loop.Arm]) -> dict:
         step = len(runs)
         result = run_ladder(workload, workload_toml, [_arm(arm, shape) for arm in arms],
                             ladder_file=ladder_file, place=options.place, levels=options.levels,
-                            repeats=options.repeats, seed=options.seed + step,
+                            repeats=options.repeats, seed=options.seed + 1 + step,
                             purpose=f"refine-step-{step}", command=options.command, progress=progress)
         runs.append(result.run_id)
         con = store.open_ladder(ladder_file, read_only=True)
@@ -164,22 +183,22 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
         finally:
             con.close()
 
-    progress(f"train 3/4 refine: the synthesized profile against the default scheduler, then up to "
+    progress(f"train 4/4 refine: the synthesized profile against the default scheduler, then up to "
              f"{options.budget} measured mutations (levels {options.levels}, {options.repeats} repeats, "
              + ("in the lab, TCG" if options.place.lab else "on this host") + ")")
     result = loop.refine(start, shape=shape, measure=measure,
                          primary=(workload.objective.primary.metric, workload.objective.primary.direction),
                          secondary=[(s.metric, s.direction) for s in workload.objective.secondary],
-                         noise=0.0, budget=options.budget, seed=options.seed,
+                         noise=noise, budget=options.budget, seed=options.seed,
                          candidates=options.candidates or loop.all_mutations,
                          on_step=lambda step: progress(f"train: step {step.index} {step.candidate}: "
                                                        f"{step.decision.value}: {step.reason}"))
-    progress("train 4/4 record: profile, REPORT.md, plots, data")
+    progress("train: writing the record: profile, REPORT.md, plots, data")
     staging = work / "record"
     staging.mkdir()
     con = store.open_ladder(ladder_file)
     try:
-        store_steps(con, result, runs, seed=options.seed, noise=0.0)
+        store_steps(con, result, runs, seed=options.seed, noise=noise)
         con.execute("CHECKPOINT")
         verdict = verdict_sentence(result)
         report.write_report(con, staging, name=options.name, workload=workload.name,

@@ -102,5 +102,7 @@ CREATE TABLE IF NOT EXISTS step (
     decision    VARCHAR NOT NULL,          -- kept | reverted | rejected
     reason      VARCHAR NOT NULL,
     toml_diff   VARCHAR NOT NULL,          -- unified diff against the best before this step
-    noise       DOUBLE NOT NULL            -- the noise margin the verdicts used
+    noise       DOUBLE NOT NULL,           -- the noise margin the verdicts used
+    decision_seed VARCHAR NOT NULL         -- JSON bootstrap seed of the deciding comparison
+                                           -- (stats.compare_arms(..., seed=this)): recomputable
 );
