@@ -27,7 +27,7 @@ import duckdb
 
 from threadwise.refine import store
 from threadwise.refine.ladder import Execution, Plan
-from threadwise.refine.metrics import parse_metrics
+from threadwise.refine.metrics import parse_metrics, require
 from threadwise.refine.validity import CellRaw, read_cell, reasons
 from threadwise.runtime.membership import expected_layer, parse_map_dump
 
@@ -83,7 +83,11 @@ def _metrics(plan: Plan, out: Path, directory: Path) -> tuple[dict[str, float], 
             lines = (out / "service.log").read_text(errors="replace").splitlines()
             # the warm-up is before the window; lines written during it are outside [first, last)
             text = "\n".join(lines[first:last])
-        return parse_metrics(load.parser, text, source=load.source), None
+        values = parse_metrics(load.parser, text, source=load.source)
+        objective = plan.workload.objective
+        wanted = [objective.primary.metric, *(s.metric for s in objective.secondary)]
+        require(values, wanted, parser=load.parser)
+        return values, None
     except (OSError, ValueError) as error:
         message = getattr(error, "message", str(error))
         return {}, message.splitlines()[0][:300]
