@@ -34,10 +34,11 @@ def _register_stages() -> None:
     from threadwise import demo
     from threadwise.analyze import cli as analyze_cli
     from threadwise.observe import cli as observe_cli
+    from threadwise.refine import cli as refine_cli
     from threadwise.runtime import cli as runtime_cli
     from threadwise.synthesize import cli as synthesize_cli
 
-    for module in (observe_cli, analyze_cli, synthesize_cli, runtime_cli, demo):
+    for module in (observe_cli, analyze_cli, synthesize_cli, refine_cli, runtime_cli, demo):
         module.register(app)
 
 

@@ -1,0 +1,377 @@
+"""The workload file: what to run, how to load it, and what to measure (strict TOML).
+
+A workload file tells the ladder how to start the service and know it is
+ready, which process's threads a profile targets, the load generator run for
+each measurement window (or the service's own output lines) with the parser
+for its output, and the objective: a primary metric with its direction,
+secondary metrics that must not get worse, warm-up and window length. The
+binding contract is docs/refine.md ("Workload file"); docs/workload.md is
+the user's reference.
+
+Reading follows the profile reader (synthesize/reader.py): tomllib for the
+syntax, pydantic (strict, unknown keys forbidden) for the schema, then the
+checks that need the whole file (a metric the parser cannot produce, a load
+source without its command or service). Every problem becomes a Diagnostic
+with the file, the line and a hint, raised together as one WorkloadError.
+Nothing here runs a command; `render_argv` only builds the bundled binaries
+its placeholders name.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import shlex
+import tomllib
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import pydantic
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
+
+from threadwise.errors import InputError, UsageError
+from threadwise.refine.metrics import PARSERS
+
+# The profile reader's line mapping and syntax/format helpers, shared rather than copied.
+from threadwise.synthesize.diagnostics import Diagnostic
+from threadwise.synthesize.locate import SourceMap
+from threadwise.synthesize.reader import _dotted, _inner_model, _short, _syntax_diagnostic
+from threadwise.synthesize.schema import NAME_PATTERN
+
+SCHEMA_VERSION = 1
+PLACEHOLDERS = ("window_s", "rolesim", "spin")
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_COMM_LEN = 15  # the kernel truncates comm to 15 characters
+DOC = "docs/workload.md"
+
+
+# -- the schema -------------------------------------------------------------------
+
+
+def _argv(argv: list[str]) -> list[str]:
+    if not argv:
+        raise PydanticCustomError("empty_command", "the command is empty")
+    if not argv[0].strip():
+        raise PydanticCustomError("empty_command", "the command's program (its first word) is empty")
+    for arg in argv:
+        for name in _PLACEHOLDER.findall(arg):
+            if name not in PLACEHOLDERS:
+                raise PydanticCustomError("placeholder", f"unknown placeholder {{{name}}} in {arg!r}")
+    return argv
+
+
+def _comm(process: str) -> str:
+    if not process:
+        raise PydanticCustomError("empty_process", "the process name is empty")
+    if len(process) > _COMM_LEN:
+        raise PydanticCustomError(
+            "comm_too_long", f"{process!r} is longer than {_COMM_LEN} characters, so no comm can equal it")
+    return process
+
+
+Argv = Annotated[list[str], AfterValidator(_argv)]
+PositiveSeconds = Annotated[float, Field(gt=0.0)]
+Direction = Literal["higher", "lower"]
+LoadSource = Literal["command", "service"]
+# the parsers of metrics.PARSERS (a test keeps the two in step)
+ParserName = Literal["redis-benchmark", "sysbench", "cyclictest", "rolesim", "jsonl"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+
+
+class Ready(_Model):
+    """How the service is known to be ready: exactly one of the three."""
+
+    tcp_port: Annotated[int, Field(ge=1, le=65535)] | None = None  # on 127.0.0.1
+    log_line: Annotated[str, Field(min_length=1)] | None = None  # in the service's stdout/stderr
+    command: Argv | None = None  # exits 0 once the service is ready
+
+    @pydantic.model_validator(mode="after")
+    def _exactly_one(self) -> Ready:
+        kinds = [k for k in ("tcp_port", "log_line", "command") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            found = " and ".join(kinds) if kinds else "none"
+            raise PydanticCustomError("ready_kinds", "ready needs exactly one of tcp_port, log_line, "
+                                      f"command (found {found})")
+        return self
+
+    def describe(self) -> str:
+        if self.tcp_port is not None:
+            return f"TCP port {self.tcp_port} on 127.0.0.1 accepts"
+        if self.log_line is not None:
+            return f"the service prints {self.log_line!r}"
+        return f"`{shlex.join(self.command or [])}` exits 0"
+
+
+class Service(_Model):
+    """A long-running service, started once before the first cell and stopped (by PID) after."""
+
+    command: Argv
+    ready: Ready
+    ready_timeout_s: PositiveSeconds = 30.0
+    stop_timeout_s: PositiveSeconds = 10.0  # SIGTERM, then SIGKILL after this long
+
+
+class Target(_Model):
+    """The process whose threads the profile targets (scx_layered PcommPrefix)."""
+
+    process: Annotated[str, AfterValidator(_comm)]
+
+
+class Load(_Model):
+    """The window's measurement: a command run per window, or the service's own lines."""
+
+    source: LoadSource = "command"
+    command: Argv | None = None
+    parser: ParserName
+
+
+class Metric(_Model):
+    metric: Annotated[str, Field(min_length=1)]
+    direction: Direction
+
+
+class Objective(_Model):
+    primary: Metric
+    secondary: list[Metric] = []
+    warmup_s: Annotated[float, Field(ge=0.0)] = 1.0
+    window_s: PositiveSeconds = 5.0
+
+    def metrics(self) -> list[Metric]:
+        return [self.primary, *self.secondary]
+
+
+class Workload(_Model):
+    """The root of a workload file."""
+
+    schema_version: Literal[1]
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    description: Annotated[str, Field(min_length=1)]
+    service: Service | None = None  # absent: the target is already running (or is the load itself)
+    target: Target
+    load: Load
+    objective: Objective
+
+    def summary(self) -> list[str]:
+        """A few lines saying what a ladder on this workload will do."""
+        lines = [f"{self.name}: {self.description}"]
+        if self.service is None:
+            lines.append("service:   none (the target runs already, or is the load command itself)")
+        else:
+            svc = self.service
+            lines.append(f"service:   {shlex.join(svc.command)}")
+            lines.append(f"ready:     when {svc.ready.describe()} (within {svc.ready_timeout_s:g} s); "
+                         f"stop: SIGTERM, SIGKILL after {svc.stop_timeout_s:g} s")
+        lines.append(f"target:    threads of process {self.target.process!r}")
+        if self.load.source == "command":
+            lines.append(f"load:      `{shlex.join(self.load.command or [])}` per window, "
+                         f"parsed as {self.load.parser}")
+        else:
+            lines.append("load:      the service's stdout lines in each window, "
+                         f"parsed as {self.load.parser}")
+        objective = self.objective
+        text = f"objective: {objective.primary.metric} ({objective.primary.direction} is better)"
+        if objective.secondary:
+            text += "; not worse: " + ", ".join(f"{m.metric} ({m.direction})" for m in objective.secondary)
+        lines.append(text)
+        lines.append(f"windows:   {objective.warmup_s:g} s warm-up, then {objective.window_s:g} s measured")
+        return lines
+
+
+# -- errors -------------------------------------------------------------------------
+
+_HINTS = {
+    "empty_command": 'write the command as a list of strings, e.g. ["redis-server", "--port", "6399"]',
+    "placeholder": "placeholders: " + ", ".join("{" + p + "}" for p in PLACEHOLDERS),
+    "ready_kinds": 'e.g. ready = { tcp_port = 6399 } or ready = { log_line = "ready" }',
+    "empty_process": "name the process comm whose threads the profile targets, e.g. \"redis-server\"",
+    "comm_too_long": "the kernel keeps 15 characters of a comm: write its first 15",
+    "missing": f"add it; see {DOC}",
+    "finite_number": "write a finite number",
+}
+
+
+class WorkloadError(InputError):
+    """A workload file cannot be read or is invalid; carries every diagnostic found."""
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        self.diagnostics = diagnostics
+        message = "\n".join(f"{d.location()}: {d.message}" for d in diagnostics)
+        hints = [d.hint for d in diagnostics if d.hint]
+        if len(diagnostics) == 1:
+            hint = diagnostics[0].hint
+        else:
+            hint = "\n".join(f"line {d.line}: {d.hint}" for d in diagnostics if d.hint) or None
+        super().__init__(message, hint=hint if hints else None)
+
+
+def load_workload(path: str | Path) -> Workload:
+    """Read and check a workload file; raises UsageError (no such file) or WorkloadError."""
+    file = Path(path)
+    if not file.is_file():
+        what = "is a directory" if file.is_dir() else "no such file"
+        raise UsageError(f"{file}: {what}", hint="give a workload TOML file, or a bundled name: "
+                         + ", ".join(bundled_names()))
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as bad:
+        raise WorkloadError([Diagnostic("encoding", f"not UTF-8 text ({bad.reason})",
+                                        file=str(file), line=1)]) from None
+    return parse_workload(text, str(file))
+
+
+def parse_workload(text: str, file: str = "<workload>") -> Workload:
+    """Parse TOML text into a Workload, or raise WorkloadError with file:line diagnostics."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as bad:
+        raise WorkloadError([_syntax_diagnostic(str(bad), text, file)]) from None
+    source = SourceMap(text)
+    version = raw.get("schema_version")
+    if version != SCHEMA_VERSION:
+        message = ("missing schema_version" if version is None
+                   else f"schema_version {version!r} is not supported")
+        raise WorkloadError([Diagnostic("schema_version", message, path=("schema_version",), file=file,
+                                        line=source.line_of(("schema_version",)) or 1,
+                                        hint=f"this threadwise reads schema_version = {SCHEMA_VERSION}")])
+    try:
+        workload = Workload.model_validate(raw)
+    except pydantic.ValidationError as bad:
+        raise WorkloadError([_schema_diagnostic(err, source, file) for err in bad.errors()]) from None
+    problems = [Diagnostic(rule, message, hint=hint, path=path, file=file,
+                           line=source.line_of(path) or 1)
+                for rule, path, message, hint in _whole_file_checks(workload)]
+    if problems:
+        raise WorkloadError(problems)
+    return workload
+
+
+def _whole_file_checks(w: Workload) -> list[tuple[str, tuple[str | int, ...], str, str]]:
+    """(rule, path, message, hint) for what no single field can check."""
+    out: list[tuple[str, tuple[str | int, ...], str, str]] = []
+    load = w.load
+    if load.source == "command" and load.command is None:
+        out.append(("load", ("load",), 'load.command is missing (source = "command" runs it per window)',
+                    'add command = [...], or set source = "service" to read the service\'s own lines'))
+    if load.source == "service" and load.command is not None:
+        out.append(("load", ("load", "command"), 'load.command is not used with source = "service"',
+                    'remove it, or set source = "command" to run it per window'))
+    if load.source == "service" and w.service is None:
+        out.append(("load", ("load", "source"), 'source = "service" needs a [service] section',
+                    "add [service] with its command and ready, or run a load command per window"))
+    spec = PARSERS[load.parser].metrics
+    wanted: list[tuple[tuple[str | int, ...], str]] = [(("objective", "primary", "metric"),
+                                                        w.objective.primary.metric)]
+    wanted += [(("objective", "secondary", i, "metric"), m.metric)
+               for i, m in enumerate(w.objective.secondary)]
+    for path, metric in wanted:
+        if not spec.produces(metric):
+            close = difflib.get_close_matches(metric, spec.names, n=1)
+            hint = (f"did you mean {close[0]!r}? " if close else "") + \
+                f"{load.parser} produces: {spec.describe()}"
+            out.append(("metric", path, f"the {load.parser} parser cannot produce {metric!r}", hint))
+        elif load.parser == "cyclictest" and re.fullmatch(r"(t\d+_)?p\d+_us", metric) \
+                and not _has_histogram(load.command or []):
+            out.append(("metric", path, f"{metric!r} needs cyclictest's histogram, and load.command has "
+                        "no -h", "add -h US to the cyclictest command, e.g. -h 2000 (buckets up to 2 ms)"))
+    return out
+
+
+def _has_histogram(argv: Sequence[str]) -> bool:
+    return any(a == "-h" or re.fullmatch(r"-h\d+", a) or a.startswith("--histogram")
+               or a == "-H" or a.startswith("--histofall") for a in argv)
+
+
+def _schema_diagnostic(err: Any, source: SourceMap, file: str) -> Diagnostic:
+    loc = tuple(part for part in err["loc"] if isinstance(part, (str, int)))
+    where = _dotted(loc)
+    kind = err["type"]
+    hint = _HINTS.get(kind)
+    if kind == "extra_forbidden":
+        allowed = sorted(_allowed_keys(loc[:-1]))
+        message = f"unknown key {where!r}"
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = (f"did you mean {close[0]!r}? " if close else "") + \
+            ("allowed here: " + ", ".join(allowed) if allowed else "")
+    elif kind == "missing":
+        message = f"missing required key {where!r}"
+    elif kind in _HINTS or kind in {"literal_error", "enum"}:
+        message = f"{where}: {err['msg']}"
+    elif kind == "finite_number":
+        message = f"{where}: nan and inf are not allowed"
+    else:
+        message = f"{where}: {err['msg'][:1].lower()}{err['msg'][1:]}, got {_short(err.get('input'))}"
+    return Diagnostic("schema", message, hint=hint or f"see {DOC} for the keys, types and ranges",
+                      path=loc, file=file, line=source.line_of(loc) or 1)
+
+
+def _allowed_keys(loc: tuple[str | int, ...]) -> set[str]:
+    """The keys the model at `loc` accepts."""
+    model: Any = Workload
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        model = _inner_model(field.annotation) if field is not None else None
+        if model is None:
+            return set()
+    return set(model.model_fields)
+
+
+# -- placeholders and bundled files --------------------------------------------------
+
+
+def render_argv(argv: Sequence[str], *, window_s: float) -> list[str]:
+    """The argv with {window_s} (whole seconds, at least 1), {rolesim} and {spin} filled in.
+
+    {rolesim} and {spin} are the bundled binaries, compiled on first use.
+    """
+    from threadwise.refine.bundled import build
+
+    seconds = str(max(1, math.ceil(window_s - 1e-9)))
+    resolved: dict[str, str] = {}
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in PLACEHOLDERS:
+            raise InputError(f"unknown placeholder {{{name}}} in {match.string!r}",
+                             hint=_HINTS["placeholder"])
+        if name not in resolved:
+            resolved[name] = seconds if name == "window_s" else str(build(name))
+        return resolved[name]
+
+    return [_PLACEHOLDER.sub(value, arg) for arg in argv]
+
+
+def _bundled_dir() -> Any:
+    return resources.files("threadwise.refine").joinpath("workloads")
+
+
+def bundled_names() -> list[str]:
+    """Names of the workload files shipped with threadwise (rolesim, redis, ...)."""
+    return sorted(p.name.removesuffix(".toml") for p in _bundled_dir().iterdir() if p.name.endswith(".toml"))
+
+
+def bundled_workload_path(name: str) -> Path:
+    """The path of a bundled workload file."""
+    names = bundled_names()
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=1)
+        raise UsageError(f"no bundled workload {name!r}",
+                         hint=(f"did you mean {close[0]!r}? " if close else "")
+                         + "bundled: " + ", ".join(names))
+    return Path(str(_bundled_dir().joinpath(f"{name}.toml")))
+
+
+def resolve_workload(spec: str | Path) -> Path:
+    """A workload file's path from a path or a bundled name (an existing file wins)."""
+    path = Path(spec)
+    if path.exists() or str(spec).endswith(".toml") or "/" in str(spec):
+        return path
+    return bundled_workload_path(str(spec))
