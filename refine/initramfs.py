@@ -1,0 +1,597 @@
+"""A self-contained ladder guest: the lab kernel plus one initramfs, booted by plain qemu.
+
+Problem: the vng lab shares the host's root filesystem with the guest, so the
+ladder's plan can name anything on the host (the venv's `threadwise`, bpftool,
+scx_layered, the bundled binaries) and it is simply there. That ties the lab to
+this machine and its 2 cores. A ladder at `--cpus 8` needs a bigger x86-64
+machine that has qemu and nothing else of ours (LAB.md, "An 8-vCPU lab on a
+bigger machine"): the guest must carry everything the plan runs, and the
+results must come back without a shared filesystem.
+
+Approach: `pack` reads the run directory's `plan.sh` (rendered with
+`attach_mode="direct"`: the agent starts scx_layered itself, no Python in the
+guest) and collects every executable its functions (`service_cmd`, `load_cmd`,
+`ready_cmd`) and variables (`SPIN`, `SCX`) name, plus bpftool (the agent dumps
+scx_layered's tid -> layer map with it). Each goes into the image at the SAME
+absolute path with the shared libraries `ldd` lists and the host's
+`ld.so.cache`, so plan.sh runs unchanged. Busybox provides the shell and the
+applets agent.sh uses; `guest/init` mounts what scx_layered needs, copies the
+kernel config to `/boot/config-<release>` (libbpf reads it), runs `agent.sh
+/out` and talks to the host only over the serial console: agent.log lines as
+they are written, each finished cell as a checksummed base64 tar.gz as soon as
+it is done, the agent's status, then the whole `/out`. The image is a newc cpio
+written here (no cpio tool needed), gzipped. A script interpreter that would
+need its whole library tree (the venv's Python, Perl, ...) is refused by name:
+render the TCP readiness probe with `tcp_probe="nc"` instead.
+
+`run_initramfs` boots it like `shared/biglab` (q35, multi-threaded TCG,
+`-serial stdio`), streams the agent's lines to `progress`, stops qemu (by its
+PID) at the deadline, and unpacks what came back into the run directory, so
+`ingest.py` reads the same raw files as after a vng run. A guest that dies
+mid-ladder still leaves every cell it sent and an agent.log rebuilt from the
+console; the error says where it stopped.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import io
+import os
+import queue
+import re
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path, PurePosixPath
+
+from threadwise.errors import MissingTool, ThreadwiseError
+from threadwise.refine.ladder import Execution, agent_path
+
+GUEST_OUT = "/out"
+KCONFIG = "/etc/threadwise/kconfig"
+EXTRA_PATH = "/etc/threadwise/path"
+# The guest's PATH before EXTRA_PATH (guest/init sets the same).
+GUEST_PATH = ("/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin")
+PLAN_FUNCTIONS = ("service_cmd", "load_cmd", "ready_cmd")
+PLAN_VARIABLES = ("SPIN", "SCX")
+# Interpreters whose programs need a library tree (stdlib, site-packages, jars): not packable.
+UNPACKABLE = re.compile(r"^(python|pypy|perl|ruby|node|nodejs|java|php|lua|Rscript|tclsh|wish)")
+# Host directories that merged-/usr systems make symlinks; the image mirrors them.
+MERGED_TOPS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+QEMU_APPEND = "console=ttyS0 rdinit=/init quiet panic=1"
+# Boots that died before the agent said anything, for reasons of the emulation, are retried
+# (multi-threaded TCG's code-patching race, runtime/lab.py).
+TRANSIENT = ("Oops: int3", "Kernel panic")
+BOOT_ATTEMPTS = 2
+
+
+class InitramfsError(ThreadwiseError):
+    """The plan cannot be packed into a self-contained guest."""
+
+
+# --- the image: a newc cpio built in memory order, parents before children ---------------------
+
+
+@dataclass
+class _Entry:
+    kind: str  # "dir" | "file" | "link" | "chr"
+    source: Path | bytes | str | None = None  # file: host path or bytes; link: target
+    mode: int = 0o755
+    rdev: tuple[int, int] = (0, 0)
+
+
+@dataclass
+class Image:
+    """Guest path -> entry; paths under merged-/usr tops are stored where the symlinks lead."""
+
+    entries: dict[str, _Entry] = field(default_factory=dict)
+    tops: dict[str, str] = field(default_factory=dict)  # "lib" -> "usr/lib"
+
+    def __post_init__(self) -> None:
+        for top in MERGED_TOPS:
+            host = Path("/") / top
+            if host.is_symlink():
+                target = os.readlink(host).lstrip("/")
+                self.tops[top] = target
+                self.entries[top] = _Entry("link", target)
+                self.mkdir("/" + target)
+
+    def canonical(self, path: str) -> str:
+        parts = PurePosixPath(path).parts[1:]
+        if not parts:
+            raise InitramfsError(f"not a path inside the image: {path!r}")
+        if parts[0] in self.tops:
+            parts = (*PurePosixPath(self.tops[parts[0]]).parts, *parts[1:])
+        return "/".join(parts)
+
+    def mkdir(self, path: str) -> None:
+        key = self.canonical(path)
+        parts = key.split("/")
+        for i in range(1, len(parts) + 1):
+            sub = "/".join(parts[:i])
+            if sub not in self.entries:
+                self.entries[sub] = _Entry("dir", mode=0o755)
+
+    def _parent(self, key: str) -> None:
+        if "/" in key:
+            self.mkdir("/" + key.rsplit("/", 1)[0])
+
+    def add_file(self, path: str, source: Path | bytes, mode: int = 0o644) -> None:
+        key = self.canonical(path)
+        self._parent(key)
+        self.entries[key] = _Entry("file", source, mode)
+
+    def add_link(self, path: str, target: str, *, replace: bool = False) -> None:
+        key = self.canonical(path)
+        if key in self.entries and not replace:
+            return  # a packed file wins over a busybox applet of the same name
+        self._parent(key)
+        self.entries[key] = _Entry("link", target)
+
+    def add_char(self, path: str, major: int, minor: int) -> None:
+        key = self.canonical(path)
+        self._parent(key)
+        self.entries[key] = _Entry("chr", mode=0o600, rdev=(major, minor))
+
+    def has(self, path: str) -> bool:
+        return self.canonical(path) in self.entries
+
+    def write(self, dest: Path) -> int:
+        """The gzipped newc cpio; returns its size."""
+        with dest.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
+            for ino, key in enumerate(sorted(self.entries, key=lambda k: (k.count("/"), k)), start=1):
+                entry = self.entries[key]
+                data = b""
+                if entry.kind == "dir":
+                    mode = stat.S_IFDIR | entry.mode
+                elif entry.kind == "link":
+                    mode, data = stat.S_IFLNK | 0o777, str(entry.source).encode()
+                elif entry.kind == "chr":
+                    mode = stat.S_IFCHR | entry.mode
+                else:
+                    source = entry.source
+                    data = source if isinstance(source, bytes) else Path(str(source)).read_bytes()
+                    mode = stat.S_IFREG | entry.mode
+                _cpio_entry(gz, key, mode, data, ino=ino, rdev=entry.rdev)
+            _cpio_entry(gz, "TRAILER!!!", 0, b"", ino=0, nlink=1)
+        return dest.stat().st_size
+
+
+def _cpio_entry(sink: gzip.GzipFile, name: str, mode: int, data: bytes, *, ino: int,
+                rdev: tuple[int, int] = (0, 0), nlink: int | None = None) -> None:
+    encoded = name.encode() + b"\0"
+    links = nlink if nlink is not None else (2 if stat.S_ISDIR(mode) else 1)
+    fields = (ino, mode, 0, 0, links, 0, len(data), 0, 0, rdev[0], rdev[1], len(encoded), 0)
+    header = b"070701" + b"".join(f"{value:08X}".encode() for value in fields)
+    sink.write(header + encoded + b"\0" * (-(len(header) + len(encoded)) % 4))
+    sink.write(data + b"\0" * (-len(data) % 4))
+
+
+# --- what plan.sh runs ---------------------------------------------------------------------------
+
+
+def plan_commands(plan_text: str) -> dict[str, list[str]]:
+    """The argv of each workload function and the words of SPIN/SCX, as plan.sh spells them."""
+    found: dict[str, list[str]] = {}
+    for line in plan_text.splitlines():
+        for name in PLAN_FUNCTIONS:
+            prefix = f"{name}() {{ "
+            if line.startswith(prefix) and line.endswith("; }"):
+                found[name] = shlex.split(line[len(prefix):-3])
+        for name in PLAN_VARIABLES:
+            if line.startswith(f"{name}="):
+                found[name] = shlex.split(line[len(name) + 1:])
+        if line.startswith("ATTACH_MODE="):
+            found["ATTACH_MODE"] = shlex.split(line[len("ATTACH_MODE="):])
+    return found
+
+
+def _elf_interpreter(path: Path) -> tuple[bool, str | None]:
+    """(is an ELF file, its PT_INTERP or None when static)."""
+    with path.open("rb") as handle:
+        head = handle.read(64)
+        if head[:4] != b"\x7fELF" or head[4] != 2:  # ELF64 only: the guest is x86-64
+            return False, None
+        phoff = int.from_bytes(head[0x20:0x28], "little")
+        phentsize = int.from_bytes(head[0x36:0x38], "little")
+        phnum = int.from_bytes(head[0x38:0x3A], "little")
+        for i in range(phnum):
+            handle.seek(phoff + i * phentsize)
+            header = handle.read(phentsize)
+            if int.from_bytes(header[0:4], "little") == 3:  # PT_INTERP
+                offset = int.from_bytes(header[8:16], "little")
+                size = int.from_bytes(header[32:40], "little")
+                handle.seek(offset)
+                return True, handle.read(size).rstrip(b"\0").decode()
+    return True, None
+
+
+def shared_libraries(path: Path) -> list[str]:
+    """Absolute paths of the libraries (and the loader) `ldd` resolves for `path`."""
+    done = subprocess.run(["ldd", str(path)], capture_output=True, text=True, check=False)
+    libs = []
+    for raw in done.stdout.splitlines():
+        line = raw.strip()
+        if "=> not found" in line:
+            raise InitramfsError(f"{path} needs {line.split()[0]}, which this host lacks (ldd)")
+        if "=>" in line:
+            target = line.split("=>", 1)[1].split("(")[0].strip()
+            if target.startswith("/"):
+                libs.append(target)
+        elif line.startswith("/"):
+            libs.append(line.split("(")[0].strip())
+    return libs
+
+
+@dataclass
+class Packer:
+    """Adds executables at their host paths, with what they need to run."""
+
+    image: Image
+    applets: frozenset[str]
+    extra_path: list[str] = field(default_factory=list)
+    packed: list[str] = field(default_factory=list)  # host paths, for the report
+
+    def command(self, word: str, *, why: str) -> None:
+        """argv[0] of a plan command: a busybox applet, or an executable packed at its path."""
+        if word == "busybox" or (("/" not in word) and word in self.applets):
+            return
+        if "/" not in word:
+            found = shutil.which(word)
+            if found is None:
+                raise InitramfsError(f"{why} runs {word!r}, which is neither on this host's PATH "
+                                     "nor a busybox applet")
+            directory = str(Path(found).parent)
+            if directory not in GUEST_PATH and directory not in self.extra_path:
+                self.extra_path.append(directory)
+            word = found
+        elif not word.startswith("/"):
+            raise InitramfsError(f"{why} runs {word!r}, a relative path: the guest's directory differs",
+                                 hint="give the workload's commands absolute paths or bare names")
+        self.executable(Path(word), why=why)
+
+    def libraries(self, real: Path) -> None:
+        """The shared libraries and loader of a dynamic ELF program, at their host paths."""
+        if _elf_interpreter(real)[1] is None:
+            return
+        for lib in shared_libraries(real):
+            if not self.image.has(lib):
+                self.image.add_file(lib, Path(lib).resolve(), 0o755)
+
+    def executable(self, path: Path, *, why: str) -> None:
+        if str(path) in self.packed:
+            return
+        if not path.is_file():
+            raise InitramfsError(f"{why} names {path}, which does not exist on this host")
+        real = path.resolve()
+        for name in (path.name, real.name):
+            if UNPACKABLE.match(name):
+                raise InitramfsError(
+                    f"{why} runs {path} (a {name} interpreter): a self-contained guest cannot carry "
+                    "its library tree",
+                    hint="render the plan with plan_script(..., tcp_probe='nc') for a TCP readiness "
+                         "probe; give the workload a compiled or POSIX-shell command")
+        is_elf, interp = _elf_interpreter(real)
+        self.packed.append(str(path))
+        if is_elf:
+            mode = stat.S_IMODE(real.stat().st_mode) | 0o555
+            self.image.add_file(str(path), real, mode)
+            if interp is not None:
+                self.libraries(real)
+            return
+        head = real.read_bytes()[:256]
+        if not head.startswith(b"#!"):
+            raise InitramfsError(f"{why} names {path}, which is neither an ELF program nor a script")
+        words = head[2:].split(b"\n", 1)[0].decode(errors="replace").split()
+        if not words:
+            raise InitramfsError(f"{path}: empty #! line")
+        self.image.add_file(str(path), real, stat.S_IMODE(real.stat().st_mode) | 0o555)
+        interpreter = words[0]
+        if interpreter in ("/bin/sh", "/usr/bin/sh"):
+            return  # busybox sh
+        if interpreter in ("/usr/bin/env", "/bin/env") and len(words) > 1:
+            self.image.add_link(interpreter, "/bin/busybox", replace=True)
+            self.command(words[1], why=f"{path}'s #! line")
+            return
+        self.executable(Path(interpreter), why=f"{path}'s #! line")
+
+
+def _busybox() -> Path:
+    found = shutil.which("busybox") or next(
+        (p for p in ("/bin/busybox", "/usr/bin/busybox") if Path(p).is_file()), None)
+    if found is None:
+        raise MissingTool("busybox not found (the guest's shell and tools)",
+                          hint="apt-get install busybox-static (scripts/setup-system.sh)")
+    return Path(found)
+
+
+def _bpftool() -> Path:
+    found = shutil.which("bpftool") or next(
+        (p for p in ("/usr/sbin/bpftool", "/sbin/bpftool") if Path(p).is_file()), None)
+    if found is None:
+        raise MissingTool("bpftool not found (the agent reads scx_layered's tid -> layer map with it)",
+                          hint="apt-get install bpftool")
+    return Path(found)
+
+
+def _applets(busybox: Path) -> frozenset[str]:
+    done = subprocess.run([str(busybox), "--list"], capture_output=True, text=True, check=False)
+    names = frozenset(done.stdout.split())
+    if done.returncode != 0 or "sh" not in names:
+        raise MissingTool(f"{busybox} --list failed or has no sh applet",
+                          hint="apt-get install busybox-static")
+    return names
+
+
+def init_path() -> Path:
+    return Path(str(resources.files("threadwise.refine").joinpath("guest", "init")))
+
+
+def pack(out: Path, *, dest: Path) -> Path:
+    """dest/initrd.gz: busybox, scx_layered, bpftool, the plan's programs, agent, init and `out`."""
+    from threadwise.runtime.kernel import find_lab_kernel
+
+    plan_file = out / "plan.sh"
+    if not plan_file.is_file():
+        raise InitramfsError(f"{out} has no plan.sh", hint="ladder.write_plan writes it")
+    words = plan_commands(plan_file.read_text())
+    if words.get("ATTACH_MODE") != ["direct"]:
+        raise InitramfsError(
+            f"{plan_file} attaches with ATTACH_MODE={' '.join(words.get('ATTACH_MODE', ['?']))}; "
+            "the initramfs guest has no threadwise, so the agent must start scx_layered itself",
+            hint="render the plan with plan_script(..., attach_mode='direct')")
+    kernel = find_lab_kernel()
+    busybox = _busybox()
+    image = Image()
+    packer = Packer(image, _applets(busybox))
+    for name in PLAN_FUNCTIONS:
+        if name in words:
+            if not words[name]:
+                raise InitramfsError(f"{plan_file}: {name} is empty")
+            packer.command(words[name][0], why=f"plan.sh's {name}")
+            for word in words[name][1:]:
+                # An absolute path to a host program among the arguments (taskset, env, nice
+                # wrappers) must be there too; other arguments are the command's business.
+                if word.startswith("/") and os.access(word, os.X_OK) and Path(word).is_file():
+                    packer.executable(Path(word), why=f"plan.sh's {name}")
+    for name in PLAN_VARIABLES:
+        if words.get(name):
+            packer.command(words[name][0], why=f"plan.sh's {name}")
+    if not words.get("SCX"):
+        raise InitramfsError(f"{plan_file} names no scx_layered (SCX=)",
+                             hint="plan_script(..., scx=scx_layered_path())")
+    packer.executable(_bpftool(), why="the agent's membership dump")
+    # scx_layered is ~33 MB with symbols; stripped it is a fraction of that, and RAM is the disk here.
+    scx = Path(words["SCX"][0])
+    with tempfile.TemporaryDirectory(prefix="threadwise-strip-") as scratch:
+        stripped = Path(scratch) / "scx_layered"
+        if shutil.which("strip") and subprocess.run(
+                ["strip", "-o", str(stripped), str(scx.resolve())], capture_output=True,
+                check=False).returncode == 0:
+            image.add_file(str(scx), stripped.read_bytes(), 0o755)
+        # busybox at /bin, every applet a link to it (packed programs of the same name win)
+        image.add_file("/bin/busybox", busybox.resolve(), 0o755)
+        packer.libraries(busybox.resolve())  # none for busybox-static; a dynamic one works too
+        for applet in sorted(packer.applets - {"busybox"}):
+            image.add_link(f"/bin/{applet}", "busybox")
+        if Path("/etc/ld.so.cache").is_file():  # so libraries resolve as on the host
+            image.add_file("/etc/ld.so.cache", Path("/etc/ld.so.cache"))
+        for directory in ("/proc", "/sys", "/dev", "/tmp", "/boot", "/root", "/run", "/mnt",
+                          f"{GUEST_OUT}/cells", f"{GUEST_OUT}/arms"):
+            image.mkdir(directory)
+        image.add_char("/dev/console", 5, 1)  # init's stdio before devtmpfs is mounted
+        image.add_char("/dev/null", 1, 3)
+        image.add_file("/etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
+        image.add_file("/etc/group", b"root:x:0:\n")
+        image.add_file("/etc/hosts", b"127.0.0.1 localhost\n::1 localhost\n")
+        image.add_file(KCONFIG, kernel.config)
+        image.add_file(EXTRA_PATH, (":".join(packer.extra_path) + "\n").encode())
+        image.add_file("/agent.sh", agent_path(), 0o755)
+        image.add_file("/init", init_path(), 0o755)
+        image.add_file(f"{GUEST_OUT}/plan.sh", plan_file)
+        for config in sorted((out / "arms").glob("*.json")):
+            image.add_file(f"{GUEST_OUT}/arms/{config.name}", config)
+        dest.mkdir(parents=True, exist_ok=True)
+        initrd = dest / "initrd.gz"
+        image.write(initrd)
+    return initrd
+
+
+# --- booting it and reading the console ----------------------------------------------------------
+
+
+def find_qemu() -> Path:
+    found = shutil.which("qemu-system-x86_64")
+    if found is None:
+        raise MissingTool("qemu-system-x86_64 not found", hint="run scripts/setup-system.sh")
+    return Path(found)
+
+
+def qemu_argv(qemu: Path, vmlinuz: Path, initrd: Path, *, cpus: int, memory: str) -> list[str]:
+    """shared/biglab's command line: q35, multi-threaded TCG, the console on stdio, exit on reboot."""
+    return [str(qemu), "-machine", "q35", "-accel", "tcg,thread=multi", "-cpu", "max",
+            "-smp", str(cpus), "-m", memory, "-kernel", str(vmlinuz), "-initrd", str(initrd),
+            "-append", QEMU_APPEND, "-display", "none", "-serial", "stdio", "-nodefaults",
+            "-no-reboot"]
+
+
+MARKERS = ("TWAGENT: ", "TWINIT: ", "TWSTATUS: ", "TWCELL-BEGIN ", "TWARCHIVE-BEGIN ")
+
+
+@dataclass
+class Console:
+    """The guest's serial console, one line at a time: what it said and what it sent back."""
+
+    out: Path
+    progress: Callable[[str], None]
+    agent_lines: list[str] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)  # the console minus payload lines
+    release: str | None = None
+    cpus: int | None = None
+    status: int | None = None
+    cells: list[str] = field(default_factory=list)  # cells received intact
+    damaged: list[str] = field(default_factory=list)
+    archive: bool = False  # the whole /out arrived intact
+    _payload: list[str] | None = None
+    _header: list[str] = field(default_factory=list)
+
+    def feed(self, raw: str) -> None:
+        line = raw.rstrip("\r\n").replace("\r", "")
+        if self._payload is not None:
+            if "-END" in line and line.lstrip().startswith(("TWCELL-END", "TWARCHIVE-END")):
+                self._finish()
+            else:
+                self._payload.append(line.strip())
+            return
+        self.log.append(line)
+        marker = next(((m, line.find(m)) for m in MARKERS if m in line), None)
+        if marker is None:
+            return
+        name, at = marker
+        text = line[at + len(name):]
+        if name == "TWAGENT: ":
+            self.agent_lines.append(text)
+            self.progress(text)
+        elif name == "TWINIT: ":
+            for word in text.split():
+                key, _, value = word.partition("=")
+                if key == "release":
+                    self.release = value
+                elif key == "cpus" and value.isdigit():
+                    self.cpus = int(value)
+            self.progress(f"guest: {text}")
+        elif name == "TWSTATUS: ":
+            self.status = int(text.strip()) if text.strip().lstrip("-").isdigit() else 255
+        else:
+            self._header = [name.strip(), *text.split()]
+            self._payload = []
+
+    def _finish(self) -> None:
+        lines, header = self._payload or [], self._header
+        self._payload = None
+        self.log.append(f"[{len(lines)} base64 lines of {' '.join(header)}]")
+        what = f"cell {header[1]}" if header[0] == "TWCELL-BEGIN" else "the results archive"
+        digest, size = header[-2], header[-1]
+        try:
+            data = base64.b64decode("".join(lines), validate=True)
+        except ValueError:
+            data = b""
+        if hashlib.md5(data).hexdigest() != digest or str(len(data)) != size:
+            self.damaged.append(what)
+            self.progress(f"guest: {what} arrived damaged on the console (kept out)")
+            return
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+            archive.extractall(self.out, filter="data")
+        if header[0] == "TWCELL-BEGIN":
+            self.cells.append(header[1])
+        else:
+            self.archive = True
+
+    def where_stopped(self) -> str:
+        last = self.agent_lines[-1] if self.agent_lines else "(the agent never wrote a line)"
+        got = f"{len(self.cells)} cells came back" + (f" ({', '.join(self.cells)})" if self.cells else "")
+        return f"last agent line: {last!r}; {got}"
+
+
+def _reader(stream: Iterable[bytes], lines: queue.Queue[str | None]) -> None:
+    for raw in stream:
+        lines.put(raw.decode(errors="replace"))
+    lines.put(None)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """End the qemu we started, by its PID: TERM, then KILL."""
+    for send in (process.terminate, process.kill):
+        if process.poll() is not None:
+            return
+        send()
+        try:
+            process.wait(timeout=5)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _boot(argv: list[str], console: Console, deadline: float) -> tuple[int | None, bool]:
+    """One qemu run fed into `console`; (qemu's exit status, whether the deadline stopped it)."""
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    assert process.stdout is not None
+    lines: queue.Queue[str | None] = queue.Queue()
+    thread = threading.Thread(target=_reader, args=(process.stdout, lines), daemon=True)
+    thread.start()
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                _stop(process)
+                return process.poll(), True
+            try:
+                line = lines.get(timeout=min(remaining, 1.0))
+            except queue.Empty:
+                continue
+            if line is None:
+                return process.wait(), False
+            console.feed(line)
+    except BaseException:
+        _stop(process)
+        raise
+    finally:
+        thread.join(timeout=5)
+
+
+def run_initramfs(out: Path, *, cpus: int, memory: str = "2G", timeout_s: float,
+                  progress: Callable[[str], None]) -> Execution:
+    """Boot the lab kernel with `out` packed into an initramfs; the raw results land in `out`."""
+    from threadwise.runtime.kernel import find_lab_kernel
+    from threadwise.runtime.lab import LabError
+
+    kernel = find_lab_kernel()
+    qemu = find_qemu()
+    started = time.monotonic()
+    deadline = started + timeout_s
+    with tempfile.TemporaryDirectory(prefix="threadwise-initramfs-") as scratch:
+        initrd = pack(out, dest=Path(scratch))
+        progress(f"guest: initramfs {initrd.stat().st_size / 1e6:.1f} MB; booting {kernel.release} "
+                 f"with {cpus} vCPUs (TCG)")
+        argv = qemu_argv(qemu, kernel.vmlinuz, initrd, cpus=cpus, memory=memory)
+        for attempt in range(1, BOOT_ATTEMPTS + 1):
+            console = Console(out, progress)
+            returncode, timed_out = _boot(argv, console, deadline)
+            (out / "console.log").write_text("$ " + shlex.join(argv) + "\n" + "\n".join(console.log) + "\n")
+            text = "\n".join(console.log)
+            if (not console.agent_lines and not timed_out and attempt < BOOT_ATTEMPTS
+                    and any(marker in text for marker in TRANSIENT)):
+                why = next(marker for marker in TRANSIENT if marker in text)
+                print(f"initramfs: boot {attempt} failed in the emulator ({why!r}); retrying",
+                      file=sys.stderr)
+                (out / f"console-attempt{attempt}.log").write_text(text)
+                continue
+            break
+    wall = time.monotonic() - started
+    if not console.archive:
+        # Keep what the console showed: the cells that came back are already in `out`, and the
+        # agent's log is rebuilt from the streamed lines so ingest can tell where the run stopped.
+        if console.agent_lines:
+            (out / "agent.log").write_text("\n".join(console.agent_lines) + "\n")
+        tail = "\n  ".join(line for line in console.log[-15:])
+        cause = (f"did not finish within {timeout_s:.0f} s; stopped qemu" if timed_out
+                 else f"ended (qemu exited {returncode}) before sending the results archive")
+        damaged = f"; damaged on the console: {', '.join(console.damaged)}" if console.damaged else ""
+        raise LabError(f"the initramfs guest {cause}; {console.where_stopped()}{damaged}; "
+                       f"last console lines:\n  {tail}",
+                       hint=f"full console log: {out / 'console.log'}"
+                            + ("; raise the timeout (TCG is slow)" if timed_out else ""))
+    status = console.status if console.status is not None else 255
+    return Execution(console.release, console.cpus or cpus, True, wall, status)
