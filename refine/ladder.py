@@ -132,13 +132,21 @@ def _function(name: str, argv: list[str]) -> str:
     return f"{name}() {{ {shlex.join(argv)}; }}"
 
 
-def _ready_function(workload: Workload) -> str:
+TCP_PROBES = ("python", "nc")
+
+
+def _ready_function(workload: Workload, tcp_probe: str = "python") -> str:
     from threadwise.refine.workload import render_argv
 
     service = workload.service
     assert service is not None
     ready = service.ready
     if ready.tcp_port is not None:
+        if tcp_probe == "nc":
+            # busybox nc: `-e true` closes the connection at once, so the status is only whether
+            # the connect succeeded (0) or not (1); a plain nc would wait for the server to hang up.
+            return _function("ready_cmd", ["busybox", "nc", "-w", "1", "127.0.0.1",
+                                           str(ready.tcp_port), "-e", "true"])
         probe = ("import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 1)")
         return _function("ready_cmd", [sys.executable, "-c", probe, str(ready.tcp_port)])
     if ready.log_line is not None:
@@ -149,10 +157,15 @@ def _ready_function(workload: Workload) -> str:
 
 
 def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
-                attach_timeout_s: float = 240.0, spin_args: str = "") -> str:
-    """plan.sh for guest/agent.sh: variables, the workload's commands, then one step a line."""
+                attach_timeout_s: float = 240.0, spin_args: str = "", tcp_probe: str = "python") -> str:
+    """plan.sh for guest/agent.sh: variables, the workload's commands, then one step a line.
+
+    `tcp_probe`: how a `tcp_port` readiness check runs: "python" (this interpreter; the vng lab
+    and the host have it) or "nc" (busybox nc, for the self-contained initramfs guest)."""
     from threadwise.refine.workload import render_argv
 
+    if tcp_probe not in TCP_PROBES:
+        raise UsageError(f"unknown tcp_probe {tcp_probe!r}", hint=f"one of {', '.join(TCP_PROBES)}")
     workload = plan.workload
     objective = workload.objective
     window = objective.window_s
@@ -174,7 +187,7 @@ def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
         lines += [f"READY_TIMEOUT={int(workload.service.ready_timeout_s)}",
                   f"STOP_TIMEOUT={int(workload.service.stop_timeout_s)}",
                   _function("service_cmd", render_argv(list(workload.service.command), window_s=window)),
-                  _ready_function(workload)]
+                  _ready_function(workload, tcp_probe)]
     if workload.load.source == "command":
         assert workload.load.command is not None
         lines.append(_function("load_cmd", render_argv(list(workload.load.command), window_s=window)))
