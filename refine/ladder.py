@@ -264,11 +264,25 @@ class Execution:
     status: int  # the agent's exit status (0: every step ran)
 
 
+GUESTS = ("vng", "initramfs")
+
+
 def execute(out: Path, *, lab: bool, cpus: int, timeout_s: float,
-            progress: Callable[[str], None]) -> Execution:
-    """Run the agent on `out` (plan.sh written), in the lab VM or on this host."""
+            progress: Callable[[str], None], guest: str = "vng") -> Execution:
+    """Run the agent on `out` (plan.sh written), in the lab VM or on this host.
+
+    `guest` (with `lab`): "vng" shares this host's root filesystem; "initramfs" boots a
+    self-contained guest (refine/initramfs.py; plan.sh rendered with attach_mode="direct",
+    tcp_probe="nc") that runs on any x86-64 machine with qemu."""
     import subprocess
 
+    if guest not in GUESTS:
+        raise UsageError(f"unknown guest {guest!r}", hint=f"one of {', '.join(GUESTS)}")
+    if lab and guest == "initramfs":
+        # It streams the agent's lines from the console itself; agent.log arrives only at the end.
+        from threadwise.refine.initramfs import run_initramfs
+
+        return run_initramfs(out, cpus=cpus, timeout_s=timeout_s, progress=progress)
     argv = ["sh", str(agent_path()), str(out)]
     started = time.monotonic()
     with _Tail(out / "agent.log", progress):
