@@ -18,6 +18,7 @@ APT_PACKAGES=(
     clang-19 llvm-19 libelf-dev zlib1g-dev libseccomp-dev libcap-ng-dev pkg-config  # scx_layered, virtiofsd
     libbpf-dev bpftool gcc make  # the libbpf C tracer
     kmod                # depmod, needed by virtme-ng
+    busybox-static      # the self-contained initramfs lab guest (refine/initramfs.py)
     hyperfine           # benchmarks
     xz-utils ca-certificates
 )
