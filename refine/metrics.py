@@ -57,6 +57,7 @@ class MetricNames:
     names: tuple[str, ...]
     pattern: str | None = None
     note: str = ""
+    summary: str = ""  # replaces the list of names in messages when that would be long
     _compiled: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -68,7 +69,7 @@ class MetricNames:
             self._compiled is not None and self._compiled.fullmatch(metric) is not None)
 
     def describe(self) -> str:
-        text = ", ".join(self.names)
+        text = self.summary or ", ".join(self.names)
         return f"{text}; {self.note}" if self.note else text
 
 
@@ -297,7 +298,8 @@ PARSERS: dict[str, Parser] = {
         "redis-benchmark", _parse_redis,
         MetricNames(tuple(f"{test}_{f}" for test in ("get", "set") for f in _REDIS_FIELDS),
                     pattern=r"[a-z0-9_]+_(" + "|".join(_REDIS_FIELDS) + ")",
-                    note="and the same for every test run with -t (lpush_rps, incr_p99_ms, ...)"),
+                    summary="<test>_" + ", <test>_".join(_REDIS_FIELDS),
+                    note="for each test run with -t, e.g. get_rps, set_p99_ms, lpush_rps"),
         "redis 7's `redis-benchmark --csv` (a header row, one row per test)"),
     "sysbench": Parser(
         "sysbench", _parse_sysbench,

@@ -20,6 +20,7 @@ its placeholders name.
 from __future__ import annotations
 
 import difflib
+import itertools
 import math
 import re
 import shlex
@@ -193,6 +194,13 @@ _HINTS = {
     "empty_process": "name the process comm whose threads the profile targets, e.g. \"redis-server\"",
     "comm_too_long": "the kernel keeps 15 characters of a comm: write its first 15",
     "missing": f"add it; see {DOC}",
+    "float_type": "write a number without quotes, e.g. 5.0",
+    "float_parsing": "write a number without quotes, e.g. 5.0",
+    "int_type": "write a whole number without quotes, e.g. 6399",
+    "string_type": 'write a string in double quotes, e.g. "redis-server"',
+    "list_type": 'write a list, e.g. ["redis-benchmark", "-q"]',
+    "model_type": "write a table: a [section], or an inline { key = value }",
+    "dict_type": "write a table: a [section], or an inline { key = value }",
     "finite_number": "write a finite number",
 }
 
@@ -243,12 +251,13 @@ def parse_workload(text: str, file: str = "<workload>") -> Workload:
     try:
         workload = Workload.model_validate(raw)
     except pydantic.ValidationError as bad:
-        raise WorkloadError([_schema_diagnostic(err, source, file) for err in bad.errors()]) from None
+        found = [_schema_diagnostic(err, source, file) for err in bad.errors()]
+        raise WorkloadError(sorted(found, key=lambda d: d.line or 0)) from None
     problems = [Diagnostic(rule, message, hint=hint, path=path, file=file,
                            line=source.line_of(path) or 1)
                 for rule, path, message, hint in _whole_file_checks(workload)]
     if problems:
-        raise WorkloadError(problems)
+        raise WorkloadError(sorted(problems, key=lambda d: d.line or 0))
     return workload
 
 
@@ -276,11 +285,26 @@ def _whole_file_checks(w: Workload) -> list[tuple[str, tuple[str | int, ...], st
             hint = (f"did you mean {close[0]!r}? " if close else "") + \
                 f"{load.parser} produces: {spec.describe()}"
             out.append(("metric", path, f"the {load.parser} parser cannot produce {metric!r}", hint))
-        elif load.parser == "cyclictest" and re.fullmatch(r"(t\d+_)?p\d+_us", metric) \
-                and not _has_histogram(load.command or []):
+        elif load.parser == "cyclictest" and load.command is not None \
+                and re.fullmatch(r"(t\d+_)?p\d+_us", metric) and not _has_histogram(load.command):
             out.append(("metric", path, f"{metric!r} needs cyclictest's histogram, and load.command has "
                         "no -h", "add -h US to the cyclictest command, e.g. -h 2000 (buckets up to 2 ms)"))
+        elif load.parser == "redis-benchmark" and load.command is not None:
+            tests = _redis_tests(load.command)
+            test = re.sub(r"_(rps|[a-z0-9]+_ms)$", "", metric)
+            # `-t lrange` runs lrange_100 ... lrange_600, `-t ping` ping_inline and ping_mbulk
+            if tests is not None and not any(test == t or test.startswith(t + "_") for t in tests):
+                out.append(("metric", path, f"{metric!r} needs the {test} test, and load.command runs "
+                            f"-t {','.join(sorted(tests))}", f"add {test} to redis-benchmark's -t list"))
     return out
+
+
+def _redis_tests(argv: Sequence[str]) -> set[str] | None:
+    """The tests a redis-benchmark argv runs (lower case), or None when it runs the default set."""
+    for flag, value in itertools.pairwise(argv):
+        if flag == "-t":
+            return {t.strip().lower() for t in value.split(",") if t.strip()}
+    return None
 
 
 def _has_histogram(argv: Sequence[str]) -> bool:
@@ -301,7 +325,8 @@ def _schema_diagnostic(err: Any, source: SourceMap, file: str) -> Diagnostic:
             ("allowed here: " + ", ".join(allowed) if allowed else "")
     elif kind == "missing":
         message = f"missing required key {where!r}"
-    elif kind in _HINTS or kind in {"literal_error", "enum"}:
+    elif kind in {"empty_command", "placeholder", "ready_kinds", "empty_process", "comm_too_long",
+                  "literal_error", "enum"}:
         message = f"{where}: {err['msg']}"
     elif kind == "finite_number":
         message = f"{where}: nan and inf are not allowed"

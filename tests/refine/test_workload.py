@@ -1,0 +1,329 @@
+"""Workload files: the bundled ones load and measure what they claim; bad files fail at FILE:LINE."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import typing
+from pathlib import Path
+
+import pytest
+
+from threadwise.errors import InputError, UsageError
+from threadwise.refine.metrics import PARSER_NAMES, parse_metrics
+from threadwise.refine.workload import (
+    ParserName,
+    WorkloadError,
+    bundled_names,
+    bundled_workload_path,
+    load_workload,
+    render_argv,
+    resolve_workload,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+# A bundled workload -> recorded output of exactly its load (see fixtures/README.md).
+BUNDLED_OUTPUT = {
+    "rolesim": "rolesim_report.jsonl",
+    "redis": "redis_benchmark_get_set.csv",
+    "cyclictest": "cyclictest_t2_h2000.txt",
+}
+
+VALID = """\
+schema_version = 1
+name = "demo"
+description = "a service and its client"
+
+[service]
+command = ["demo-server", "--port", "7000"]
+ready = { tcp_port = 7000 }
+ready_timeout_s = 5.0
+
+[target]
+process = "demo-server"
+
+[load]
+source = "command"
+command = ["redis-benchmark", "-p", "7000", "-t", "get,set", "--csv", "-q"]
+parser = "redis-benchmark"
+
+[objective]
+primary = { metric = "get_rps", direction = "higher" }
+secondary = [
+  { metric = "set_p99_ms", direction = "lower" },
+  { metric = "get_p99_ms", direction = "lower" },
+]
+window_s = 5.0
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "w.toml"
+    path.write_text(text)
+    return path
+
+
+def edit(old: str, new: str, text: str = VALID) -> str:
+    assert old in text, old
+    return text.replace(old, new, 1)
+
+
+def line_of(text: str, fragment: str) -> int:
+    """1-based line of the first line containing `fragment` (so tests hold no line numbers)."""
+    return next(i for i, line in enumerate(text.splitlines(), start=1) if fragment in line)
+
+
+def fails(tmp_path: Path, text: str) -> WorkloadError:
+    path = write(tmp_path, text)
+    with pytest.raises(WorkloadError) as caught:
+        load_workload(path)
+    return caught.value
+
+
+# -- the bundled workloads ------------------------------------------------------------
+
+
+def test_the_bundled_workloads_are_the_three_named():
+    assert bundled_names() == sorted(BUNDLED_OUTPUT)
+
+
+@pytest.mark.parametrize("name", sorted(BUNDLED_OUTPUT))
+def test_bundled_workload_loads_and_its_parser_yields_its_objective(name: str):
+    workload = load_workload(bundled_workload_path(name))
+    assert workload.name == name
+    text = (FIXTURES / BUNDLED_OUTPUT[name]).read_text()
+    values = parse_metrics(workload.load.parser, text, source=workload.load.source)
+    for metric in workload.objective.metrics():
+        assert metric.metric in values, f"{name}: {metric.metric} not in {sorted(values)}"
+
+
+def test_bundled_rolesim_is_a_self_reporting_service():
+    workload = load_workload(bundled_workload_path("rolesim"))
+    assert workload.load.source == "service" and workload.load.command is None
+    assert workload.service is not None and workload.service.ready.log_line == "rolesim: ready"
+    argv = render_argv(workload.service.command, window_s=workload.objective.window_s)
+    assert os.access(argv[0], os.X_OK) and Path(argv[0]).name == "rolesim"
+    assert "--report-ms" in argv
+
+
+def test_bundled_cyclictest_runs_per_window_and_stays_sched_other():
+    workload = load_workload(bundled_workload_path("cyclictest"))
+    assert workload.service is None and workload.target.process == "cyclictest"
+    argv = render_argv(workload.load.command or [], window_s=3.0)
+    assert argv[argv.index("-D") + 1] == "3"
+    assert not any(arg.startswith(("-p", "--priority")) for arg in argv)
+
+
+def test_parser_names_match_the_metrics_module():
+    assert set(typing.get_args(ParserName)) == set(PARSER_NAMES)
+
+
+def test_bundled_lookup_and_resolution(tmp_path: Path):
+    with pytest.raises(UsageError) as caught:
+        bundled_workload_path("redus")
+    assert "did you mean 'redis'" in (caught.value.hint or "")
+    assert resolve_workload("redis") == bundled_workload_path("redis")
+    own = write(tmp_path, VALID)
+    assert resolve_workload(str(own)) == own
+    with pytest.raises(UsageError, match="no such file"):
+        load_workload(tmp_path / "missing.toml")
+
+
+# -- render_argv ----------------------------------------------------------------------
+
+
+def test_render_argv_whole_seconds_at_least_one_and_inside_arguments():
+    assert render_argv(["x", "-D", "{window_s}"], window_s=5.0) == ["x", "-D", "5"]
+    assert render_argv(["{window_s}"], window_s=4.2) == ["5"]  # never shorter than the window
+    assert render_argv(["{window_s}"], window_s=0.2) == ["1"]
+    assert render_argv(["--time={window_s}s", '{"a": 1}'], window_s=2) == ["--time=2s", '{"a": 1}']
+    with pytest.raises(InputError, match="unknown placeholder"):
+        render_argv(["{windows}"], window_s=1)
+
+
+def test_render_argv_bundled_binaries():
+    from threadwise.refine.bundled import build
+
+    assert render_argv(["{rolesim}", "--hot", "1"], window_s=1) == [str(build("rolesim")), "--hot", "1"]
+
+
+# -- bad files: FILE:LINE and a hint ----------------------------------------------------------
+
+
+def test_a_valid_file_loads(tmp_path: Path):
+    workload = load_workload(write(tmp_path, VALID))
+    assert [m.metric for m in workload.objective.metrics()] == ["get_rps", "set_p99_ms", "get_p99_ms"]
+    assert workload.objective.warmup_s == 1.0  # the default
+
+
+def test_misspelt_key_did_you_mean(tmp_path: Path):
+    text = edit('parser = "redis-benchmark"', 'parsr = "redis-benchmark"')
+    error = fails(tmp_path, text)
+    path = tmp_path / "w.toml"
+    assert f"{path}:{line_of(text, 'parsr')}: unknown key 'load.parsr'" in error.message
+    assert "did you mean 'parser'?" in (error.hint or "")
+    # the missing parser is reported too, at its table's header
+    assert f"{path}:{line_of(text, '[load]')}: missing required key 'load.parser'" in error.message
+
+
+def test_misspelt_section_did_you_mean(tmp_path: Path):
+    text = edit("[objective]", "[objectives]")
+    error = fails(tmp_path, text)
+    assert f":{line_of(text, '[objectives]')}: unknown key 'objectives'" in error.message
+    assert "did you mean 'objective'?" in (error.hint or "")
+
+
+def test_wrong_type(tmp_path: Path):
+    text = edit("window_s = 5.0", 'window_s = "5"')
+    error = fails(tmp_path, text)
+    assert error.message == f"{tmp_path / 'w.toml'}:{line_of(text, 'window_s')}: " \
+        "objective.window_s: input should be a valid number, got '5'"
+    assert "number without quotes" in (error.hint or "")
+
+
+def test_missing_section(tmp_path: Path):
+    text = edit('[target]\nprocess = "demo-server"\n', "")
+    error = fails(tmp_path, text)
+    assert error.message.endswith(":1: missing required key 'target'")
+    assert "docs/workload.md" in (error.hint or "")
+
+
+@pytest.mark.parametrize(("ready", "found"), [
+    ("{}", "none"),
+    ('{ tcp_port = 7000, log_line = "up" }', "tcp_port and log_line"),
+])
+def test_ready_needs_exactly_one_kind(tmp_path: Path, ready: str, found: str):
+    text = edit("ready = { tcp_port = 7000 }", f"ready = {ready}")
+    error = fails(tmp_path, text)
+    assert f":{line_of(text, 'ready =')}: service.ready: ready needs exactly one of" in error.message
+    assert f"(found {found})" in error.message
+    assert "tcp_port = 6399" in (error.hint or "")
+
+
+def test_primary_metric_the_parser_cannot_produce(tmp_path: Path):
+    text = edit('metric = "get_rps"', 'metric = "get_rsp"')
+    error = fails(tmp_path, text)
+    assert error.message.endswith(f":{line_of(text, 'get_rsp')}: the redis-benchmark parser "
+                                  "cannot produce 'get_rsp'")
+    assert "did you mean 'get_rps'?" in (error.hint or "")
+
+
+def test_secondary_metric_is_located_by_index(tmp_path: Path):
+    text = edit('metric = "get_p99_ms"', 'metric = "p99"')
+    error = fails(tmp_path, text)
+    line = line_of(text, '"p99"')
+    assert error.message.endswith(f":{line}: the redis-benchmark parser "
+                                  "cannot produce 'p99'")
+
+
+def test_metric_of_a_test_the_command_does_not_run(tmp_path: Path):
+    text = edit('metric = "get_rps"', 'metric = "lpush_rps"')
+    error = fails(tmp_path, text)
+    assert "'lpush_rps' needs the lpush test" in error.message
+    assert "add lpush" in (error.hint or "")
+    ranges = edit('"get,set"', '"get,set,lrange"', edit('metric = "get_rps"', 'metric = "lrange_100_rps"'))
+    assert load_workload(write(tmp_path, ranges)).objective.primary.metric == "lrange_100_rps"
+
+
+def test_cyclictest_percentile_needs_its_histogram(tmp_path: Path):
+    text = (VALID.split("[service]", maxsplit=1)[0] + '[target]\nprocess = "cyclictest"\n[load]\n'
+            'command = ["cyclictest", "-t2", "-D", "{window_s}", "-q"]\nparser = "cyclictest"\n'
+            '[objective]\nprimary = { metric = "p99_us", direction = "lower" }\n')
+    error = fails(tmp_path, text)
+    assert f":{line_of(text, 'p99_us')}: 'p99_us' needs cyclictest's histogram" in error.message
+    assert "-h" in (error.hint or "")
+    fixed = text.replace('"-q"]', '"-q", "-h", "2000"]')
+    assert load_workload(write(tmp_path, fixed)).objective.primary.metric == "p99_us"
+
+
+@pytest.mark.parametrize(("old", "new", "where", "message"), [
+    ('command = ["redis-benchmark", "-p", "7000", "-t", "get,set", "--csv", "-q"]', "command = []",
+     "command = []", "load.command: the command is empty"),
+    ('command = ["demo-server", "--port", "7000"]', 'command = ["", "--port"]',
+     'command = [""', "service.command: the command's program (its first word) is empty"),
+])
+def test_empty_command(tmp_path: Path, old: str, new: str, where: str, message: str):
+    text = edit(old, new)
+    error = fails(tmp_path, text)
+    assert error.message.endswith(f":{line_of(text, where)}: {message}")
+    assert "list of strings" in (error.hint or "")
+
+
+def test_unknown_placeholder(tmp_path: Path):
+    text = edit('"--port", "7000"]', '"--time", "{window}"]')
+    error = fails(tmp_path, text)
+    assert "unknown placeholder {window}" in error.message
+    assert "{window_s}" in (error.hint or "")
+
+
+def test_service_source_needs_a_service_and_no_command(tmp_path: Path):
+    no_service = VALID.split("[service]", maxsplit=1)[0] + VALID.split("ready_timeout_s = 5.0\n")[1]
+    text = edit('source = "command"', 'source = "service"', no_service)
+    error = fails(tmp_path, text)
+    assert f":{line_of(text, 'source =')}: source = \"service\" needs a [service] section" in error.message
+    assert f":{line_of(text, 'redis-benchmark')}: load.command is not used" in error.message
+
+
+def test_target_longer_than_a_comm(tmp_path: Path):
+    text = edit('process = "demo-server"', 'process = "demo-server-process"')
+    error = fails(tmp_path, text)
+    assert f":{line_of(text, 'process =')}: target.process: 'demo-server-process' is longer" in error.message
+
+
+def test_toml_syntax_error_has_line_and_column(tmp_path: Path):
+    text = edit('name = "demo"', 'name = "demo')
+    error = fails(tmp_path, text)
+    assert f"w.toml:{line_of(text, 'name =')}:" in error.message
+    assert "invalid TOML" in error.message
+
+
+def test_unsupported_schema_version(tmp_path: Path):
+    text = "# a comment\n" + edit("schema_version = 1", "schema_version = 2")
+    error = fails(tmp_path, text)
+    assert error.message.endswith(f":{line_of(text, 'schema_version')}: schema_version 2 is not supported")
+    assert "schema_version = 1" in (error.hint or "")
+
+
+def test_several_problems_in_line_order(tmp_path: Path):
+    text = edit("window_s = 5.0", "window_s = -1.0", edit('name = "demo"', 'name = "-demo"'))
+    error = fails(tmp_path, text)
+    lines = error.message.splitlines()
+    assert len(lines) == 2
+    assert f":{line_of(text, 'name =')}: name:" in lines[0]
+    assert f":{line_of(text, 'window_s')}: objective.window_s:" in lines[1]
+
+
+# -- the command ----------------------------------------------------------------------------
+
+
+def tw(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def test_workload_check_summarises():
+    done = tw("workload", "check", "redis")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"{bundled_workload_path('redis')}: ok\n")
+    assert "redis-server --bind 127.0.0.1 --port 6399" in done.stdout
+    assert "TCP port 6399" in done.stdout
+    assert "redis-benchmark" in done.stdout and "get_rps (higher is better)" in done.stdout
+
+
+def test_workload_check_reports_file_line_and_hint(tmp_path: Path):
+    text = edit('parser = "redis-benchmark"', 'parsr = "redis-benchmark"')
+    path = write(tmp_path, text)
+    done = tw("workload", "check", str(path))
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"error: {path}:{line_of(text, '[load]')}: missing required key "
+                                  "'load.parser'\n")
+    assert "\nhint: " in done.stderr and "did you mean 'parser'?" in done.stderr
+
+
+def test_workload_list_and_show():
+    done = tw("workload", "list")
+    assert [line.split()[0] for line in done.stdout.splitlines()] == bundled_names()
+    done = tw("workload", "show", "cyclictest")
+    assert done.stdout == bundled_workload_path("cyclictest").read_text()
