@@ -14,7 +14,8 @@ fi
 APT_PACKAGES=(
     bpftrace            # observe: the bpftrace backend
     redis-server redis-tools   # a real workload for tests
-    stress-ng rt-tests  # background spinners, hackbench
+    stress-ng rt-tests  # background spinners, hackbench, cyclictest (a bundled workload)
+    sysbench            # a load generator with a metrics parser (refine/metrics.py)
     clang-19 llvm-19 libelf-dev zlib1g-dev libseccomp-dev libcap-ng-dev pkg-config  # scx_layered, virtiofsd
     libbpf-dev bpftool gcc make  # the libbpf C tracer
     kmod                # depmod, needed by virtme-ng
