@@ -351,7 +351,6 @@ def pack(out: Path, *, dest: Path) -> Path:
             f"{plan_file} attaches with ATTACH_MODE={' '.join(words.get('ATTACH_MODE', ['?']))}; "
             "the initramfs guest has no threadwise, so the agent must start scx_layered itself",
             hint="render the plan with plan_script(..., attach_mode='direct')")
-    kernel = find_lab_kernel()
     busybox = _busybox()
     image = Image()
     packer = Packer(image, _applets(busybox))
@@ -372,6 +371,7 @@ def pack(out: Path, *, dest: Path) -> Path:
         raise InitramfsError(f"{plan_file} names no scx_layered (SCX=)",
                              hint="plan_script(..., scx=scx_layered_path())")
     packer.executable(_bpftool(), why="the agent's membership dump")
+    kernel = find_lab_kernel()  # after the plan's commands: a refusal needs no kernel
     # scx_layered is ~33 MB with symbols; stripped it is a fraction of that, and RAM is the disk here.
     scx = Path(words["SCX"][0])
     with tempfile.TemporaryDirectory(prefix="threadwise-strip-") as scratch:

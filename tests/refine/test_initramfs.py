@@ -1,0 +1,228 @@
+"""The self-contained initramfs guest (refine/initramfs.py).
+
+Fast: the TCP readiness probe it relies on (busybox nc), the plan parser, the refusal of an
+unpackable interpreter, the console protocol (a damaged payload is kept out). Lab (boots qemu,
+TCG): a two-arm, two-level ladder of the bundled rolesim runs in one initramfs boot and every raw
+file the vng lab would leave comes back through the serial console.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from threadwise.errors import MissingTool
+from threadwise.refine import initramfs
+
+BUSYBOX = shutil.which("busybox")
+SHAPE = "cores=2,threads-per-core=1"
+
+# The bundled rolesim, smaller and with a short window, so the VM part stays near a minute.
+WORKLOAD = """
+schema_version = 1
+name = "rolesim-tiny"
+description = "the bundled rolesim, 1 hot thread, 2 workers, 2 s windows"
+[service]
+command = ["{rolesim}", "--hot", "1", "--workers", "2", "--report-ms", "500"]
+ready = { log_line = "rolesim: ready" }
+[target]
+process = "rolesim"
+[load]
+source = "service"
+parser = "rolesim"
+[objective]
+primary = { metric = "hot_chunks_per_s", direction = "higher" }
+warmup_s = 1.0
+window_s = 2.0
+"""
+
+PROFILE = """
+schema_version = 1
+name = "tiny"
+[workload]
+process = "rolesim"
+[[group]]
+name = "hot"
+match = ["hot-*"]
+treatment = "exclusive"
+hot_threads = 1
+[[group]]
+name = "rolesim"
+match = ["rolesim", "feeder", "worker-*", "housekeep"]
+treatment = "default"
+"""
+
+
+@pytest.mark.skipif(BUSYBOX is None, reason="needs busybox: apt-get install busybox-static")
+def test_busybox_nc_probe_says_whether_a_port_listens_without_waiting_for_the_server():
+    from threadwise.refine.ladder import _function
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)  # accepts into the backlog, never answers nor hangs up
+        port = server.getsockname()[1]
+        probe = ["busybox", "nc", "-w", "1", "127.0.0.1", str(port), "-e", "true"]
+        started = time.monotonic()
+        assert subprocess.run(probe, stdin=subprocess.DEVNULL, check=False).returncode == 0
+        assert time.monotonic() - started < 2
+    refused = subprocess.run(probe, stdin=subprocess.DEVNULL, capture_output=True, check=False)
+    assert refused.returncode != 0
+    # the rendering ladder.plan_script(tcp_probe="nc") uses is exactly this argv
+    assert _function("ready_cmd", probe) == f"ready_cmd() {{ busybox nc -w 1 127.0.0.1 {port} -e true; }}"
+
+
+def test_plan_commands_reads_functions_and_variables_as_plan_sh_spells_them():
+    text = ("SPIN=/opt/x/spin\nSCX='/a b/scx_layered'\nATTACH_MODE=direct\n"
+            "service_cmd() { /usr/bin/redis-server --port 6399 --save ''; }\n"
+            "ready_cmd() { grep -qF -- 'ready now' \"$OUT/service.log\" \"$OUT/service.err\"; }\n")
+    words = initramfs.plan_commands(text)
+    assert words["SPIN"] == ["/opt/x/spin"] and words["SCX"] == ["/a b/scx_layered"]
+    assert words["service_cmd"] == ["/usr/bin/redis-server", "--port", "6399", "--save", ""]
+    assert words["ready_cmd"][:3] == ["grep", "-qF", "--"]
+    assert words["ATTACH_MODE"] == ["direct"]
+
+
+@pytest.mark.skipif(BUSYBOX is None, reason="needs busybox: apt-get install busybox-static")
+def test_a_python_probe_is_refused_by_name(tmp_path: Path):
+    (tmp_path / "plan.sh").write_text(
+        f"SPIN=/bin/true\nSCX=/bin/true\nATTACH_MODE=direct\n"
+        f"ready_cmd() {{ {sys.executable} -c 'import socket' 6399; }}\n")
+    with pytest.raises(initramfs.InitramfsError, match="interpreter") as refused:
+        initramfs.pack(tmp_path, dest=tmp_path / "img")
+    assert sys.executable in refused.value.message and "tcp_probe" in (refused.value.hint or "")
+
+
+def test_runtime_attach_mode_is_refused(tmp_path: Path):
+    (tmp_path / "plan.sh").write_text("ATTACH_MODE=runtime\nSCX=/bin/true\n")
+    with pytest.raises(initramfs.InitramfsError, match="ATTACH_MODE=runtime") as refused:
+        initramfs.pack(tmp_path, dest=tmp_path / "img")
+    assert "attach_mode='direct'" in (refused.value.hint or "")
+
+
+def _payload(files: dict[str, str]) -> tuple[str, list[str]]:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, text in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            archive.addfile(info, io.BytesIO(text.encode()))
+    data = buffer.getvalue()
+    lines = base64.encodebytes(data).decode().split()
+    return f"{hashlib.md5(data).hexdigest()} {len(data)}", lines
+
+
+def test_console_unpacks_good_payloads_and_keeps_damaged_ones_out(tmp_path: Path):
+    seen: list[str] = []
+    console = initramfs.Console(tmp_path, seen.append)
+    good, good_lines = _payload({"cells/0/done": "ok\n", "agent.log": "agent: cell 0: done (0)\n"})
+    bad, bad_lines = _payload({"cells/1/done": "ok\n"})
+    bad_lines[0] = bad_lines[0][:-4] + "AAAA"  # a byte changed on the way
+    stream = ["TWINIT: release=7.3.4 cpus=8\r\n", "[ 1.0] some kernel line\n",
+              "TWAGENT: agent: cell 0: done (0)\n", f"TWCELL-BEGIN 0 {good}\n", *good_lines,
+              "TWCELL-END 0 \n", f"TWCELL-BEGIN 1 {bad}\n", *bad_lines, "TWCELL-END 1 \n",
+              "TWSTATUS: 4\n"]
+    for line in stream:
+        console.feed(line)
+    assert (console.release, console.cpus, console.status) == ("7.3.4", 8, 4)
+    assert console.cells == ["0"] and console.damaged == ["cell 1"] and not console.archive
+    assert (tmp_path / "cells/0/done").read_text() == "ok\n" and not (tmp_path / "cells/1").exists()
+    assert "agent: cell 0: done (0)" in seen
+    assert "last agent line: 'agent: cell 0: done (0)'" in console.where_stopped()
+
+
+# --- lab ------------------------------------------------------------------------------------------
+
+
+def _lab_missing() -> str | None:
+    from threadwise.runtime import kernel
+    from threadwise.scx import scx_layered_path
+
+    if not kernel.cached_kernels():
+        return "lab kernel not in cache: run threadwise lab kernel"
+    try:
+        scx_layered_path()
+    except MissingTool as missing:
+        return f"scx_layered missing: {missing.hint or missing.message}"
+    for tool, fix in (("qemu-system-x86_64", "run scripts/setup-system.sh"),
+                      ("busybox", "apt-get install busybox-static (scripts/setup-system.sh)"),
+                      ("bpftool", "apt-get install bpftool"), ("gcc", "apt-get install gcc")):
+        if shutil.which(tool) is None and not Path("/usr/sbin", tool).is_file():
+            return f"{tool} missing: {fix}"
+    return None
+
+
+@pytest.mark.lab
+def test_a_ladder_runs_in_one_initramfs_boot_and_its_raw_files_come_back(tmp_path: Path):
+    reason = _lab_missing()
+    if reason:
+        pytest.skip(reason)
+    from threadwise.refine import ingest, ladder, store
+    from threadwise.refine.bundled import build
+    from threadwise.refine.ladder import BASELINE, Arm
+    from threadwise.refine.run import arm_from_file
+    from threadwise.refine.workload import parse_workload
+    from threadwise.runtime.membership import parse_map_dump
+    from threadwise.scx import SCX_LAYERED_VERSION, scx_layered_path
+
+    workload = parse_workload(WORKLOAD)
+    profile = tmp_path / "tiny.toml"
+    profile.write_text(PROFILE)
+    plan = ladder.make_plan(workload, [Arm(BASELINE), arm_from_file(profile, SHAPE)], levels=[0, 1],
+                            repeats=1, shape=SHAPE, workload_toml=WORKLOAD)
+    out = tmp_path / "run"
+    out.mkdir()
+    script = ladder.plan_script(plan, attach_mode="direct", spin=build("spin"), scx=scx_layered_path(),
+                                tcp_probe="nc")
+    ladder.write_plan(plan, out, script)
+    lines: list[str] = []
+    started = time.monotonic()
+    execution = ladder.execute(out, lab=True, cpus=2, timeout_s=300, progress=lines.append,
+                               guest="initramfs")
+    wall = time.monotonic() - started
+    print(f"initramfs ladder: {wall:.0f} s wall", *lines, sep="\n  ")
+    assert execution.status == 0, (out / "agent.log").read_text()
+    assert execution.tcg and execution.vcpus == 2 and execution.guest_kernel
+    # streamed while running, and the same lines in the agent.log that came back
+    assert any(line.startswith("agent: attach tiny: attached") for line in lines)
+    assert (out / "finished").is_file()
+    assert "agent: finished" in (out / "agent.log").read_text()
+
+    for cell in plan.cells:
+        directory = out / "cells" / str(cell.idx)
+        assert (directory / "done").is_file(), f"cell {cell.idx} did not come back"
+        state = (directory / "state.before").read_text().split()
+        if cell.arm == BASELINE:
+            assert state[0] == "disabled"
+        else:
+            assert state[0] == "enabled" and state[1].startswith("layered_"), state
+            layer_of = parse_map_dump((directory / "membership.json").read_text())
+            rows = (directory / "threads.txt").read_text().splitlines()
+            threads = {comm: int(tid) for _pid, tid, comm in (row.split(maxsplit=2) for row in rows)}
+            assert {"rolesim", "hot-0", "feeder", "worker-0", "housekeep"} <= set(threads)
+            assert layer_of.get(threads["hot-0"]) == 0  # the profile's first layer, "hot"
+        if cell.level == 1:
+            assert (directory / "spin.stat.before").is_file() and (directory / "spin.stat.after").is_file()
+    assert any(json.loads(line).get("hot_chunks_per_s") is not None
+               for line in (out / "service.log").read_text().splitlines() if line.startswith("{"))
+
+    # ingest reads them like the raw files of a vng run
+    con = store.open_ladder(tmp_path / "ladder.duckdb")
+    try:
+        got = ingest.ingest(con, plan, out, execution, command="test", purpose="test",
+                            scx_version=SCX_LAYERED_VERSION)
+        assert got.completed and got.cells == len(plan.cells) == 4
+        hot = con.execute("SELECT DISTINCT actual_layer FROM membership WHERE comm = 'hot-0'").fetchall()
+        assert hot == [("hot",)]
+    finally:
+        con.close()
