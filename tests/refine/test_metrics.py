@@ -261,11 +261,13 @@ def test_rolesim_reports_well_formed_plausible_lines():
     for row in rows:
         assert set(row) == {"ts", "interval_s", "hot_chunks_per_s", "items_per_s",
                             "worker_lat_p50_us", "worker_lat_p99_us"}
-        assert row["interval_s"] == pytest.approx(0.2, abs=0.1)
-        assert abs(row["ts"] - time.time()) < 60
+        assert row["interval_s"] > 0 and abs(row["ts"] - time.time()) < 60
+    # the intervals tile the run (a late report is followed by a short one, not lost)
+    assert sum(row["interval_s"] for row in rows) == pytest.approx(2.0, abs=0.45)
+    assert [row["ts"] for row in rows] == sorted(row["ts"] for row in rows)
     values = parse_metrics("rolesim", result.stdout, source="service")
     assert values["hot_chunks_per_s"] > 0
-    assert 100 < values["items_per_s"] < 600  # the feeder enqueues one item per ~2 ms
+    assert 0 < values["items_per_s"] < 600  # the feeder enqueues at most one item per 2 ms
     assert 0 <= values["worker_lat_p50_us"] <= values["worker_lat_p99_us"]
 
 
