@@ -109,7 +109,8 @@ def ingest(con: duckdb.DuckDBPyConnection, plan: Plan, out: Path, execution: Exe
         if raw.done and cell.arm in specs:
             member_rows += [{"run_id": run_id, "idx": cell.idx, **row}
                             for row in _membership(raw, directory, specs[cell.arm])]
-        why = reasons(raw, baseline=plan.arm(cell.arm).is_baseline, window_s=objective.window_s,
+        why = reasons(raw, baseline=plan.arm(cell.arm).is_baseline, vcpus=execution.vcpus,
+                      window_s=objective.window_s,
                       metrics_error=metrics_error)
         cell_rows.append({
             "run_id": run_id, "idx": cell.idx, "arm": cell.arm, "level": cell.level,

@@ -70,11 +70,11 @@ def _raw(**changes) -> CellRaw:
 
 
 def test_a_clean_profile_cell_is_valid():
-    assert reasons(_raw(), baseline=False, window_s=5.0, metrics_error=None) == []
+    assert reasons(_raw(), baseline=False, vcpus=2, window_s=5.0, metrics_error=None) == []
 
 
 @pytest.mark.parametrize(("changes", "baseline", "word"), [
-    ({"spinner_cpu_s": 3.0}, False, "spinners"),
+    ({"spinner_cpu_s": 2.4}, False, "spinners"),
     ({"spinner_cpu_s": None}, False, "spinners"),
     ({"generator_cpu_s": 4.8}, False, "generator"),
     ({"alive_after": "0"}, False, "service"),
@@ -86,12 +86,12 @@ def test_a_clean_profile_cell_is_valid():
     ({"done": False}, False, "cut"),
 ])
 def test_each_broken_promise_makes_the_cell_invalid(changes, baseline, word):
-    found = reasons(_raw(**changes), baseline=baseline, window_s=5.0, metrics_error=None)
+    found = reasons(_raw(**changes), baseline=baseline, vcpus=2, window_s=5.0, metrics_error=None)
     assert found and found[0].startswith(word), found
 
 
 def test_a_metrics_error_is_a_reason_and_level_zero_needs_no_spinners():
-    found = reasons(_raw(level=0, spinner_cpu_s=0.0), baseline=False, window_s=5.0,
+    found = reasons(_raw(level=0, spinner_cpu_s=0.0), baseline=False, vcpus=2, window_s=5.0,
                     metrics_error="no metric get_rps in the output")
     assert found == ["load: no metric get_rps in the output"]
 
@@ -109,3 +109,14 @@ def test_expected_layer_is_the_first_match_and_unknown_for_behaviour_matchers():
     assert expected_layer(SPECS, "worker-1", "rolesim") is None  # AvgRuntime decides, not the name
     assert expected_layer(SPECS, "feeder", "rolesim") == "rolesim"
     assert expected_layer(SPECS, "hot-0", "other") == "rest"
+
+
+def test_the_spinner_floor_is_half_of_the_cpus_a_background_can_take():
+    from threadwise.refine.validity import spinner_floor_s
+
+    assert spinner_floor_s(2, 2, 5.0) == pytest.approx(2.5)  # 2 spinners, 1 CPU left to them: half
+    assert spinner_floor_s(8, 2, 5.0) == pytest.approx(2.5)
+    assert spinner_floor_s(1, 8, 5.0) == pytest.approx(2.5)
+    assert spinner_floor_s(8, 8, 5.0) == pytest.approx(17.5)
+    ok = reasons(_raw(spinner_cpu_s=2.6), baseline=False, vcpus=2, window_s=5.0, metrics_error=None)
+    assert ok == []
