@@ -197,6 +197,17 @@ def plan_commands(plan_text: str) -> dict[str, list[str]]:
     return found
 
 
+ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def program_argv(words: list[str]) -> list[str]:
+    """The program and its arguments behind the shell's own prefixes (`exec`, `VAR=x`, `env VAR=x`)."""
+    rest = list(words)
+    while rest and (rest[0] in ("exec", "command", "env") or ASSIGNMENT.match(rest[0])):
+        rest.pop(0)
+    return rest
+
+
 def _elf_interpreter(path: Path) -> tuple[bool, str | None]:
     """(is an ELF file, its PT_INTERP or None when static)."""
     with path.open("rb") as handle:
@@ -356,10 +367,11 @@ def pack(out: Path, *, dest: Path) -> Path:
     packer = Packer(image, _applets(busybox))
     for name in PLAN_FUNCTIONS:
         if name in words:
-            if not words[name]:
-                raise InitramfsError(f"{plan_file}: {name} is empty")
-            packer.command(words[name][0], why=f"plan.sh's {name}")
-            for word in words[name][1:]:
+            argv = program_argv(words[name])
+            if not argv:
+                raise InitramfsError(f"{plan_file}: {name} runs no program")
+            packer.command(argv[0], why=f"plan.sh's {name}")
+            for word in argv[1:]:
                 # An absolute path to a host program among the arguments (taskset, env, nice
                 # wrappers) must be there too; other arguments are the command's business.
                 if word.startswith("/") and os.access(word, os.X_OK) and Path(word).is_file():

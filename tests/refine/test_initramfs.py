@@ -91,6 +91,8 @@ def test_plan_commands_reads_functions_and_variables_as_plan_sh_spells_them():
     assert words["service_cmd"] == ["/usr/bin/redis-server", "--port", "6399", "--save", ""]
     assert words["ready_cmd"][:3] == ["grep", "-qF", "--"]
     assert words["ATTACH_MODE"] == ["direct"]
+    # what the shell runs itself is not a program to pack
+    assert initramfs.program_argv(["exec", "A=1", "env", "B=2", "/x/y", "-v"]) == ["/x/y", "-v"]
 
 
 @pytest.mark.skipif(BUSYBOX is None, reason="needs busybox: apt-get install busybox-static")
