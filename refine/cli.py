@@ -1,10 +1,22 @@
-"""CLI commands of the refine stage: `workload check|list|show`."""
+"""CLI commands of the refine stage: `workload check|list|show`, `ladder`, `train`.
+
+Each command parses options and calls the library (`workload.py`, `run.py`,
+`train.py`); errors are ThreadwiseErrors that threadwise/cli.py reports.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from threadwise.errors import UsageError
+
+if TYPE_CHECKING:
+    from threadwise.refine.workload import Workload
 
 workload_app = typer.Typer(
     help=(
@@ -51,5 +63,139 @@ def show_command(
     typer.echo(bundled_workload_path(name).read_text(encoding="utf-8"), nl=False)
 
 
+LEVELS_HELP = "Background spinner counts, comma-separated."
+LAB_HELP = "Run every cell in ONE lab VM boot (for hosts without sched_ext; TCG, see docs/lab.md)."
+
+
+def parse_levels(text: str) -> list[int]:
+    try:
+        levels = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise UsageError(f"bad --levels {text!r}",
+                         hint="comma-separated spinner counts, e.g. 0,1,2,4,8") from None
+    if not levels or levels[0] < 0:
+        raise UsageError(f"bad --levels {text!r}", hint="non-negative spinner counts, e.g. 0,2,4")
+    return levels
+
+
+def _workload(spec: str) -> tuple[Path, Workload, str]:
+    from threadwise.refine.workload import load_workload, resolve_workload
+
+    path = resolve_workload(spec)
+    return path, load_workload(path), path.read_text()
+
+
+def ladder_command(
+    workload: Annotated[str, typer.Argument(help=SPEC_HELP)],
+    arm: Annotated[list[str], typer.Option("--arm", help="`baseline`, a profile .toml, or NAME=PROFILE.toml "
+                                           "(repeatable; baseline is always measured).")] = [],  # noqa: B006
+    levels: Annotated[str, typer.Option("--levels", help=LEVELS_HELP)] = "0,1,2,4,8",
+    repeats: Annotated[int, typer.Option("--repeats", help="Repeats per arm and level.")] = 3,
+    window: Annotated[float | None, typer.Option("--window", help="Seconds per measurement window "
+                                                 "(default: the workload file's).")] = None,
+    order: Annotated[str, typer.Option("--order", help="abba (reversed every repeat) or shuffle.")] = "abba",
+    seed: Annotated[int, typer.Option("--seed", help="Shuffle and bootstrap seed.")] = 1,
+    aa: Annotated[bool, typer.Option("--aa", help="A/A: measure the baseline against itself "
+                                     "(the machine's noise floor).")] = False,
+    lab: Annotated[bool, typer.Option("--lab", help=LAB_HELP)] = False,
+    cpus: Annotated[int, typer.Option("--cpus", help="Lab vCPUs (keep at or below the host's cores).")] = 2,
+    output: Annotated[Path, typer.Option("--output", "-o", help="The ladder file (DuckDB; runs are added).")]
+    = Path("ladder.duckdb"),
+    keep_raw: Annotated[Path | None, typer.Option("--keep-raw", help="Keep the agent's raw files here.")]
+    = None,
+) -> None:
+    """Measure arms (the default scheduler and profiles) at background levels, back to back.
+
+    Every cell lands in the ladder file with its validity (spinners ran, generator not saturated,
+    service alive, scheduler attached, threads in their layers); per level the ratio of medians
+    against the baseline with a bootstrap 95% CI and a verdict are printed and stored.
+
+      threadwise ladder rolesim --arm profiles/rolesim.toml --lab --levels 0,2,4 --repeats 3
+    """
+    from threadwise.refine import report
+    from threadwise.refine.ladder import BASELINE, Arm
+    from threadwise.refine.run import arm_from_file, run_ladder, where
+    from threadwise.refine.store import open_ladder
+
+    place = where(lab, cpus)
+    _path, spec, text = _workload(workload)
+    if window is not None:
+        spec = spec.model_copy(update={"objective": spec.objective.model_copy(update={"window_s": window})})
+    arms = [Arm(BASELINE)]
+    if aa:
+        arms.append(Arm("baseline-aa"))
+    for item in arm:
+        if item == BASELINE:
+            continue
+        name, _, file = item.rpartition("=")
+        arms.append(arm_from_file(Path(file), place.shape, name or None))
+    if len(arms) < 2:
+        raise UsageError("nothing to compare", hint="add --arm PROFILE.toml, or --aa for the noise floor")
+    result = run_ladder(spec, text, arms, ladder_file=output, place=place, levels=parse_levels(levels),
+                        repeats=repeats, order=order, seed=seed, purpose="aa" if aa else "ladder",
+                        command=shlex.join(["threadwise", *sys.argv[1:]]), keep_raw=keep_raw,
+                        progress=lambda line: typer.echo(line, err=True))
+    con = open_ladder(output, read_only=True)
+    try:
+        for name, comparison in result.comparisons.items():
+            typer.echo(f"\n{name} against {BASELINE} (run {result.run_id} in {output}):")
+            typer.echo("\n".join(report.level_table(con, result.run_id, name)))
+            typer.echo(comparison.reason)
+        typer.echo("\n".join(report.invalid_cells(con, result.run_id)) or "every cell valid")
+    finally:
+        con.close()
+    ingested = result.ingested
+    typer.echo(f"{ingested.valid} of {ingested.cells} cells valid"
+               + ("" if ingested.completed else f"; {ingested.stopped_reason}"))
+
+
+
+
+def train_command(
+    workload: Annotated[str, typer.Option("--workload", "-w", help="A workload file or a bundled name.")],
+    name: Annotated[str, typer.Option("--name", "-n", help="Profile name: writes profiles/NAME.toml "
+                                      "and artifacts/NAME/.")],
+    lab: Annotated[bool, typer.Option("--lab", help=LAB_HELP)] = False,
+    cpus: Annotated[int, typer.Option("--cpus", help="Lab vCPUs (keep at or below the host's cores).")] = 2,
+    levels: Annotated[str, typer.Option("--levels", help=LEVELS_HELP)] = "0,1,2,4",
+    repeats: Annotated[int, typer.Option("--repeats", help="Repeats per arm and level.")] = 3,
+    budget: Annotated[int, typer.Option("--budget", help="Mutations to measure after the synthesized "
+                                        "profile (each is one ladder run).")] = 2,
+    window: Annotated[float | None, typer.Option("--window", help="Seconds per window (default: the "
+                                                 "workload file's).")] = None,
+    observe_s: Annotated[float, typer.Option("--observe", help="Seconds to observe the workload.")] = 8.0,
+    seed: Annotated[int, typer.Option("--seed", help="Order and bootstrap seed.")] = 1,
+    profiles: Annotated[Path, typer.Option("--profiles", help="Where profiles go.")] = Path("profiles"),
+    artifacts: Annotated[Path, typer.Option("--artifacts", help="Where training records go.")]
+    = Path("artifacts"),
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing profile and record.")] = False,
+) -> None:
+    """Train a profile: observe, analyze, synthesize, then keep only measured wins.
+
+    The synthesized profile is measured against the kernel's default scheduler in a
+    background-load ladder; then up to --budget mutations are each measured against the
+    current best (baseline always an arm) and kept only if they win. Writes
+    profiles/NAME.toml and artifacts/NAME/ (REPORT.md, plots, ladder.duckdb).
+
+      threadwise train --workload rolesim --name rolesim --lab
+    """
+    from threadwise.refine.run import where
+    from threadwise.refine.train import TrainOptions, train
+
+    place = where(lab, cpus)
+    path, _spec, _text = _workload(workload)
+    options = TrainOptions(path, name, place, parse_levels(levels), repeats, budget, seed=seed,
+                           observe_s=observe_s, window_s=window, profiles_dir=profiles,
+                           artifacts_dir=artifacts, force=force,
+                           command=shlex.join(["threadwise", *sys.argv[1:]]))
+    train(options, progress=lambda line: typer.echo(line, err=True))
+    report = artifacts / name / "REPORT.md"
+    typer.echo(report.read_text().split("## Refinement steps")[0])
+    typer.echo(f"next: review {profiles / (name + '.toml')} and {report}; "
+               f"apply it with: threadwise apply {profiles / (name + '.toml')}")
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(workload_app, name="workload")
+    app.command("ladder")(ladder_command)
+    app.command("train")(train_command)

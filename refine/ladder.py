@@ -128,8 +128,9 @@ def make_plan(workload: Workload, arms: list[Arm], *, levels: list[int], repeats
                 workload_toml, turns)
 
 
-def _function(name: str, argv: list[str]) -> str:
-    return f"{name}() {{ {shlex.join(argv)}; }}"
+def _function(name: str, argv: list[str], *, replace: bool = False) -> str:
+    """A shell function running argv; `replace` execs it (always backgrounded: $! is the command)."""
+    return f"{name}() {{ {'exec ' if replace else ''}{shlex.join(argv)}; }}"
 
 
 TCP_PROBES = ("python", "nc")
@@ -176,6 +177,9 @@ def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
         f"WARMUP={objective.warmup_s:g}",
         f"WINDOW={window:g}",
         f"MEMBERSHIP_AT={min(1.0, window / 2):g}",
+        # a load generator that hangs (redis-benchmark retries forever without a server) is
+        # stopped after this long; its cell is then invalid (load exit status)
+        f"LOAD_TIMEOUT={int(max(120.0, window * 20))}",
         f"LOAD_SOURCE={q(workload.load.source)}",
         f"SPIN={q(str(spin))}",
         f"SPIN_ARGS={q(spin_args)}",
@@ -186,11 +190,13 @@ def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
     if workload.service is not None:
         lines += [f"READY_TIMEOUT={int(workload.service.ready_timeout_s)}",
                   f"STOP_TIMEOUT={int(workload.service.stop_timeout_s)}",
-                  _function("service_cmd", render_argv(list(workload.service.command), window_s=window)),
+                  _function("service_cmd", render_argv(list(workload.service.command), window_s=window),
+                            replace=True),
                   _ready_function(workload, tcp_probe)]
     if workload.load.source == "command":
         assert workload.load.command is not None
-        lines.append(_function("load_cmd", render_argv(list(workload.load.command), window_s=window)))
+        lines.append(_function("load_cmd", render_argv(list(workload.load.command), window_s=window),
+                               replace=True))
     if workload.service is not None:
         lines.append("service_start")
     for arm_name, cells in plan.turns:

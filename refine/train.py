@@ -29,13 +29,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from threadwise.errors import ThreadwiseError, UsageError
-from threadwise.refine import store
-from threadwise.refine import judge
+from threadwise.refine import judge, store
 from threadwise.refine.ladder import BASELINE, Arm
 from threadwise.refine.run import Where, profile_arm, run_ladder
 from threadwise.refine.service import RunningService
 from threadwise.refine.workload import Workload, load_workload
-
 
 AA_ARM = "baseline-aa"  # a second, identical baseline arm: the A/A noise floor
 

@@ -134,6 +134,8 @@ cell() {
     else
         sleep "$WINDOW" & LPID=$!
     fi
+    ( sleep "$LOAD_TIMEOUT"; kill "$LPID" 2>/dev/null ) > /dev/null 2>&1 &
+    WATCHDOG=$!
     # Membership mid-window (a load command may itself be the target).
     sleep "$MEMBERSHIP_AT"
     times > "$d/times.mid0"
@@ -144,6 +146,7 @@ cell() {
     times > "$d/times.mid1"
     wait "$LPID"; echo $? > "$d/load.rc"
     times > "$d/times.after"
+    kill "$WATCHDOG" 2>/dev/null; wait "$WATCHDOG" 2>/dev/null
     end=$(uptime_s); lines1=$(wc -l < "$OUT/service.log" 2>/dev/null || echo 0)
     [ -n "$SPID" ] && cat "/proc/$SPID/stat" > "$d/spin.stat.after"
     [ -n "$SPID" ] && { kill "$SPID"; wait "$SPID" 2>/dev/null; }

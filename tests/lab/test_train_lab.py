@@ -1,0 +1,123 @@
+"""A short real `train` of rolesim in the lab: profile, record, validity, and a bad candidate rejected.
+
+One training run (observe on the host, A/A, the synthesized profile against the
+default scheduler, then one deliberately bad candidate: rolesim's hot threads
+given housekeeping treatment with weight 1) in the sched_ext lab VM (TCG,
+2 vCPUs), levels 0 and 2, 2 repeats, short windows. Every check reads the
+ladder file the training wrote, never the training's memory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from threadwise.refine import stats, store
+from threadwise.refine.bundled import build
+from threadwise.refine.mutate import Candidate
+from threadwise.refine.run import Where
+from threadwise.refine.train import TrainOptions, train
+from threadwise.refine.validity import spinner_floor_s
+from threadwise.refine.workload import bundled_workload_path
+from threadwise.synthesize.schema import Profile, Treatment
+
+BAD = "hot:housekeeping,weight=1"
+
+
+def _bad_candidate(profile: Profile, _shape: object) -> list[Candidate]:
+    """rolesim's hot group given housekeeping treatment and the lowest weight: must lose under load."""
+    groups = list(profile.groups)
+    index = next(i for i, g in enumerate(groups) if any(p.startswith("hot") for p in g.match))
+    groups[index] = groups[index].model_copy(update={"treatment": Treatment.HOUSEKEEPING, "weight": 1,
+                                                     "hot_threads": 0})
+    return [Candidate(BAD, "hot threads as housekeeping, weight 1 (a deliberately bad candidate)",
+                      profile.model_copy(update={"groups": groups}))]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    build("rolesim")
+    build("spin")
+    root = tmp_path_factory.mktemp("train")
+    options = TrainOptions(bundled_workload_path("rolesim"), "rolesim-test", Where(lab=True, cpus=2),
+                           levels=[0, 2], repeats=2, budget=1, seed=3, observe_s=4.0, window_s=2.0,
+                           profiles_dir=root / "profiles", artifacts_dir=root / "artifacts",
+                           command="pytest tests/lab/test_train_lab.py", candidates=_bad_candidate)
+    lines: list[str] = []
+    profile = train(options, progress=lambda line: (lines.append(line), print(line, flush=True)))
+    return profile, root / "artifacts" / "rolesim-test"
+
+
+def test_profile_report_plots_and_data_exist(trained):
+    profile, record = trained
+    text = profile.read_text()
+    assert text.startswith("# Trained by threadwise")
+    assert "[[group]]" in text
+    report = (record / "REPORT.md").read_text()
+    for section in ("## Result", "## Refinement steps", "## Method", "## Environment", "## Limitations",
+                    "## Reproduce", "taken under TCG"):
+        assert section in report, section
+    plots = sorted(record.glob("ladder-run*.png"))
+    assert len(plots) == 3  # A/A, step 0, step 1
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in plots)
+    assert (record / "ladder.duckdb").is_file()
+
+
+def test_every_decision_recomputes_from_the_recorded_numbers(trained):
+    _, record = trained
+    con = store.open_ladder(record / "ladder.duckdb", read_only=True)
+    steps = con.execute("SELECT step, run_id, decision, noise, decision_seed FROM step "
+                        "ORDER BY step").fetchall()
+    assert [s[0] for s in steps] == [0, 1]
+    for step, run_id, decision, noise, seed in steps:
+        info = store.run_info(con, run_id)
+        measured = store.measured(con, run_id)
+        reference, candidate = ("baseline", "start") if step == 0 else ("best", "candidate")
+        again = stats.compare_arms(measured, reference, candidate, primary=info.primary,
+                                   secondary=info.secondary, noise=noise, seed=json.loads(seed))
+        if step == 0:
+            assert decision == "kept"  # the start is the first best by definition
+        else:
+            assert decision == ("kept" if again.wins else "reverted"), again.reason
+    con.close()
+
+
+def test_spinners_ran_scheduler_attached_threads_in_their_layers(trained):
+    _, record = trained
+    con = store.open_ladder(record / "ladder.duckdb", read_only=True)
+    cells = con.execute("SELECT c.run_id, c.idx, c.arm, c.level, c.reasons, c.spinner_cpu_s, "
+                        "c.wall_s, c.state_before, c.state_after, a.kind FROM cell c JOIN arm a "
+                        "USING (run_id, arm) ORDER BY c.run_id, c.idx").fetchall()
+    assert len(cells) == 8 + 8 + 12
+    for run_id, idx, arm, level, reasons, spin_s, wall_s, before, after, kind in cells:
+        where = f"run {run_id} cell {idx} ({arm}, bg={level}): {reasons}"
+        if level > 0:
+            assert spin_s is not None and spin_s >= spinner_floor_s(level, 2, wall_s), where
+        if kind == "profile":
+            assert before.startswith("enabled layered") and after.startswith("enabled layered"), where
+        else:
+            assert not before.startswith("enabled"), where
+        assert "spinners" not in reasons and "attach" not in reasons, where
+    members = con.execute("SELECT m.run_id, m.idx, m.comm, m.expected_layer, m.actual_layer FROM membership m"
+                          ).fetchall()
+    profile_cells = [c for c in cells if c[9] == "profile"]
+    assert {(r, i) for r, i, *_ in members} == {(c[0], c[1]) for c in profile_cells}
+    wrong = [m for m in members if m[3] is not None and m[3] != m[4]]
+    assert not wrong, wrong
+    assert any(m[2].startswith("hot-") for m in members)
+    con.close()
+
+
+def test_the_bad_candidate_is_measured_worse_and_rejected(trained):
+    _, record = trained
+    con = store.open_ladder(record / "ladder.duckdb", read_only=True)
+    candidate, run_id, decision = con.execute(
+        "SELECT candidate, run_id, decision FROM step WHERE step = 1").fetchone()
+    assert (candidate, decision) == (BAD, "reverted")
+    verdicts = con.execute("SELECT level, verdict FROM comparison WHERE run_id = ? "
+                           "AND reference = 'baseline' AND candidate = 'candidate' "
+                           "AND metric = 'hot_chunks_per_s'", [run_id]).fetchall()
+    assert ("worse" in {v for _, v in verdicts}), verdicts
+    con.close()
