@@ -64,6 +64,8 @@ def show_command(
 
 
 LEVELS_HELP = "Background spinner counts, comma-separated."
+GUEST_HELP = ("Lab guest: vng (this machine's root shared read-only) or initramfs (self-contained kernel + "
+              "initramfs with scx_layered, the workload and the agent; see docs/lab.md).")
 LAB_HELP = "Run every cell in ONE lab VM boot (for hosts without sched_ext; TCG, see docs/lab.md)."
 
 
@@ -99,6 +101,7 @@ def ladder_command(
                                      "(the machine's noise floor).")] = False,
     lab: Annotated[bool, typer.Option("--lab", help=LAB_HELP)] = False,
     cpus: Annotated[int, typer.Option("--cpus", help="Lab vCPUs (keep at or below the host's cores).")] = 2,
+    guest: Annotated[str, typer.Option("--guest", help=GUEST_HELP)] = "vng",
     output: Annotated[Path, typer.Option("--output", "-o", help="The ladder file (DuckDB; runs are added).")]
     = Path("ladder.duckdb"),
     keep_raw: Annotated[Path | None, typer.Option("--keep-raw", help="Keep the agent's raw files here.")]
@@ -117,7 +120,7 @@ def ladder_command(
     from threadwise.refine.run import arm_from_file, run_ladder, where
     from threadwise.refine.store import open_ladder
 
-    place = where(lab, cpus)
+    place = where(lab, cpus, guest)
     _path, spec, text = _workload(workload)
     if window is not None:
         spec = spec.model_copy(update={"objective": spec.objective.model_copy(update={"window_s": window})})
@@ -157,6 +160,7 @@ def train_command(
                                       "and artifacts/NAME/.")],
     lab: Annotated[bool, typer.Option("--lab", help=LAB_HELP)] = False,
     cpus: Annotated[int, typer.Option("--cpus", help="Lab vCPUs (keep at or below the host's cores).")] = 2,
+    guest: Annotated[str, typer.Option("--guest", help=GUEST_HELP)] = "vng",
     levels: Annotated[str, typer.Option("--levels", help=LEVELS_HELP)] = "0,1,2,4",
     repeats: Annotated[int, typer.Option("--repeats", help="Repeats per arm and level.")] = 3,
     budget: Annotated[int, typer.Option("--budget", help="Mutations to measure after the synthesized "
@@ -182,7 +186,7 @@ def train_command(
     from threadwise.refine.run import where
     from threadwise.refine.train import TrainOptions, train
 
-    place = where(lab, cpus)
+    place = where(lab, cpus, guest)
     path, _spec, _text = _workload(workload)
     options = TrainOptions(path, name, place, parse_levels(levels), repeats, budget, seed=seed,
                            observe_s=observe_s, window_s=window, profiles_dir=profiles,

@@ -27,20 +27,29 @@ from threadwise.refine.workload import Workload
 LAB_SHAPE = "cores={cpus},threads-per-core=1"
 
 
+GUESTS = ("vng", "initramfs")
+
+
 @dataclass(frozen=True)
 class Where:
-    """Where the cells run."""
+    """Where the cells run: this host, or the lab (vng on the shared root, or a self-contained initramfs)."""
 
     lab: bool
     cpus: int
+    guest: str = "vng"
 
     @property
     def shape(self) -> str:
         return LAB_SHAPE.format(cpus=self.cpus) if self.lab else "host"
 
 
-def where(lab: bool, cpus: int) -> Where:
+def where(lab: bool, cpus: int, guest: str = "vng") -> Where:
     """Check that cells can run there: the lab, or a host with sched_ext."""
+    if guest not in GUESTS:
+        raise UsageError(f"unknown --guest {guest!r}", hint="vng (this machine's root shared) or initramfs "
+                         "(self-contained: kernel + initramfs, runs on any x86-64 machine with qemu)")
+    if guest != "vng" and not lab:
+        raise UsageError("--guest applies to the lab", hint="add --lab")
     if not lab:
         from threadwise.runtime.scx import sched_ext_state
 
@@ -49,7 +58,7 @@ def where(lab: bool, cpus: int) -> Where:
                               hint="add --lab to run the whole ladder in one lab VM boot")
     if cpus < 1:
         raise UsageError("--cpus must be at least 1")
-    return Where(lab, cpus)
+    return Where(lab, cpus, guest)
 
 
 def profile_arm(name: str, profile_toml: str, config_json: str) -> Arm:
@@ -88,16 +97,20 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
     scx = scx_layered_path()
     out = keep_raw if keep_raw else Path(tempfile.mkdtemp(prefix="threadwise-ladder-"))
     out.mkdir(parents=True, exist_ok=True)
-    script = ladder.plan_script(plan, attach_mode="runtime", spin=build("spin"), scx=scx)
+    # The initramfs guest has no Python: scx_layered is started by the agent itself and TCP
+    # readiness is probed with busybox nc. vng shares this machine's root: the runtime applies.
+    initramfs = place.lab and place.guest == "initramfs"
+    script = ladder.plan_script(plan, attach_mode="direct" if initramfs else "runtime",
+                                spin=build("spin"), scx=scx, tcp_probe="nc" if initramfs else "python")
     ladder.write_plan(plan, out, script)
     budget = timeout_s or _timeout(plan)
     progress(f"ladder: {len(plan.cells)} cells ({len(arms)} arms x {len(plan.levels)} levels x "
              f"{repeats} repeats, {workload.objective.window_s:g} s windows), "
-             + (f"in the lab ({place.cpus} vCPUs, TCG)" if place.lab else "on this host")
+             + (f"in the lab ({place.cpus} vCPUs, TCG, {place.guest} guest)" if place.lab else "on this host")
              + f"; raw results in {out}")
     try:
         execution = ladder.execute(out, lab=place.lab, cpus=place.cpus, timeout_s=budget,
-                                   progress=lambda line: progress(f"  {line}"))
+                                   progress=lambda line: progress(f"  {line}"), guest=place.guest)
     except BaseException as error:  # keep what was measured: ingest, then re-raise
         execution = ladder.Execution(None, place.cpus, place.lab, 0.0, 255)
         progress(f"ladder: stopped early ({type(error).__name__}: {error}); keeping the cells that finished")

@@ -1,11 +1,14 @@
-"""`threadwise demo`: the README's main job, the pipeline on the bundled workload.
+"""`threadwise demo`: the README's main job, training a profile for the bundled workload.
 
-Builds rolesim (threads with known roles), observes it, analyzes the capture,
-synthesizes a profile, validates it, compiles it for this machine (checked by
-the real scx_layered) and lints its placement. Each step is run as the same
-`threadwise` command a user would type, and printed, so the demo doubles as a
-walkthrough. Lint findings are results, not failures: on a 2-core machine two
-hot threads cannot both get an exclusive core, and the demo says so.
+`threadwise train` on rolesim (threads with known roles) in the sched_ext lab
+with short windows: observe it, analyze the capture, synthesize a profile,
+measure it against the kernel's default scheduler in a background-load ladder
+(after an A/A run for the noise floor), try one mutation and keep it only if
+it wins, and write the profile with its record. Then the trained profile is
+validated, compiled for the lab's shape (checked by the real scx_layered) and
+linted. Each step is run as the same `threadwise` command a user would type,
+and printed, so the demo doubles as a walkthrough; it ends with the report's
+table. Lint findings are results, not failures.
 """
 
 from __future__ import annotations
@@ -36,32 +39,35 @@ def _run(step: list[str]) -> None:
 
 def demo_command(
     out: Annotated[Path, typer.Option(help="Directory for the demo's outputs.")] = Path("build/demo"),
-    duration: Annotated[str, typer.Option(help="How long to observe the workload.")] = "5s",
-    hot: Annotated[int, typer.Option(help="rolesim's CPU-bound hot-N threads.")] = 2,
+    window: Annotated[float, typer.Option(help="Seconds per ladder window (short: a demo).")] = 3.0,
+    repeats: Annotated[int, typer.Option(help="Repeats per arm and level.")] = 2,
+    levels: Annotated[str, typer.Option(help="Background spinner counts.")] = "0,2",
+    budget: Annotated[int, typer.Option(help="Mutations to measure after the synthesized profile.")] = 1,
 ) -> None:
-    """Run the pipeline on the bundled workload: observe, analyze, synthesize, compile, lint."""
-    from threadwise.observe.target import parse_duration
+    """Train a profile for the bundled workload in the lab, then validate, compile and lint it."""
     from threadwise.refine.bundled import build
 
-    parse_duration(duration)
     out.mkdir(parents=True, exist_ok=True)
-    binary = build("rolesim")
-    capture = out / "rolesim.duckdb"
-    profile = out / "rolesim.toml"
+    build("rolesim")
+    build("spin")
+    profiles, artifacts = out / "profiles", out / "artifacts"
+    profile = profiles / "rolesim.toml"
     config = out / "rolesim.layered.json"
+    shape = "cores=2,threads-per-core=1"  # the lab guest's shape (2 vCPUs)
     steps = [
-        ["observe", "-d", duration, "-o", str(capture), "--force", "--",
-         str(binary), "--hot", str(hot), "--workers", "3"],
-        ["show", str(capture)],
-        ["analyze", str(capture)],
-        ["synthesize", str(capture), "--name", "rolesim", "-o", str(profile)],
+        ["train", "--workload", "rolesim", "--name", "rolesim", "--lab", "--cpus", "2", "--levels", levels,
+         "--repeats", str(repeats), "--window", f"{window:g}", "--budget", str(budget),
+         "--profiles", str(profiles), "--artifacts", str(artifacts), "--force"],
         ["validate", str(profile)],
-        ["compile", str(profile), "--shape", "host", "--check", "-o", str(config)],
-        ["lint", str(profile), "--shape", "host", "--capture", str(capture)],
+        ["compile", str(profile), "--shape", shape, "--check", "-o", str(config)],
+        ["lint", str(profile), "--shape", shape],
     ]
     for step in steps:
         _run(step)
-    typer.echo(f"\ndemo done: capture {capture}, profile {profile}, scx_layered config {config}")
+    typer.echo(f"\ndemo done: profile {profile}, record {artifacts / 'rolesim'}/REPORT.md, "
+               f"scx_layered config {config}")
+    typer.echo(f"next: read {artifacts / 'rolesim'}/REPORT.md; train your own workload with "
+               "threadwise train --workload FILE --name NAME --lab (see docs/workload.md)")
 
 
 def register(app: typer.Typer) -> None:
