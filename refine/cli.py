@@ -64,8 +64,9 @@ def show_command(
 
 
 LEVELS_HELP = "Background spinner counts, comma-separated."
-GUEST_HELP = ("Lab guest: vng (this machine's root shared read-only) or initramfs (self-contained kernel + "
-              "initramfs with scx_layered, the workload and the agent; see docs/lab.md).")
+GUEST_HELP = ("Lab guest: initramfs (self-contained kernel + initramfs holding scx_layered, the workload and "
+              "the agent; the default: measurements stay in RAM) or vng (this machine's root shared "
+              "read-only; its file I/O stalls under exclusive layers, see docs/refine.md).")
 LAB_HELP = "Run every cell in ONE lab VM boot (for hosts without sched_ext; TCG, see docs/lab.md)."
 
 
@@ -101,7 +102,7 @@ def ladder_command(
                                      "(the machine's noise floor).")] = False,
     lab: Annotated[bool, typer.Option("--lab", help=LAB_HELP)] = False,
     cpus: Annotated[int, typer.Option("--cpus", help="Lab vCPUs (keep at or below the host's cores).")] = 2,
-    guest: Annotated[str, typer.Option("--guest", help=GUEST_HELP)] = "vng",
+    guest: Annotated[str, typer.Option("--guest", help=GUEST_HELP)] = "initramfs",
     output: Annotated[Path, typer.Option("--output", "-o", help="The ladder file (DuckDB; runs are added).")]
     = Path("ladder.duckdb"),
     keep_raw: Annotated[Path | None, typer.Option("--keep-raw", help="Keep the agent's raw files here.")]
@@ -160,7 +161,7 @@ def train_command(
                                       "and artifacts/NAME/.")],
     lab: Annotated[bool, typer.Option("--lab", help=LAB_HELP)] = False,
     cpus: Annotated[int, typer.Option("--cpus", help="Lab vCPUs (keep at or below the host's cores).")] = 2,
-    guest: Annotated[str, typer.Option("--guest", help=GUEST_HELP)] = "vng",
+    guest: Annotated[str, typer.Option("--guest", help=GUEST_HELP)] = "initramfs",
     levels: Annotated[str, typer.Option("--levels", help=LEVELS_HELP)] = "0,1,2,4",
     repeats: Annotated[int, typer.Option("--repeats", help="Repeats per arm and level.")] = 3,
     budget: Annotated[int, typer.Option("--budget", help="Mutations to measure after the synthesized "

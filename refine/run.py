@@ -36,20 +36,23 @@ class Where:
 
     lab: bool
     cpus: int
-    guest: str = "vng"
+    # initramfs by default: measured, a vng guest (root shared over virtiofs) crawls while an
+    # exclusive layer holds a vCPU (2-s windows took 22-50 s, once ejected for a 41 s stall);
+    # the self-contained guest keeps everything in RAM and ran the same ladder at speed.
+    guest: str = "initramfs"
 
     @property
     def shape(self) -> str:
         return LAB_SHAPE.format(cpus=self.cpus) if self.lab else "host"
 
 
-def where(lab: bool, cpus: int, guest: str = "vng") -> Where:
+def where(lab: bool, cpus: int, guest: str = "initramfs") -> Where:
     """Check that cells can run there: the lab, or a host with sched_ext."""
-    if guest not in GUESTS:
+    if lab and guest not in GUESTS:
         raise UsageError(f"unknown --guest {guest!r}", hint="vng (this machine's root shared) or initramfs "
                          "(self-contained: kernel + initramfs, runs on any x86-64 machine with qemu)")
-    if guest != "vng" and not lab:
-        raise UsageError("--guest applies to the lab", hint="add --lab")
+    if not lab:
+        guest = "none"
     if not lab:
         from threadwise.runtime.scx import sched_ext_state
 

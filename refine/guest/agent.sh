@@ -15,7 +15,7 @@ LOG="$OUT/agent.log"
 SVC_PID=""
 SCX_PID=""
 
-say() { echo "agent: $*" >> "$LOG"; }
+say() { echo "agent: [$(cut -d" " -f1 /proc/uptime)] $*" >> "$LOG"; }
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
 sched_state() {
     st=$(cat /sys/kernel/sched_ext/state 2>/dev/null || echo absent)
