@@ -116,6 +116,7 @@ def ingest(con: duckdb.DuckDBPyConnection, plan: Plan, out: Path, execution: Exe
             "run_id": run_id, "idx": cell.idx, "arm": cell.arm, "level": cell.level,
             "repeat": cell.repeat, "valid": not why, "reasons": "; ".join(why), "wall_s": raw.wall_s,
             "spinner_cpu_s": raw.spinner_cpu_s, "generator_cpu_s": raw.generator_cpu_s,
+            "scx_cpu_s": raw.scx_cpu_s, "service_cpu_s": raw.service_cpu_s, "busy_cpu_s": raw.busy_cpu_s,
             "state_before": raw.state_before, "state_after": raw.state_after,
         })
         sample_rows += [{"run_id": run_id, "idx": cell.idx, "metric": m, "value": v}

@@ -27,7 +27,7 @@ _TABLES = {
             "completed", "stopped_reason"),
     "arm": ("run_id", "arm", "kind", "profile_toml", "config_json", "attach_s"),
     "cell": ("run_id", "idx", "arm", "level", "repeat", "valid", "reasons", "wall_s", "spinner_cpu_s",
-             "generator_cpu_s", "state_before", "state_after"),
+             "generator_cpu_s", "scx_cpu_s", "service_cpu_s", "busy_cpu_s", "state_before", "state_after"),
     "sample": ("run_id", "idx", "metric", "value"),
     "membership": ("run_id", "idx", "tid", "comm", "expected_layer", "actual_layer"),
     "comparison": ("run_id", "reference", "candidate", "metric", "level", "reference_median",

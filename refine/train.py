@@ -159,7 +159,8 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
     progress("train 3/4 noise: the default scheduler against itself (A/A), the margin verdicts must beat")
     aa = run_ladder(workload, workload_toml, [Arm(BASELINE), Arm(AA_ARM)], ladder_file=ladder_file,
                     place=options.place, levels=options.levels, repeats=options.repeats,
-                    seed=options.seed, purpose="aa", command=options.command, progress=progress)
+                    seed=options.seed, purpose="aa", command=options.command, progress=progress,
+                    keep_raw=work / "raw-aa")
     con = store.open_ladder(ladder_file)
     try:
         noise = judge.aa_noise(con, aa.run_id, BASELINE, AA_ARM)
@@ -173,7 +174,8 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
         result = run_ladder(workload, workload_toml, [_arm(arm, shape) for arm in arms],
                             ladder_file=ladder_file, place=options.place, levels=options.levels,
                             repeats=options.repeats, seed=options.seed + 1 + step,
-                            purpose=f"refine-step-{step}", command=options.command, progress=progress)
+                            purpose=f"refine-step-{step}", command=options.command, progress=progress,
+                            keep_raw=work / f"raw-step{step}")
         runs.append(result.run_id)
         con = store.open_ladder(ladder_file, read_only=True)
         try:

@@ -44,6 +44,9 @@ class CellRaw:
     alive_before: str | None = None
     alive_after: str | None = None
     load_rc: int | None = None
+    scx_cpu_s: float | None = None  # scx_layered's own process (userspace) in the window
+    service_cpu_s: float | None = None  # the service process, all its threads
+    busy_cpu_s: float | None = None  # all CPUs' non-idle time in the window
     membership_error: str | None = None
     mismatched: list[str] = field(default_factory=list)  # "comm (tid N): expected X, in Y"
     members: int = 0  # target threads checked
@@ -74,6 +77,14 @@ def stat_cpu_s(before: str, after: str, clk_tck: int) -> float:
     return (ticks(after) - ticks(before)) / clk_tck
 
 
+def procstat_busy_s(before: str, after: str, clk_tck: int) -> float:
+    """Non-idle time over all CPUs between two copies of /proc/stat's aggregate `cpu` line."""
+    def busy(text: str) -> int:
+        fields = [int(v) for v in text.splitlines()[0].split()[1:]]
+        return sum(fields[:8]) - fields[3] - fields[4]  # all but idle and iowait (guest time is in user)
+    return (busy(after) - busy(before)) / clk_tck
+
+
 def read_cell(directory: Path, *, source: str) -> CellRaw:
     """The raw files of cells/<idx> (written by guest/agent.sh)."""
     idx, arm, level, repeat = (_read(directory / "cell") or "").split()
@@ -88,6 +99,13 @@ def read_cell(directory: Path, *, source: str) -> CellRaw:
         raw.spinner_cpu_s = stat_cpu_s(before, after, clk)
     elif raw.level == 0:
         raw.spinner_cpu_s = 0.0
+    for name, attr in (("scx", "scx_cpu_s"), ("service", "service_cpu_s")):
+        pair = _read(directory / f"{name}.stat.before"), _read(directory / f"{name}.stat.after")
+        if pair[0] and pair[1]:
+            setattr(raw, attr, stat_cpu_s(pair[0], pair[1], clk))
+    busy = _read(directory / "procstat.before"), _read(directory / "procstat.after")
+    if busy[0] and busy[1]:
+        raw.busy_cpu_s = procstat_busy_s(busy[0], busy[1], clk)
     stamps = [_read(directory / f"times.{tag}") for tag in ("before", "mid0", "mid1", "after")]
     if source == "command" and all(stamps):
         b, m0, m1, a = (times_children_s(s) for s in stamps if s)

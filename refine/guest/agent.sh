@@ -114,6 +114,14 @@ detach() {
 # The POSIX `times` builtin of THIS shell (its second line: reaped children's user and sys time).
 # Never in a subshell: a forked shell starts with zero child times.
 
+# Where the CPU went: per-CPU busy time, the scheduler's own process, the service.
+snapshot() {
+    grep '^cpu' /proc/stat > "$1/procstat.$2"
+    [ -n "$SCX_PID" ] && cat "/proc/$SCX_PID/stat" > "$1/scx.stat.$2" 2>/dev/null
+    [ -n "$SVC_PID" ] && cat "/proc/$SVC_PID/stat" > "$1/service.stat.$2" 2>/dev/null
+    return 0
+}
+
 alive() { if [ -n "$SVC_PID" ]; then kill -0 "$SVC_PID" 2>/dev/null && echo 1 || echo 0; else echo -; fi; }
 
 # cell IDX ARM LEVEL REPEAT: background level, warm-up, one measurement window, raw results.
@@ -126,6 +134,7 @@ cell() {
     if [ "$3" -gt 0 ]; then "$SPIN" "$3" $SPIN_ARGS & SPID=$!; fi
     sleep "$WARMUP"
     [ -n "$SPID" ] && cat "/proc/$SPID/stat" > "$d/spin.stat.before"
+    snapshot "$d" before
     times > "$d/times.before"
     start=$(uptime_s); lines0=$(wc -l < "$OUT/service.log" 2>/dev/null || echo 0)
     if [ "$LOAD_SOURCE" = command ]; then
@@ -149,6 +158,7 @@ cell() {
     kill "$WATCHDOG" 2>/dev/null; wait "$WATCHDOG" 2>/dev/null
     end=$(uptime_s); lines1=$(wc -l < "$OUT/service.log" 2>/dev/null || echo 0)
     [ -n "$SPID" ] && cat "/proc/$SPID/stat" > "$d/spin.stat.after"
+    snapshot "$d" after
     [ -n "$SPID" ] && { kill "$SPID"; wait "$SPID" 2>/dev/null; }
     echo "$start $end" > "$d/wall"; echo "$lines0 $lines1" > "$d/service.lines"
     sched_state > "$d/state.after"; alive > "$d/service.alive.after"

@@ -56,6 +56,9 @@ CREATE TABLE IF NOT EXISTS cell (
     wall_s      REAL,                      -- measurement window as it happened
     spinner_cpu_s REAL,                    -- CPU the background burned in the window
     generator_cpu_s REAL,                  -- CPU of the load generator in the window
+    scx_cpu_s   REAL,                      -- CPU of scx_layered's own process in the window
+    service_cpu_s REAL,                    -- CPU of the service process (all threads)
+    busy_cpu_s  REAL,                      -- non-idle CPU time of all CPUs in the window
     state_before VARCHAR,                  -- sched_ext state and ops at the window's start
     state_after VARCHAR                    -- ... and end
 );

@@ -120,3 +120,11 @@ def test_the_spinner_floor_is_half_of_the_cpus_a_background_can_take():
     assert spinner_floor_s(8, 8, 5.0) == pytest.approx(17.5)
     ok = reasons(_raw(spinner_cpu_s=2.6), baseline=False, vcpus=2, window_s=5.0, metrics_error=None)
     assert ok == []
+
+
+def test_procstat_busy_counts_everything_but_idle_and_iowait():
+    from threadwise.refine.validity import procstat_busy_s
+
+    before = "cpu  100 0 50 1000 10 0 5 0 0 0\ncpu0 50 0 25 500 5 0 2 0 0 0"
+    after = "cpu  250 0 100 1100 30 0 15 0 0 0\ncpu0 120 0 50 560 10 0 7 0 0 0"
+    assert procstat_busy_s(before, after, 100) == pytest.approx((150 + 50 + 10) / 100)
