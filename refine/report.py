@@ -60,10 +60,13 @@ def level_table(con: duckdb.DuckDBPyConnection, run_id: int, candidate: str,
             "SELECT level, reference_median, candidate_median, ratio, ci_low, ci_high, verdict "
             "FROM comparison WHERE run_id = ? AND reference = ? AND candidate = ? AND metric = ?",
             [run_id, reference, candidate, second]).fetchall()}
+    background = dict(((arm, level), cpus) for arm, level, cpus in con.execute(
+        "SELECT arm, level, median(spinner_cpu_s / wall_s) FROM cell WHERE run_id = ? AND valid "
+        "AND level > 0 GROUP BY arm, level", [run_id]).fetchall())
     head = f"| bg spinners | {reference} {primary}" + (f" ({second})" if second else "") + \
         f" | {candidate} {primary}" + (f" ({second})" if second else "") + \
-        f" | ratio [95% CI] | verdict | n ({reference}/{candidate}) |"
-    lines = [head, "|---|---|---|---|---|---|"]
+        f" | ratio [95% CI] | verdict | n ({reference}/{candidate}) | background CPUs got |"
+    lines = [head, "|---|---|---|---|---|---|---|"]
     for level, ref, cand, ratio, low, high, verdict, n_ref, n_cand in rows:
         extra_ref = extra_cand = ""
         note = ""
@@ -73,8 +76,10 @@ def level_table(con: duckdb.DuckDBPyConnection, run_id: int, candidate: str,
             if s_verdict == "worse":
                 note = f"; {second} worse"
         ci = f"[{_fmt(low)}, {_fmt(high)}]" if low is not None else "[-]"
+        got = (f"{_fmt(background.get((reference, level)))} / {_fmt(background.get((candidate, level)))}"
+               if level > 0 else "-")
         lines.append(f"| {level} | {_fmt(ref)}{extra_ref} | {_fmt(cand)}{extra_cand} | "
-                     f"{_fmt(ratio)} {ci} | {verdict.replace('_', ' ')}{note} | {n_ref}/{n_cand} |")
+                     f"{_fmt(ratio)} {ci} | {verdict.replace('_', ' ')}{note} | {n_ref}/{n_cand} | {got} |")
     return lines
 
 
@@ -193,18 +198,22 @@ def write_report(con: duckdb.DuckDBPyConnection, directory: Path, *, name: str, 
     lines += ["", "### Invalid cells (kept in the data, never averaged)", "",
               *(invalid or ["(none)"]), ""]
     lines += ["## Method", "",
-              "- Arms: `baseline` is the kernel's default scheduler (nothing attached); profile arms are "
-              "applied with the bundled scx_layered through `threadwise apply` (re-matching the workload's "
-              "threads after the attach) and stopped after their cells. The workload's service runs for the "
-              "whole ladder, so its threads exist when each profile attaches.",
-              "- Background: N named CPU spinners (`tw-spin-*`) per level, their CPU time checked per cell.",
-              "- A cell is valid only if the spinners burned >= 80% of their CPU, the load generator stayed "
-              "below 90% of a CPU, the service lived, scx_layered was attached at the window's start and end "
-              "(profile cells) or nothing was (baseline cells), and every target thread sat in the layer its "
-              "group names (scx_layered's tid -> layer map).",
-              "- Verdicts: ratio of medians (profile / baseline) with a seeded percentile bootstrap 95% CI; "
-              "better or worse only when the whole CI is beyond 1 (no A/A noise margin applied unless "
-              "stated).", "",
+              "- Arms: `baseline` is the kernel's default scheduler (nothing attached); a profile arm runs "
+              "the bundled scx_layered on the profile compiled for the guest's shape (started with "
+              "`--enable-match-debug`; by the agent itself in the self-contained initramfs guest, through "
+              "`threadwise apply` elsewhere), then stops it after its cells. The workload's service runs for "
+              "the whole ladder, so its threads exist when each profile attaches, and after each attach the "
+              "workload's processes are stopped and continued for an instant so renamed threads re-match.",
+              "- Background: N named CPU spinners (`tw-spin-*`) per level. The table's last column is the "
+              "CPU the background actually got (median over valid cells, in CPUs).",
+              "- A cell is valid only if the spinners burned at least a quarter of min(level, CPUs - 1) CPUs "
+              "(a background that never ran), the load generator stayed below 90% of a CPU, the service "
+              "lived, scx_layered was attached at the window's start and end (profile cells) or nothing "
+              "was (baseline cells), and every target thread sat in the layer its group names "
+              "(scx_layered's tid -> layer map).",
+              "- Verdicts: ratio of medians (profile / baseline) with a seeded percentile bootstrap 95% CI. "
+              "The per-level tables use no margin; the refinement decisions use the A/A noise floor as "
+              "their margin (step table: `noise`).", "",
               "## Environment", ""]
     if runs:
         lines += environment(con, runs[-1])

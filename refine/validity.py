@@ -18,12 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# The background must have run as a real competitor: at least half of min(level, CPUs - 1) CPUs
-# over the window. Not "each spinner at 80%": on 2 vCPUs two spinners fairly sharing with a busy
-# workload get ~65% each under the default scheduler, and a profile that confines them to the
-# CPUs its exclusive layers leave is doing its job. A background that never started (LAB.md:
-# stress-ng aborting in the guest) burns nothing and fails this at once.
-SPINNER_MIN_CPUS_SHARE = 0.5
+# The background must have run as a competitor: at least a quarter of min(level, CPUs - 1) CPUs
+# over the window. The rule catches a background that never ran (LAB.md: stress-ng aborting in
+# the guest burns ~0). It must not judge the scheduler under test: measured in the 2-vCPU lab,
+# scx_layered 1.1.4 with one exclusive CPU left the other ~30% idle while two spinners were
+# runnable (they got 0.32-0.37 CPU); that is a result of the profile arm, kept and reported per
+# cell (spinner_cpu_s, busy_cpu_s), not a failed measurement. Not "each spinner at 80%" either:
+# two spinners fairly sharing 2 vCPUs with rolesim get ~63% each under the default scheduler.
+SPINNER_MIN_CPUS_SHARE = 0.25
 GENERATOR_MAX_SHARE = 0.90  # generator CPU < 90% of one CPU over the window
 
 

@@ -74,7 +74,7 @@ def test_a_clean_profile_cell_is_valid():
 
 
 @pytest.mark.parametrize(("changes", "baseline", "word"), [
-    ({"spinner_cpu_s": 2.4}, False, "spinners"),
+    ({"spinner_cpu_s": 1.2}, False, "spinners"),
     ({"spinner_cpu_s": None}, False, "spinners"),
     ({"generator_cpu_s": 4.8}, False, "generator"),
     ({"alive_after": "0"}, False, "service"),
@@ -114,11 +114,11 @@ def test_expected_layer_is_the_first_match_and_unknown_for_behaviour_matchers():
 def test_the_spinner_floor_is_half_of_the_cpus_a_background_can_take():
     from threadwise.refine.validity import spinner_floor_s
 
-    assert spinner_floor_s(2, 2, 5.0) == pytest.approx(2.5)  # 2 spinners, 1 CPU left to them: half
-    assert spinner_floor_s(8, 2, 5.0) == pytest.approx(2.5)
-    assert spinner_floor_s(1, 8, 5.0) == pytest.approx(2.5)
-    assert spinner_floor_s(8, 8, 5.0) == pytest.approx(17.5)
-    ok = reasons(_raw(spinner_cpu_s=2.6), baseline=False, vcpus=2, window_s=5.0, metrics_error=None)
+    assert spinner_floor_s(2, 2, 5.0) == pytest.approx(1.25)  # 2 spinners, 1 CPU left to them
+    assert spinner_floor_s(8, 2, 5.0) == pytest.approx(1.25)
+    assert spinner_floor_s(1, 8, 5.0) == pytest.approx(1.25)
+    assert spinner_floor_s(8, 8, 5.0) == pytest.approx(8.75)
+    ok = reasons(_raw(spinner_cpu_s=1.3), baseline=False, vcpus=2, window_s=5.0, metrics_error=None)
     assert ok == []
 
 
