@@ -1,0 +1,75 @@
+"""The lab ladder's noise floor: the default scheduler against itself (A/A), per background level.
+
+Every verdict threadwise prints rests on this: a profile is called better or worse
+at a level only when its ratio CI clears 1 by more than identical arms spread.
+This runs one A/A ladder (two baseline arms, interleaved ABBA) and prints, per
+level and metric, the ratio of medians of the two identical arms with its
+bootstrap 95% CI, the CI's width, and the resulting noise floor (the largest
+|bound - 1|). In the lab the figures are taken under TCG; they say how large an
+effect the lab can show at this many repeats, not how noisy real hardware is.
+
+    .venv/bin/python benchmarks/ladder_noise.py --workload rolesim --lab --repeats 3 --levels 0,1,2,4
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from pathlib import Path
+
+from threadwise.refine import judge, store
+from threadwise.refine.ladder import BASELINE, Arm
+from threadwise.refine.run import run_ladder, where
+from threadwise.refine.workload import load_workload, resolve_workload
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workload", default="rolesim")
+    parser.add_argument("--levels", default="0,1,2,4")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--window", type=float, default=None)
+    parser.add_argument("--lab", action="store_true")
+    parser.add_argument("--cpus", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("-o", "--output", type=Path, default=Path("build/bench/ladder_noise.duckdb"))
+    args = parser.parse_args()
+
+    path = resolve_workload(args.workload)
+    workload = load_workload(path)
+    if args.window is not None:
+        workload = workload.model_copy(update={"objective": workload.objective.model_copy(
+            update={"window_s": args.window})})
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    levels = [int(v) for v in args.levels.split(",")]
+    started = time.monotonic()
+    result = run_ladder(workload, path.read_text(), [Arm(BASELINE), Arm("baseline-aa")],
+                        ladder_file=args.output, place=where(args.lab, args.cpus), levels=levels,
+                        repeats=args.repeats, seed=args.seed, purpose="aa",
+                        command="benchmarks/ladder_noise.py", progress=lambda _line: None)
+    con = store.open_ladder(args.output)
+    try:
+        comparison = judge.judge(con, result.run_id, BASELINE, "baseline-aa")
+        info = store.run_info(con, result.run_id)
+    finally:
+        con.close()
+    where_text = (f"TCG, {args.cpus}-vCPU lab VM on {platform.node()} ({platform.release()})" if args.lab
+                  else f"this host ({platform.release()})")
+    print(f"A/A ladder of {workload.name}: {args.repeats} repeats, "
+          f"{workload.objective.window_s:g} s windows, "
+          f"{where_text}; {result.ingested.valid} of {result.ingested.cells} cells valid; "
+          f"{time.monotonic() - started:.0f} s")
+    print("| metric | bg | ratio of medians | 95% CI | CI width |")
+    print("|---|---|---|---|---|")
+    for c in (*comparison.primary, *comparison.secondary):
+        width = c.ci_high - c.ci_low
+        print(f"| {c.metric} | {c.level} | {c.ratio:.3f} | [{c.ci_low:.3f}, {c.ci_high:.3f}] | {width:.3f} |")
+    floor = max((max(abs(c.ci_low - 1), abs(c.ci_high - 1)) for c in comparison.primary
+                 if c.n_reference >= 2 and c.n_candidate >= 2), default=float("nan"))
+    print(f"noise floor ({info.primary[0]}): {floor:.3f}  (data: {args.output}, run {result.run_id})")
+
+
+if __name__ == "__main__":
+    main()
