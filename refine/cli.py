@@ -185,7 +185,7 @@ def train_command(
       threadwise train --workload rolesim --name rolesim --lab
     """
     from threadwise.refine.run import where
-    from threadwise.refine.train import TrainOptions, train
+    from threadwise.refine.train import TrainOptions
 
     place = where(lab, cpus, guest)
     path, _spec, _text = _workload(workload)
@@ -193,14 +193,63 @@ def train_command(
                            observe_s=observe_s, window_s=window, profiles_dir=profiles,
                            artifacts_dir=artifacts, force=force,
                            command=shlex.join(["threadwise", *sys.argv[1:]]))
-    train(options, progress=lambda line: typer.echo(line, err=True))
-    report = artifacts / name / "REPORT.md"
+    _train_and_show(options)
+
+
+def refine_command(
+    profile: Annotated[Path, typer.Argument(help="The profile to refine (.toml).", show_default=False)],
+    workload: Annotated[str, typer.Option("--workload", "-w", help="A workload file or a bundled name.")],
+    name: Annotated[str | None, typer.Option("--name", "-n", help="Name of the refined profile "
+                                             "(default: the profile's).")] = None,
+    lab: Annotated[bool, typer.Option("--lab", help=LAB_HELP)] = False,
+    cpus: Annotated[int, typer.Option("--cpus", help="Lab vCPUs (keep at or below the host's cores).")] = 2,
+    guest: Annotated[str, typer.Option("--guest", help=GUEST_HELP)] = "initramfs",
+    levels: Annotated[str, typer.Option("--levels", help=LEVELS_HELP)] = "0,1,2,4",
+    repeats: Annotated[int, typer.Option("--repeats", help="Repeats per arm and level.")] = 3,
+    budget: Annotated[int, typer.Option("--budget", help="Mutations to measure (each one ladder run).")] = 2,
+    window: Annotated[float | None, typer.Option("--window", help="Seconds per window.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Order and bootstrap seed.")] = 1,
+    profiles: Annotated[Path, typer.Option("--profiles", help="Where the refined profile goes.")]
+    = Path("profiles"),
+    artifacts: Annotated[Path, typer.Option("--artifacts", help="Where the record goes.")]
+    = Path("artifacts"),
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing profile and record.")] = False,
+) -> None:
+    """Refine a profile: keep only mutations that win a ladder against it.
+
+    Measures an A/A ladder (the noise floor), the profile against the kernel's default
+    scheduler, then up to --budget mutations (treatment, hot threads, CPU fraction, slice,
+    weight, merge/split, reserve), each validated, compiled, checked by scx_layered and linted
+    before it is measured against the current best; every step is recorded with its TOML diff.
+
+      threadwise refine profiles/redis.toml --workload redis --lab --budget 3
+    """
+    from threadwise.refine.run import where
+    from threadwise.refine.train import TrainOptions
+    from threadwise.synthesize.reader import load_profile
+
+    place = where(lab, cpus, guest)
+    path, _spec, _text = _workload(workload)
+    start, _ = load_profile(profile)
+    options = TrainOptions(path, name or start.name, place, parse_levels(levels), repeats, budget,
+                           seed=seed, window_s=window, profiles_dir=profiles, artifacts_dir=artifacts,
+                           force=force, command=shlex.join(["threadwise", *sys.argv[1:]]),
+                           start_profile=profile)
+    _train_and_show(options)
+
+
+def _train_and_show(options: object) -> None:
+    from threadwise.refine.train import train
+
+    train(options, progress=lambda line: typer.echo(line, err=True))  # type: ignore[arg-type]
+    report = options.artifacts_dir / options.name / "REPORT.md"  # type: ignore[attr-defined]
     typer.echo(report.read_text().split("## Refinement steps")[0])
-    typer.echo(f"next: review {profiles / (name + '.toml')} and {report}; "
-               f"apply it with: threadwise apply {profiles / (name + '.toml')}")
+    written = options.profiles_dir / f"{options.name}.toml"  # type: ignore[attr-defined]
+    typer.echo(f"next: review {written} and {report}; apply it with: threadwise apply {written}")
 
 
 def register(app: typer.Typer) -> None:
     app.add_typer(workload_app, name="workload")
     app.command("ladder")(ladder_command)
     app.command("train")(train_command)
+    app.command("refine")(refine_command)

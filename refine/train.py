@@ -54,6 +54,7 @@ class TrainOptions:
     force: bool = False
     command: str = ""
     candidates: Callable | None = None  # mutation source (default: every operator)
+    start_profile: Path | None = None  # refine this profile instead of observing and synthesizing
 
 
 def _threadwise(args: list[str], progress: Callable[[str], None]) -> None:
@@ -148,13 +149,18 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
     work.mkdir(parents=True)
     ladder_file = work / "ladder.duckdb"
     started = time.monotonic()
-    capture, synthesized = work / "capture.duckdb", work / "synthesized.toml"
-    progress(f"train 1/4 observe: {workload.name} for {options.observe_s:g} s on this host")
-    observe_workload(workload, capture, options.observe_s, work, progress)
-    progress("train 2/4 analyze + synthesize")
-    _threadwise(["analyze", str(capture)], progress)
-    _threadwise(["synthesize", str(capture), "--name", options.name, "-o", str(synthesized)], progress)
-    start, _ = load_profile(synthesized)
+    if options.start_profile is not None:  # `threadwise refine`: start from a given profile
+        progress(f"refine: starting from {options.start_profile}")
+        start, _ = load_profile(options.start_profile)
+        start = start.model_copy(update={"name": options.name})
+    else:
+        capture, synthesized = work / "capture.duckdb", work / "synthesized.toml"
+        progress(f"train 1/4 observe: {workload.name} for {options.observe_s:g} s on this host")
+        observe_workload(workload, capture, options.observe_s, work, progress)
+        progress("train 2/4 analyze + synthesize")
+        _threadwise(["analyze", str(capture)], progress)
+        _threadwise(["synthesize", str(capture), "--name", options.name, "-o", str(synthesized)], progress)
+        start, _ = load_profile(synthesized)
     shape = parse_shape(options.place.shape)
     progress("train 3/4 noise: the default scheduler against itself (A/A), the margin verdicts must beat")
     aa = run_ladder(workload, workload_toml, [Arm(BASELINE), Arm(AA_ARM)], ladder_file=ladder_file,
@@ -183,7 +189,7 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
         finally:
             con.close()
 
-    progress(f"train 4/4 refine: the synthesized profile against the default scheduler, then up to "
+    progress(f"train 4/4 refine: the start profile against the default scheduler, then up to "
              f"{options.budget} measured mutations (levels {options.levels}, {options.repeats} repeats, "
              + ("in the lab, TCG" if options.place.lab else "on this host") + ")")
     result = loop.refine(start, shape=shape, measure=measure,
