@@ -13,6 +13,8 @@ from typing import Annotated
 
 import typer
 
+from threadwise.durations import optional_duration, parse_duration
+from threadwise.errors import GuestCommandFailed, SchedulerFailure
 from threadwise.runtime import display, launcher
 from threadwise.runtime import info as runtime_info_mod
 from threadwise.runtime import kernel as kernel_mod
@@ -65,7 +67,9 @@ def lab_run(
         int, typer.Option("--threads-per-core", help="2 gives the guest SMT sibling pairs.")
     ] = 1,
     memory: Annotated[str, typer.Option("--memory", help="Guest memory (qemu -m).")] = "2G",
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds before the VM is stopped.")] = 600.0,
+    timeout: Annotated[
+        str, typer.Option("--timeout", help="How long before the VM is stopped: 600, 600s, 10m.")
+    ] = "10m",
     out: Annotated[
         Path | None,
         typer.Option("--out", help="Results directory (default: a new /tmp/threadwise-lab-*)."),
@@ -80,9 +84,11 @@ def lab_run(
     /boot/config-<release> (a guest-only overlay). The command's stdout and
     stderr are printed here. Inside, write
     files to $THREADWISE_LAB_OUT (the results directory, shared with the host).
-    The console log is kept there when the command fails, and the command's
-    exit status becomes ours. Put `--` before the
+    The console log is kept there when the command fails. Put `--` before the
     command: `threadwise lab run --cpus 4 --threads-per-core 2 -- nproc`.
+    The guest's exit status is printed as `lab: guest exit status N`; when it
+    is not 0, `lab run` itself exits 9 (never the guest's own number, which
+    could be mistaken for one of threadwise's exit codes).
     Under TCG a boot takes several seconds and everything runs slower.
     """
     result = lab_mod.run_in_lab(
@@ -90,18 +96,18 @@ def lab_run(
         cpus=cpus,
         threads_per_core=threads_per_core,
         memory=memory,
-        timeout_s=timeout,
+        timeout_s=parse_duration(timeout, option="--timeout"),
         out_dir=out,
         keep_console=keep_console,
     )
     sys.stdout.write(result.stdout)
     sys.stderr.write(result.stderr)
     _err(
-        f"lab: {result.release}, exit status {result.status}, {result.wall_s:.1f} s wall (TCG); "
+        f"lab: guest exit status {result.status}; {result.release}, {result.wall_s:.1f} s wall (TCG); "
         f"results in {result.out_dir}" + (f"; console log {result.console_log}" if result.console_log else "")
     )
     if result.status:
-        raise lab_mod.GuestCommandFailed(result.status, result.out_dir, result.console_log)
+        raise GuestCommandFailed(result.status, result.out_dir, result.console_log)
 
 
 @runtime_app.command("info")
@@ -126,11 +132,11 @@ def apply(
         bool, typer.Option("--foreground", help="Stay attached until Ctrl-C, SIGTERM or --duration.")
     ] = False,
     duration: Annotated[
-        float | None, typer.Option("--duration", help="Stop by itself after this many seconds.")
+        str | None, typer.Option("--duration", help="Stop by itself after this long: 30, 30s, 2m.")
     ] = None,
     attach_timeout: Annotated[
-        float, typer.Option("--attach-timeout", help="Seconds to wait for the attach (TCG: ~20).")
-    ] = 120.0,
+        str, typer.Option("--attach-timeout", help="How long to wait for the attach (TCG: ~20s).")
+    ] = "120s",
     as_json: Annotated[bool, typer.Option("--json", help="Print the run state as JSON.")] = False,
 ) -> None:
     """Apply PROFILE with the bundled scx_layered; return once it is attached.
@@ -145,30 +151,32 @@ def apply(
     dies or the kernel ejects it. Needs root and a kernel with sched_ext; on
     other hosts run it in the lab: threadwise lab run -- threadwise apply P --duration 30
     """
+    duration_s = optional_duration(duration, option="--duration")
+    attach_timeout_s = parse_duration(attach_timeout, option="--attach-timeout")
     files = RunFiles.default()
     resolved = launcher.prepare(profile, shape, files)
     for note in resolved.notes:
         _err(f"note: {note}")
     if resolved.kind == "json" and shape != "host":
         _err("note: --shape applies to profiles; a .json layer config is used as written")
-    if foreground or duration:
+    if foreground or duration_s:
         _err(f"applying {resolved.source} ({len(resolved.specs)} layers) in the foreground")
         state = launcher.apply_foreground(
             resolved,
             files,
-            attach_timeout_s=attach_timeout,
-            duration_s=duration,
+            attach_timeout_s=attach_timeout_s,
+            duration_s=duration_s,
             log=lambda msg: _err(f"apply: {msg}"),
         )
     else:
-        state = launcher.apply_background(resolved, files, attach_timeout_s=attach_timeout)
+        state = launcher.apply_background(resolved, files, attach_timeout_s=attach_timeout_s)
     print(json.dumps(state, indent=2) if as_json else display.applied(state, resolved))
 
 
 def status(
     interval: Annotated[
-        float, typer.Option("--interval", help="Seconds over which utilisation is measured.")
-    ] = 1.0,
+        str, typer.Option("--interval", help="How long utilisation is measured over: 1s, 500ms; 0: one read.")
+    ] = "1s",
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
 ) -> None:
     """Show the applied profile, the sched_ext state and per-layer tasks/utilisation/CPUs.
@@ -178,10 +186,10 @@ def status(
     the exit kind and scx_layered's message.
     """
     files = RunFiles.default()
-    result = launcher.status(files, interval_s=interval)
+    result = launcher.status(files, interval_s=parse_duration(interval, option="--interval", minimum_s=0))
     print(json.dumps(result, indent=2) if as_json else display.status(result))
     if result["problem"]:
-        raise launcher.SchedulerFailure(result["problem"], hint=f"scx_layered output: {files.log}")
+        raise SchedulerFailure(result["problem"], hint=f"scx_layered output: {files.log}")
 
 
 def stop(

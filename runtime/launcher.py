@@ -25,10 +25,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from threadwise.errors import PermissionProblem, ThreadwiseError, UsageError
+from threadwise.errors import PermissionProblem, SchedulerFailure, StatsUnavailable, UsageError
 from threadwise.runtime import config as config_mod
 from threadwise.runtime import scx
-from threadwise.runtime.stats import StatsUnavailable, read_layers
+from threadwise.runtime.stats import read_layers
 from threadwise.runtime.supervisor import (
     DISABLE_WAIT_S,
     MARKER,
@@ -41,10 +41,6 @@ from threadwise.runtime.supervisor import (
 )
 
 ACTIVE_PHASES = ("starting", "attached", "stopping")
-
-
-class SchedulerFailure(ThreadwiseError):
-    """scx_layered did not attach, or it ended without being asked to."""
 
 
 def _failure(state: dict, files: RunFiles, *, attached_before: bool) -> SchedulerFailure:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from threadwise.errors import InputError, MissingTool, ThreadwiseError, UsageError
+from threadwise.errors import FindingsReported, InputError, MissingTool, ThreadwiseError, UsageError
 from threadwise.scx import SCX_LAYERED_VERSION
 
 if TYPE_CHECKING:
@@ -150,7 +150,10 @@ def lint_command(
         "sibling CPUs before smt_collision fires.")] = 0.05,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
-    """Check placement invariants: smt_collision, oversubscribed, uncovered, overlap."""
+    """Check placement invariants: smt_collision, oversubscribed, uncovered, overlap.
+
+    Exits 7 (findings) when an error-level finding is reported, 0 when none is.
+    """
     from threadwise.synthesize.layers import load_layer_config, views_from_profile, views_from_specs
     from threadwise.synthesize.lint import lint
     from threadwise.synthesize.shape import parse_shape
@@ -178,8 +181,8 @@ def lint_command(
             typer.echo("note: without --capture, uncovered threads are not checked", err=True)
     errors = [f for f in findings if f.severity == "error"]
     if errors:
-        raise ThreadwiseError(f"{profile}: {len(errors)} placement problems on "
-                              f"{machine.describe()}")
+        raise FindingsReported(f"{profile}: {len(errors)} placement problems on "
+                               f"{machine.describe()}")
     if not as_json:
         typer.echo(f"{profile}: no placement problems on {machine.describe()}")
 

@@ -18,10 +18,11 @@ from typing import Annotated
 
 import typer
 
-from threadwise.errors import ThreadwiseError
+from threadwise.errors import FindingsReported, ThreadwiseError
 
-# exit codes of steps whose non-zero status is a finding, not a failure
-_FINDINGS_OK = {"lint": {1}}
+# Steps whose findings are results for this machine: only the findings code
+# (errors.py) goes on; any other non-zero status, 1 included, is a failure.
+_FINDINGS_OK = {"lint": {FindingsReported.exit_code}}
 
 
 def _run(step: list[str]) -> None:
@@ -40,7 +41,7 @@ def demo_command(
     hot: Annotated[int, typer.Option(help="rolesim's CPU-bound hot-N threads.")] = 2,
 ) -> None:
     """Run the pipeline on the bundled workload: observe, analyze, synthesize, compile, lint."""
-    from threadwise.observe.target import parse_duration
+    from threadwise.durations import parse_duration
     from threadwise.refine.bundled import build
 
     parse_duration(duration)

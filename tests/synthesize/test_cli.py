@@ -91,7 +91,7 @@ def test_compile_bad_shape(sample: Path) -> None:
 
 def test_lint_reports_and_exits_nonzero(sample: Path) -> None:
     done = tw("lint", "sample.toml", "--shape", "cores=2,threads-per-core=2", cwd=sample.parent)
-    assert done.returncode == 1
+    assert done.returncode == 7   # findings: FindingsReported, not 1 (a failure or a crash)
     assert done.stdout.startswith("error[smt_collision]: layer 'worker': 2 hot threads in 1 whole core")
     assert "error[oversubscribed]" in done.stdout
     clean = tw("lint", "sample.toml", "--shape", "cores=8,threads-per-core=2", "--json",
@@ -157,6 +157,6 @@ def test_lint_with_a_capture(tmp_path: Path) -> None:
     (tmp_path / "p.toml").write_text(dumps(profile))
     done = tw("lint", "p.toml", "--shape", "cores=2", "--capture", "c.duckdb", "--json",
               cwd=tmp_path)
-    assert done.returncode == 1
+    assert done.returncode == 7
     [finding] = json.loads(done.stdout)["findings"]
     assert (finding["lint"], finding["threads"]) == ("uncovered", ["compactor"])
