@@ -1,4 +1,4 @@
-"""`analyze_capture(path) -> Analysis`: the analyze stage end to end.
+"""`analyze_capture(path) -> Analysis`: the analyze stage end to end (and `capture_threads`).
 
 Reads the capture read-only (observe's `open_capture`), computes features,
 the wake graph, groups, roles and prefixes, and collects caveats a reader of
@@ -8,6 +8,7 @@ Storing the result back into the capture is a separate step (store.py).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -25,12 +26,34 @@ SPINNER_DEMAND = 0.95        # runnable this much of its life, and this share of
 DUCKDB_MEMORY_LIMIT = "1GB"   # keeps peak RSS of a 10M-event analysis well under 2 GB
 
 
-def analyze_capture(path: str | Path, *, memory_limit: str = DUCKDB_MEMORY_LIMIT) -> Analysis:
-    """Analyze one finished capture file (see docs/interfaces.md)."""
+@dataclass(frozen=True)
+class CaptureThreads:
+    """Per-thread features of a capture (thread_features.sql), without grouping or roles."""
+
+    duration_ns: int        # the analysis window (features.CaptureInfo.duration_ns)
+    threads: pl.DataFrame   # one row per thread: utid, name, process_name, is_target, cpu_share, demand, ...
+
+
+def capture_threads(path: str | Path, *, only_target: bool = True,
+                    memory_limit: str = DUCKDB_MEMORY_LIMIT) -> CaptureThreads:
+    """The per-thread features `analyze_capture` starts from (what lint reads of a capture)."""
+    with open_capture(_capture_file(path)) as con:
+        con.execute("SET memory_limit = ?", [memory_limit]).fetchall()
+        info = ft.capture_info(con)
+        return CaptureThreads(info.duration_ns, ft.thread_features(con, info, only_target=only_target))
+
+
+def _capture_file(path: str | Path) -> Path:
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{path} is a directory, not a capture file",
                          hint="pass the .duckdb file written by `threadwise observe`")
+    return path
+
+
+def analyze_capture(path: str | Path, *, memory_limit: str = DUCKDB_MEMORY_LIMIT) -> Analysis:
+    """Analyze one finished capture file (see docs/interfaces.md)."""
+    path = _capture_file(path)
     with open_capture(path) as con:
         con.execute("SET memory_limit = ?", [memory_limit]).fetchall()
         analysis = _analyze(con)

@@ -30,7 +30,8 @@ import polars as pl
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import check_random_state
 
-ROLES = ("compute", "latency", "housekeeping", "batch", "default")
+from threadwise.analyze.contract import ROLES
+
 FEATURES = ("demand", "involuntary_frac", "log_slice_us", "log_wakeups_per_thread", "in_chain",
             "periodicity", "log_share_per_thread")
 # Prior prototypes, one row per role in ROLES, columns as FEATURES.

@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from threadwise.analyze.contract import is_hot
 from threadwise.synthesize.layers import Block, LayerView
 from threadwise.synthesize.shape import Shape
 
-HOT_SHARE = 0.5
 BUSY_SHARE = 0.05
 SMT_OVERLAP_SHARE = 0.05
 
@@ -47,13 +47,23 @@ EXPLANATIONS = {
 
 @dataclass(frozen=True)
 class ThreadFact:
-    """One thread of a capture: its names and CPU share (CPUs, 1.0 = one busy CPU)."""
+    """One thread of a capture: its names, CPU share and demand (analyze's per-thread features).
+
+    `cpu_share` is in CPUs over the thread's life (1.0 = one busy CPU), `demand`
+    the running-or-runnable share of its life; `hot` is analyze's definition
+    (contract.is_hot), so lint and synthesize count the same threads as hot.
+    """
 
     utid: int
     name: str
     process_name: str | None
     cpu_share: float
     is_target: bool = True
+    demand: float = 0.0
+
+    @property
+    def hot(self) -> bool:
+        return bool(is_hot(self.cpu_share, self.demand))
 
 
 @dataclass
@@ -117,7 +127,7 @@ def _hot_by_layer(views: list[LayerView], facts: CaptureFacts | None) -> dict[in
         return hot
     for thread in facts.threads:
         index = _first_layer(views, thread)
-        if index is not None and thread.is_target and thread.cpu_share >= HOT_SHARE:
+        if index is not None and thread.is_target and thread.hot:
             hot[index].append(thread.name)
     return hot
 
