@@ -139,19 +139,17 @@ def test_synthesize_from_a_capture_calls_analyze(tmp_path: Path, monkeypatch) ->
 
 
 def test_lint_with_a_capture(tmp_path: Path) -> None:
-    from tests.observe.builder import build_capture, snapshot
+    from threadwise.observe.builder import CaptureBuilder
     from threadwise.synthesize.schema import Group, Profile, Workload
     from threadwise.synthesize.writer import dumps
 
     names = {10: "proc", 11: "hot-0", 12: "compactor"}
-    events = {
-        "raw_sched_switch": [(1_000, 0, 0, 0, 120, 11, 120), (1_000, 1, 0, 0, 120, 12, 120)],
-        "raw_sched_waking": [], "raw_task_new": [],
-        "raw_task_seen": [(1, tid, 10, name) for tid, name in names.items()],
-    }
-    build_capture(tmp_path / "c.duckdb", start_ts=0, end_ts=10**9, events=events,
-                  target_tgids=(10,),
-                  snapshots=[snapshot(1, "start", t, 10, n, 0) for t, n in names.items()])
+    cap = CaptureBuilder(start_ts=0, duration_ns=10**9, target_tgids=[10])
+    cap.events("raw_sched_switch", [(1_000, 0, 0, 0, 120, 11, 120), (1_000, 1, 0, 0, 120, 12, 120)])
+    cap.events("raw_task_seen", [(1, tid, 10, name) for tid, name in names.items()])
+    for tid, name in names.items():
+        cap.snapshot(1, "start", tid, 10, name)
+    cap.write(tmp_path / "c.duckdb")
     profile = Profile(schema_version=1, name="p", workload=Workload(process="proc"), group=[
         Group(name="hot", match=["hot-"], treatment="exclusive", hot_threads=1)])
     (tmp_path / "p.toml").write_text(dumps(profile))
