@@ -19,7 +19,7 @@ from threadwise.runtime import display, launcher
 from threadwise.runtime import info as runtime_info_mod
 from threadwise.runtime import kernel as kernel_mod
 from threadwise.runtime import lab as lab_mod
-from threadwise.runtime.supervisor import RunFiles
+from threadwise.runtime.state import RunFiles
 
 lab_app = typer.Typer(
     help=(
@@ -160,7 +160,7 @@ def apply(
     if resolved.kind == "json" and shape != "host":
         _err("note: --shape applies to profiles; a .json layer config is used as written")
     if foreground or duration_s:
-        _err(f"applying {resolved.source} ({len(resolved.specs)} layers) in the foreground")
+        _err(f"applying {resolved.source} ({len(resolved.config)} layers) in the foreground")
         state = launcher.apply_foreground(
             resolved,
             files,
@@ -170,7 +170,7 @@ def apply(
         )
     else:
         state = launcher.apply_background(resolved, files, attach_timeout_s=attach_timeout_s)
-    print(json.dumps(state, indent=2) if as_json else display.applied(state, resolved))
+    print(json.dumps(state.to_json(), indent=2) if as_json else display.applied(state, resolved))
 
 
 def status(
@@ -187,9 +187,9 @@ def status(
     """
     files = RunFiles.default()
     result = launcher.status(files, interval_s=parse_duration(interval, option="--interval", minimum_s=0))
-    print(json.dumps(result, indent=2) if as_json else display.status(result))
-    if result["problem"]:
-        raise SchedulerFailure(result["problem"], hint=f"scx_layered output: {files.log}")
+    print(json.dumps(result.to_json(), indent=2) if as_json else display.status(result))
+    if result.problem:
+        raise SchedulerFailure(result.problem, hint=f"scx_layered output: {files.log}")
 
 
 def stop(
@@ -201,7 +201,7 @@ def stop(
     pid and start time); a scheduler threadwise did not start is left alone.
     """
     result = launcher.stop(RunFiles.default())
-    print(json.dumps(result, indent=2) if as_json else display.stopped(result))
+    print(json.dumps(result.to_json(), indent=2) if as_json else display.stopped(result))
 
 
 def register(app: typer.Typer) -> None:

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from threadwise.errors import FindingsReported, InputError, MissingTool, ThreadwiseError, UsageError
+from threadwise.errors import (
+    ConfigRefused,
+    FindingsReported,
+    InputError,
+    MissingTool,
+    ThreadwiseError,
+    UsageError,
+)
 from threadwise.scx import SCX_LAYERED_VERSION
 
 if TYPE_CHECKING:
@@ -116,7 +123,10 @@ def compile_command(
     check: Annotated[bool, typer.Option(
         "--check", help="Run scx_layered --print-and-exit on the result and compare.")] = False,
 ) -> None:
-    """Compile a profile into an scx_layered JSON layer config for a machine shape."""
+    """Compile a profile into an scx_layered JSON layer config for a machine shape.
+
+    With --check, a config scx_layered refuses, or changes, exits 8 (ConfigRefused).
+    """
     from threadwise.synthesize import oracle
     from threadwise.synthesize.compile import compile_profile
     from threadwise.synthesize.shape import parse_shape
@@ -126,16 +136,17 @@ def compile_command(
     for note in compiled.notes:
         typer.echo(f"note: {note}", err=True)
     if check:
-        bad = oracle.check(compiled.specs)
+        bad = oracle.check(compiled.config)
         if bad:
-            raise ThreadwiseError("scx_layered did not keep these options: " + "; ".join(bad))
+            raise ConfigRefused("scx_layered did not keep these options: " + "; ".join(bad),
+                                hint="this is a bug in threadwise compile; please report it with the profile")
         typer.echo(f"checked: scx_layered {SCX_LAYERED_VERSION} accepts the config "
                    "and kept every option", err=True)
     if output is None:
         typer.echo(compiled.to_json(), nl=False)
     else:
         output.write_text(compiled.to_json(), encoding="utf-8")
-        typer.echo(f"wrote {output}: {len(compiled.specs)} layers for {machine.describe()}",
+        typer.echo(f"wrote {output}: {len(compiled.config)} layers for {machine.describe()}",
                    err=True)
 
 
@@ -154,7 +165,7 @@ def lint_command(
 
     Exits 7 (findings) when an error-level finding is reported, 0 when none is.
     """
-    from threadwise.synthesize.layers import load_layer_config, views_from_profile, views_from_specs
+    from threadwise.synthesize.layers import load_layer_config, views_from_config, views_from_profile
     from threadwise.synthesize.lint import lint
     from threadwise.synthesize.shape import parse_shape
 
@@ -162,7 +173,7 @@ def lint_command(
     if profile.suffix == ".json":
         if not profile.exists():
             raise UsageError(f"{profile}: no such file")
-        views = views_from_specs(load_layer_config(profile), machine)
+        views = views_from_config(load_layer_config(profile), machine)
     else:
         views = views_from_profile(_valid_profile(profile), machine)
     facts = None
