@@ -62,6 +62,7 @@ def test_validate_json_report(sample: Path) -> None:
     assert [p["rule"] for p in report["problems"]] == ["suffix_pattern", "evidence_unmatched"]
 
 
+@pytest.mark.scx
 def test_compile_with_oracle_check(sample: Path, scx_binary: Path) -> None:
     done = tw("compile", "sample.toml", "--shape", "cores=2,threads-per-core=1", "--check",
               cwd=sample.parent)

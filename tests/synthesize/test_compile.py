@@ -83,6 +83,7 @@ def test_shape_file(tmp_path: Path) -> None:
     assert (shape.cores, shape.threads_per_core, shape.exclusive_budget) == (2, 2, 2)
 
 
+@pytest.mark.scx
 def test_oracle_accepts_the_example_with_every_option(example: Profile, scx_binary: Path) -> None:
     for shape in (synthetic(8, 2), synthetic(2, 1), synthetic(1, 2), host_shape()):
         specs = compile_profile(example, shape).specs
@@ -90,6 +91,7 @@ def test_oracle_accepts_the_example_with_every_option(example: Profile, scx_bina
         assert oracle.mismatches(specs, back) == []
 
 
+@pytest.mark.scx
 def test_oracle_catches_a_dropped_option(scx_binary: Path) -> None:
     specs = [{"name": "a", "comment": "c", "matches": [[{"CommPrefix": "a"}]],
               "kind": {"Open": {"exlusive": True, "weight": 0}}},
@@ -98,6 +100,7 @@ def test_oracle_catches_a_dropped_option(scx_binary: Path) -> None:
     assert found == ["a.Open.exlusive: dropped by scx_layered", "a.Open.weight: sent 0, got 100"]
 
 
+@pytest.mark.scx
 def test_oracle_reports_a_rejected_config(scx_binary: Path) -> None:
     specs = [{"name": "a", "matches": [[{"CommPrefx": "a"}]], "kind": {"Open": {}}}]
     with pytest.raises(Exception, match="scx_layered rejected the config"):
