@@ -89,8 +89,7 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
         chains = wg.find_chains(edges, final)
     groups = _groups(con, threads, grouping, info.duration_ns, members)
 
-    other_names = con.execute("SELECT DISTINCT name FROM thread WHERE NOT COALESCE(is_target, FALSE) "
-                              "AND utid <> 0 AND name IS NOT NULL ORDER BY name").fetchall()
+    other_names = con.execute(ft.sql("capture", "other_names")).fetchall()
     groups = gr.finish(groups, grouping, other_names=[r[0] for r in other_names]) if not groups.is_empty() \
         else pl.DataFrame(schema=GROUP_SCHEMA)
     caveats += _caveats(con, info, threads, groups)
@@ -187,8 +186,7 @@ def _caveats(con: duckdb.DuckDBPyConnection, info: ft.CaptureInfo, threads: pl.D
     if once:
         out.append(f"{len(once)} thread(s) ran only once ({', '.join(sorted(set(once))[:3])}): "
                    "their features are single samples")
-    reused = con.execute("SELECT count(*) FROM (SELECT tid FROM thread WHERE COALESCE(is_target, FALSE) "
-                         "GROUP BY tid HAVING count(*) > 1)").fetchone()
+    reused = con.execute(ft.sql("capture", "reused_tids")).fetchone()
     if reused and reused[0]:
         out.append(f"{reused[0]} tid(s) were reused during the capture: each life is a separate thread")
     cut = sorted({n for n in threads["name"].drop_nulls().to_list() if nm.maybe_truncated(n)})
