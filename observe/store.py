@@ -28,7 +28,7 @@ from threadwise.errors import InputError, UsageError
 from threadwise.observe.procfs import ThreadSnapshot
 from threadwise.observe.stream import SCHEMAS
 from threadwise.observe.topology import CpuInfo
-from threadwise.sqlfiles import identifier, statement
+from threadwise.sqlfiles import identifier, placeholders, statement
 
 SCHEMA_VERSION = 2
 
@@ -170,8 +170,7 @@ class CaptureWriter:
         columns = [f.name for f in dataclasses.fields(kind)]
         names = ", ".join(identifier(column, columns) for column in columns)
         self.con.executemany(
-            f"INSERT INTO {quoted} ({names}) "
-            f"VALUES ({', '.join('?' for _ in columns)})",
+            f"INSERT INTO {quoted} ({names}) VALUES ({placeholders(len(columns))})",
             [[_value(getattr(record, column)) for column in columns] for record in records],
         )
 

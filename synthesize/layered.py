@@ -102,6 +102,10 @@ class LayerOptions:
     weight: int | None = None
     other: Mapping[str, Any] = field(default_factory=_no_options)  # any other known option, as given
 
+    def __getitem__(self, option: str) -> Any:
+        """An option's JSON value by its scx_layered name (KeyError when not set)."""
+        return self.to_json_data()[option]
+
     def to_json_data(self) -> JsonObject:
         out: JsonObject = {}
         for f in fields(self):

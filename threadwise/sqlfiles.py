@@ -8,7 +8,8 @@ header. Perfetto's stdlib is the model (DESIGN.md: "SQL as modules").
 
 Where an identifier cannot be a bound parameter (a table name in `INSERT INTO
 {table}`), `identifier` admits only names from a whitelist the caller states,
-and quotes them; anything else is a programming error (ValueError).
+and quotes them; anything else is a programming error (ValueError). Values are
+always bound (`placeholders(n)` writes the markers).
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ def statement(package: str, filename: str, name: str) -> str:
     if name not in found:
         raise KeyError(f"{package}/{filename} has no statement {name!r} (it has {sorted(found)})")
     return found[name]
+
+
+def placeholders(count: int) -> str:
+    """`?, ?, ?`: positional parameter markers for `count` bound values."""
+    return ", ".join("?" * count)
 
 
 def identifier(name: str, allowed: Collection[str]) -> str:
