@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from threadwise.errors import ConfigRefused, ProfileError, UsageError
+from threadwise.errors import ConfigRefused, UsageError
 
 if TYPE_CHECKING:   # synthesize (pydantic) loads inside the functions: `threadwise --help` stays fast
     from threadwise.synthesize.layered import LayerConfig
@@ -55,13 +55,10 @@ def _from_json(path: Path) -> ResolvedConfig:
 def _from_profile(path: Path, shape_spec: str) -> ResolvedConfig:
     from threadwise.synthesize import oracle
     from threadwise.synthesize.compile import compile_profile
-    from threadwise.synthesize.diagnostics import errors
-    from threadwise.synthesize.rules import check_file
+    from threadwise.synthesize.rules import load_valid
     from threadwise.synthesize.shape import parse_shape
 
-    profile, found = check_file(path)
-    if profile is None or errors(found):
-        raise ProfileError(str(path), found)
+    profile = load_valid(path)   # ProfileError (file, line, rule) when invalid
     target = parse_shape(shape_spec)
     compiled = compile_profile(profile, target)
     dropped = oracle.check(compiled.config)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -17,9 +17,6 @@ from threadwise.errors import (
     UsageError,
 )
 from threadwise.scx import SCX_LAYERED_VERSION
-
-if TYPE_CHECKING:
-    from threadwise.synthesize.schema import Profile
 
 SHAPE_HELP = "Machine shape: host, cores=N,threads-per-core=T[,reserve=R], or a JSON/TOML file."
 
@@ -104,17 +101,6 @@ def validate_command(
                    f"{_count(len(problems), 'warning')})")
 
 
-def _valid_profile(path: Path) -> Profile:
-    from threadwise.synthesize.diagnostics import ProfileError
-    from threadwise.synthesize.rules import check_file
-
-    parsed, problems = check_file(path)
-    errors = [d for d in problems if d.severity == "error"]
-    if parsed is None or errors:
-        raise ProfileError(str(path), errors or problems)
-    return parsed
-
-
 def compile_command(
     profile: Annotated[Path, typer.Argument(help="A profile TOML.")],
     shape: Annotated[str, typer.Option("--shape", "-s", help=SHAPE_HELP)] = "host",
@@ -129,10 +115,11 @@ def compile_command(
     """
     from threadwise.synthesize import oracle
     from threadwise.synthesize.compile import compile_profile
+    from threadwise.synthesize.rules import load_valid
     from threadwise.synthesize.shape import parse_shape
 
     machine = parse_shape(shape)
-    compiled = compile_profile(_valid_profile(profile), machine)
+    compiled = compile_profile(load_valid(profile), machine)
     for note in compiled.notes:
         typer.echo(f"note: {note}", err=True)
     if check:
@@ -167,6 +154,7 @@ def lint_command(
     """
     from threadwise.synthesize.layers import load_layer_config, views_from_config, views_from_profile
     from threadwise.synthesize.lint import lint
+    from threadwise.synthesize.rules import load_valid
     from threadwise.synthesize.shape import parse_shape
 
     machine = parse_shape(shape)
@@ -175,7 +163,7 @@ def lint_command(
             raise UsageError(f"{profile}: no such file")
         views = views_from_config(load_layer_config(profile), machine)
     else:
-        views = views_from_profile(_valid_profile(profile), machine)
+        views = views_from_profile(load_valid(profile), machine)
     facts = None
     if capture is not None:
         from threadwise.synthesize.lint_capture import capture_facts

@@ -116,24 +116,25 @@ class LayerOptions:
 
 
 # How each typed option is checked when read (serde would refuse the same).
-_PAIR_FLOAT, _PAIR_INT = "pair of numbers", "pair of integers"
-_TYPED: dict[str, str] = {"util_range": _PAIR_FLOAT, "cpus_range": _PAIR_INT, "exclusive": "bool",
-                          "protected": "bool", "preempt": "bool", "slice_us": "int",
-                          "min_exec_us": "int", "weight": "int"}
+_PAIR_FLOAT, _PAIR_INT = "a pair of numbers", "a pair of non-negative integers"
+_BOOL, _INT = "a bool", "a non-negative integer"
+_TYPED: dict[str, str] = {"util_range": _PAIR_FLOAT, "cpus_range": _PAIR_INT, "exclusive": _BOOL,
+                          "protected": _BOOL, "preempt": _BOOL, "slice_us": _INT,
+                          "min_exec_us": _INT, "weight": _INT}
 
 
 def _typed(layer: str, key: str, value: object) -> object:
     want = _TYPED[key]
     ok = {
-        "bool": isinstance(value, bool),
-        "int": isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+        _BOOL: isinstance(value, bool),
+        _INT: isinstance(value, int) and not isinstance(value, bool) and value >= 0,
         _PAIR_INT: isinstance(value, list) and len(value) == 2
         and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value),
         _PAIR_FLOAT: isinstance(value, list) and len(value) == 2
         and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value),
     }[want]
     if not ok:
-        raise InputError(f"layer {layer!r}: option {key} = {value!r} is not a {want}",
+        raise InputError(f"layer {layer!r}: option {key} = {value!r} is not {want}",
                          hint="see scx_layered's config.rs for each option's type")
     return tuple(value) if isinstance(value, list) else value
 

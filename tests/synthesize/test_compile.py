@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,49 @@ def test_oracle_reports_a_rejected_config(scx_binary: Path) -> None:
     specs = [{"name": "a", "matches": [[{"CommPrefx": "a"}]], "kind": {"Open": {}}}]
     with pytest.raises(Exception, match="scx_layered rejected the config"):
         oracle.check(specs, scx_binary)
+
+
+def test_compile_produces_the_typed_config_and_its_json_reads_back(example: Profile) -> None:
+    from threadwise.synthesize.layered import KindName, LayerConfig, LayerMatch
+
+    compiled = compile_profile(example, synthetic(8, 2))
+    config = compiled.config
+    assert isinstance(config, LayerConfig) and config.layer_names()[-1] == "rest"
+    worker = config.specs[0]
+    assert worker.kind.name is KindName.CONFINED and worker.kind.exclusive and worker.kind.fixed_cpus == 4
+    assert worker.matches[0][:2] == (LayerMatch("PcommPrefix", "demo-server"),
+                                     LayerMatch("CommPrefix", "worker-"))
+    assert config.specs[-1].is_catch_all
+    assert LayerConfig.from_json_data(json.loads(compiled.to_json())) == config
+    assert compiled.specs == json.loads(compiled.to_json())
+
+
+def test_hand_written_configs_are_checked_as_scx_layered_would() -> None:
+    from threadwise.errors import InputError
+    from threadwise.synthesize.layered import LayerConfig
+
+    def layer(**options: object) -> list[dict]:
+        return [{"name": "a", "matches": [[{"CommPrefix": "a"}]], "kind": {"Open": options}},
+                {"name": "rest", "matches": [[]], "kind": {"Open": {}}}]
+
+    with pytest.raises(InputError, match=r"layer 'a': scx_layered 1\.1\.4 has no Open option exlusive"):
+        LayerConfig.from_json_data(layer(exlusive=True))
+    with pytest.raises(InputError, match="option weight = '100' is not a non-negative integer"):
+        LayerConfig.from_json_data(layer(weight="100"))
+    with pytest.raises(InputError, match="has no Open option cpus_range"):   # Confined/Grouped only
+        LayerConfig.from_json_data(layer(cpus_range=[1, 1]))
+    kept = LayerConfig.from_json_data(layer(growth_algo="Sticky", weight=50))
+    assert kept.specs[0].kind.options.weight == 50
+    assert kept.to_json_data()[0]["kind"] == {"Open": {"weight": 50, "growth_algo": "Sticky"}}
+    assert kept.specs[0].kind.options["growth_algo"] == "Sticky"
+
+
+@pytest.mark.scx
+def test_a_refusal_is_config_refused_from_the_oracle(scx_binary: Path) -> None:
+    from threadwise.errors import ConfigRefused
+
+    specs = [{"name": "a", "matches": [[{"CommPrefix": "a"}]], "kind": {"Confined": {"cpus_range": [1, 1]}}},
+             {"name": "rest", "matches": [[]], "kind": {"Open": {}}}]   # Confined needs util_range
+    with pytest.raises(ConfigRefused, match="scx_layered rejected the config") as refused:
+        oracle.check(specs, scx_binary)
+    assert refused.value.exit_code == 8
