@@ -28,19 +28,21 @@ DUCKDB_MEMORY_LIMIT = "1GB"   # keeps peak RSS of a 10M-event analysis well unde
 
 @dataclass(frozen=True)
 class CaptureThreads:
-    """Per-thread features of a capture (thread_features.sql), without grouping or roles."""
+    """Per-thread features of a capture, without grouping or roles (what lint reads)."""
 
     duration_ns: int        # the analysis window (features.CaptureInfo.duration_ns)
-    threads: pl.DataFrame   # one row per thread: utid, name, process_name, is_target, cpu_share, demand, ...
+    threads: pl.DataFrame   # thread_features.sql: utid, name, process_name, is_target, cpu_share, demand, ...
+    corun: pl.DataFrame     # smt_corun.sql: utid (a target thread), other_utid, corun_ns; empty without SMT
 
 
 def capture_threads(path: str | Path, *, only_target: bool = True,
                     memory_limit: str = DUCKDB_MEMORY_LIMIT) -> CaptureThreads:
-    """The per-thread features `analyze_capture` starts from (what lint reads of a capture)."""
+    """The per-thread features and SMT co-running `analyze_capture` starts from."""
     with open_capture(_capture_file(path)) as con:
         con.execute("SET memory_limit = ?", [memory_limit]).fetchall()
         info = ft.capture_info(con)
-        return CaptureThreads(info.duration_ns, ft.thread_features(con, info, only_target=only_target))
+        return CaptureThreads(info.duration_ns, ft.thread_features(con, info, only_target=only_target),
+                              ft.smt_corun(con, smt=info.smt, min_ns=1))
 
 
 def _capture_file(path: str | Path) -> Path:

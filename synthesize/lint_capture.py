@@ -1,28 +1,22 @@
-"""Read what placement lint needs from a capture.
+"""Read what placement lint needs from a capture: analyze's view of its threads.
 
-Threads come from analyze's per-thread features (`capture_threads`), so a
-thread's CPU share, its demand and whether it is hot mean exactly what they
-mean in the analysis `synthesize` built the profile from. Slices and SMT
-siblings come from this stage's own SQL module (lint_capture.sql), read
-through observe's `open_capture`.
+Threads and their SMT co-running come from analyze (`capture_threads`:
+thread_features.sql and smt_corun.sql), so a thread's CPU share, its demand,
+whether it is hot and how long it shared a core mean exactly what they mean
+in the analysis `synthesize` built the profile from; lint computes none of
+them again.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from threadwise.sqlfiles import statement
 from threadwise.synthesize.lint import CaptureFacts, ThreadFact
 
 
-def _sql(name: str) -> str:
-    return statement("threadwise.synthesize", "lint_capture.sql", name)
-
-
 def capture_facts(path: str | Path) -> CaptureFacts:
-    """Target threads (analyze's features), their slices and the SMT siblings of a capture."""
+    """The target's threads and their co-running on SMT siblings, from a finished capture."""
     from threadwise.analyze import capture_threads
-    from threadwise.observe.store import open_capture
 
     found = capture_threads(path)
     threads = [
@@ -30,9 +24,9 @@ def capture_facts(path: str | Path) -> CaptureFacts:
                    float(row["cpu_share"] or 0.0), bool(row["is_target"]), float(row["demand"] or 0.0))
         for row in found.threads.iter_rows(named=True)
     ]
-    with open_capture(path) as con:
-        slices: dict[int, list[tuple[int, int, int]]] = {}
-        for cpu, ts, end_ts, utid in con.execute(_sql("target_slices")).fetchall():
-            slices.setdefault(int(cpu), []).append((int(ts), int(end_ts), int(utid)))
-        cores = {tuple(sorted(int(c) for c in sib)) for _, sib in con.execute(_sql("siblings")).fetchall()}
-    return CaptureFacts(found.duration_ns, threads, slices, tuple(sorted(cores)))
+    targets = {t.utid for t in threads if t.is_target}
+    # smt_corun has a row per target thread and sibling thread: a pair of targets appears
+    # once from each side, with the same time; keep it once, smaller utid first.
+    corun = {(int(a), int(b)): int(ns) for a, b, ns in found.corun.select("utid", "other_utid", "corun_ns")
+             .iter_rows() if a < b and b in targets}
+    return CaptureFacts(found.duration_ns, threads, corun)

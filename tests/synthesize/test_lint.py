@@ -102,10 +102,8 @@ def test_observed_smt_collision_from_a_capture() -> None:
     shape = synthetic(4, 2)
     threads = [ThreadFact(1, "hot-0", "svc", 0.9), ThreadFact(2, "hot-1", "svc", 0.9)]
     ms = 1_000_000
-    facts = CaptureFacts(
-        1000 * ms, threads,
-        slices={0: [(0, 300 * ms, 1)], 1: [(200 * ms, 400 * ms, 2)], 2: [(500 * ms, 900 * ms, 2)]},
-        siblings=((0, 1), (2, 3)))
+    # hot-0 on cpu 0 for 0-300 ms, hot-1 on its sibling cpu 1 for 200-400 ms: 100 ms together
+    facts = CaptureFacts(1000 * ms, threads, corun={(1, 2): 100 * ms})
     [finding] = lint(views_from_profile(p, shape), shape, facts)
     assert finding.lint == "smt_collision"
     assert finding.message == ("observed: hot-0 and hot-1 ran on sibling CPUs of one core at the "
@@ -153,7 +151,9 @@ def test_lint_reads_a_real_capture(tmp_path) -> None:
         cap.snapshot(1, "start", tid, 10, name)
     path = cap.write(tmp_path / "c.duckdb")
     facts = capture_facts(path)
-    assert facts.siblings == ((0, 1),)
+    name = {t.utid: t.name for t in facts.threads}
+    assert {(name[a], name[b]): ns for (a, b), ns in facts.corun.items()} == {   # cpus 0, 1: siblings
+        ("hot-0", "hot-1"): 599 * ms, ("hot-1", "compactor"): 400 * ms}
     p = Profile(schema_version=1, name="t", workload=Workload(process="proc"),
                 group=[hot_group(2, ["hot-0", "hot-1"])])
     shape = synthetic(4, 2)
