@@ -1,7 +1,9 @@
 """The analyze stage: per-thread features, wake graph, name patterns and roles.
 
-`analyze_capture(path) -> Analysis` is the API later stages and notebooks use
-(docs/interfaces.md). Imports are lazy so `threadwise --help` stays fast.
+The interfaces other stages and notebooks use (docs/interfaces.md):
+`analyze_capture(path) -> Analysis`, `capture_threads(path) -> CaptureThreads`
+(per-thread features), and `contract` (Role, is_hot, GroupRow, AnalysisRecord).
+Imports are lazy so `threadwise --help` stays fast.
 """
 
 from __future__ import annotations
@@ -9,17 +11,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from threadwise.analyze.api import analyze_capture
+    from threadwise.analyze.api import CaptureThreads, analyze_capture, capture_threads
     from threadwise.analyze.model import Analysis
 
-__all__ = ["Analysis", "analyze_capture"]
+__all__ = ["Analysis", "CaptureThreads", "analyze_capture", "capture_threads"]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "analyze_capture":
-        from threadwise.analyze.api import analyze_capture
+    if name in ("analyze_capture", "capture_threads", "CaptureThreads"):
+        from threadwise.analyze import api
 
-        return analyze_capture
+        return getattr(api, name)
     if name == "Analysis":
         from threadwise.analyze.model import Analysis
 

@@ -1,4 +1,4 @@
-"""`analyze_capture(path) -> Analysis`: the analyze stage end to end.
+"""`analyze_capture(path) -> Analysis`: the analyze stage end to end (and `capture_threads`).
 
 Reads the capture read-only (observe's `open_capture`), computes features,
 the wake graph, groups, roles and prefixes, and collects caveats a reader of
@@ -8,6 +8,7 @@ Storing the result back into the capture is a separate step (store.py).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -25,12 +26,36 @@ SPINNER_DEMAND = 0.95        # runnable this much of its life, and this share of
 DUCKDB_MEMORY_LIMIT = "1GB"   # keeps peak RSS of a 10M-event analysis well under 2 GB
 
 
-def analyze_capture(path: str | Path, *, memory_limit: str = DUCKDB_MEMORY_LIMIT) -> Analysis:
-    """Analyze one finished capture file (see docs/interfaces.md)."""
+@dataclass(frozen=True)
+class CaptureThreads:
+    """Per-thread features of a capture, without grouping or roles (what lint reads)."""
+
+    duration_ns: int        # the analysis window (features.CaptureInfo.duration_ns)
+    threads: pl.DataFrame   # thread_features.sql: utid, name, process_name, is_target, cpu_share, demand, ...
+    corun: pl.DataFrame     # smt_corun.sql: utid (a target thread), other_utid, corun_ns; empty without SMT
+
+
+def capture_threads(path: str | Path, *, only_target: bool = True,
+                    memory_limit: str = DUCKDB_MEMORY_LIMIT) -> CaptureThreads:
+    """The per-thread features and SMT co-running `analyze_capture` starts from."""
+    with open_capture(_capture_file(path)) as con:
+        con.execute("SET memory_limit = ?", [memory_limit]).fetchall()
+        info = ft.capture_info(con)
+        return CaptureThreads(info.duration_ns, ft.thread_features(con, info, only_target=only_target),
+                              ft.smt_corun(con, smt=info.smt, min_ns=1))
+
+
+def _capture_file(path: str | Path) -> Path:
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{path} is a directory, not a capture file",
                          hint="pass the .duckdb file written by `threadwise observe`")
+    return path
+
+
+def analyze_capture(path: str | Path, *, memory_limit: str = DUCKDB_MEMORY_LIMIT) -> Analysis:
+    """Analyze one finished capture file (see docs/interfaces.md)."""
+    path = _capture_file(path)
     with open_capture(path) as con:
         con.execute("SET memory_limit = ?", [memory_limit]).fetchall()
         analysis = _analyze(con)
@@ -66,8 +91,7 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
         chains = wg.find_chains(edges, final)
     groups = _groups(con, threads, grouping, info.duration_ns, members)
 
-    other_names = con.execute("SELECT DISTINCT name FROM thread WHERE NOT COALESCE(is_target, FALSE) "
-                              "AND utid <> 0 AND name IS NOT NULL ORDER BY name").fetchall()
+    other_names = con.execute(ft.sql("capture", "other_names")).fetchall()
     groups = gr.finish(groups, grouping, other_names=[r[0] for r in other_names]) if not groups.is_empty() \
         else pl.DataFrame(schema=GROUP_SCHEMA)
     caveats += _caveats(con, info, threads, groups)
@@ -164,8 +188,7 @@ def _caveats(con: duckdb.DuckDBPyConnection, info: ft.CaptureInfo, threads: pl.D
     if once:
         out.append(f"{len(once)} thread(s) ran only once ({', '.join(sorted(set(once))[:3])}): "
                    "their features are single samples")
-    reused = con.execute("SELECT count(*) FROM (SELECT tid FROM thread WHERE COALESCE(is_target, FALSE) "
-                         "GROUP BY tid HAVING count(*) > 1)").fetchone()
+    reused = con.execute(ft.sql("capture", "reused_tids")).fetchone()
     if reused and reused[0]:
         out.append(f"{reused[0]} tid(s) were reused during the capture: each life is a separate thread")
     cut = sorted({n for n in threads["name"].drop_nulls().to_list() if nm.maybe_truncated(n)})

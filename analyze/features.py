@@ -1,25 +1,25 @@
 """Per-thread features: run the SQL modules of this package, return polars frames.
 
 Each query lives in a `.sql` file beside this module (typed, commented
-columns; parameters bound by name, never pasted into the text).
+columns; parameters bound by name, never pasted into the text); small ones
+share a file as named statements (capture.sql, threadwise.sqlfiles).
 """
 
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from typing import Any
 
 import duckdb
 import polars as pl
 
+from threadwise.sqlfiles import statements
 
-@cache
-def sql(name: str) -> str:
-    """The text of one of this package's SQL modules."""
-    return resources.files("threadwise.analyze").joinpath(f"{name}.sql").read_text()
+
+def sql(name: str, statement: str | None = None) -> str:
+    """The text of one of this package's SQL modules (or of one named statement in it)."""
+    return statements("threadwise.analyze", f"{name}.sql")[statement or name]
 
 
 def frame(con: duckdb.DuckDBPyConnection, text: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
@@ -61,30 +61,20 @@ class CaptureInfo:
 
 
 def capture_info(con: duckdb.DuckDBPyConnection) -> CaptureInfo:
-    row = con.execute(
-        "SELECT capture_id, start_ts, COALESCE(end_ts, start_ts), COALESCE(duration_ns, 0), "
-        "COALESCE(events_recorded, 0), COALESCE(events_lost, 0), COALESCE(target_tgids, []), "
-        "target_spec, end_reason, notes FROM capture LIMIT 1").fetchone()
+    row = con.execute(sql("capture", "capture_row")).fetchone()
     if row is None:
         from threadwise.errors import InputError
 
         raise InputError("the capture has no capture row (metadata missing)",
                          hint="re-record it with `threadwise observe`")
-    topo = con.execute("SELECT count(*), COALESCE(max(len(smt_siblings)), 1) FROM cpu_topology "
-                       "WHERE online").fetchone()
+    topo = con.execute(sql("capture", "cpus")).fetchone()
     nr_cpus = int(topo[0]) if topo and topo[0] else 0
     if nr_cpus == 0:   # no topology: count the CPUs that switched
-        nr_cpus = int(con.execute("SELECT count(DISTINCT cpu) FROM sched_slice").fetchone()[0] or 1)
-    # The target's process name: the target process that used the most CPU (ties: lowest pid).
-    proc = con.execute(
-        "SELECT p.name FROM process p LEFT JOIN thread t ON t.upid = p.upid "
-        "LEFT JOIN (SELECT utid, sum(dur) AS ns FROM sched_slice GROUP BY utid) s ON s.utid = t.utid "
-        "WHERE p.is_target GROUP BY p.upid, p.pid, p.name ORDER BY sum(COALESCE(s.ns, 0)) DESC, p.pid "
-        "LIMIT 1").fetchone()
+        nr_cpus = int(con.execute(sql("capture", "switched_cpus")).fetchone()[0] or 1)
+    proc = con.execute(sql("capture", "target_process")).fetchone()
     # The tracer may stop long after its last event (a stalled host): end the window
     # at the last event then, or every rate is diluted by time nobody observed.
-    last = con.execute("SELECT max(ts) FROM (SELECT max(ts) AS ts FROM raw_sched_switch "
-                       "UNION ALL SELECT max(ts) FROM raw_sched_waking)").fetchall()[0][0]
+    last = con.execute(sql("capture", "last_event")).fetchall()[0][0]
     start, end = int(row[1]), int(row[2])
     if last is not None and end - int(last) > max(LATE_STOP_NS, (end - start) // 10):
         end = int(last)
@@ -108,17 +98,7 @@ def thread_names(con: duckdb.DuckDBPyConnection, utids: list[int]) -> pl.DataFra
     """utid -> name, process, is_target, CPU time (total and on its busiest CPU) of any threads."""
     con.register("_utids", pl.DataFrame({"utid": utids}, schema={"utid": pl.Int64}).to_arrow())
     try:
-        return frame(
-            con,
-            "SELECT t.utid, t.tid, t.name, p.name AS process_name, t.upid, "
-            "COALESCE(t.is_target, FALSE) AS is_target, "
-            "COALESCE(s.cpu_ns, 0)::BIGINT AS cpu_ns, COALESCE(s.max_cpu_ns, 0)::BIGINT AS max_cpu_ns "
-            "FROM thread t JOIN _utids USING (utid) LEFT JOIN process p USING (upid) "
-            "LEFT JOIN (SELECT utid, sum(ns) AS cpu_ns, max(ns) AS max_cpu_ns FROM ("
-            "             SELECT utid, cpu, sum(dur) AS ns FROM sched_slice "
-            "             WHERE utid IN (SELECT utid FROM _utids) GROUP BY utid, cpu) GROUP BY utid"
-            "          ) s USING (utid) "
-            "ORDER BY t.utid")
+        return query(con, "thread_names")
     finally:
         con.unregister("_utids")
 

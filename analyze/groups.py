@@ -20,18 +20,15 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from threadwise.analyze import names as nm
+from threadwise.analyze.contract import is_hot
 from threadwise.analyze.model import GROUP_SCHEMA
-from threadwise.analyze.roles import ROLES, RoleClusterer, group_feature_matrix
+from threadwise.analyze.roles import RoleClusterer, group_feature_matrix
 from threadwise.analyze.split import propose_split
-
-HOT_SHARE = 0.5      # a "hot" thread uses at least half a CPU...
-WANTS_CPU = 0.9      # ...or is running/runnable this much of its life (CPU stolen by other load)
-STOLEN_SHARE = 0.25  # while still getting at least this much
 
 
 def _is_hot() -> pl.Expr:
-    share = pl.col("cpu_share").fill_null(0.0)
-    return (share >= HOT_SHARE) | ((pl.col("demand").fill_null(0.0) >= WANTS_CPU) & (share >= STOLEN_SHARE))
+    """contract.is_hot over the thread features (the one definition, shared with lint)."""
+    return is_hot(pl.col("cpu_share").fill_null(0.0), pl.col("demand").fill_null(0.0))
 
 
 @dataclass
@@ -176,6 +173,3 @@ def finish(groups: pl.DataFrame, grouping: Grouping, *, other_names: list[str]) 
     out = decided.join(out, on="group_id", how="left")
     return out.select([pl.col(c).cast(t) for c, t in GROUP_SCHEMA.items()])
 
-
-def role_names() -> tuple[str, ...]:
-    return ROLES

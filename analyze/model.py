@@ -1,28 +1,45 @@
-"""The result of analyzing one capture (docs/interfaces.md: Analysis)."""
+"""The result of analyzing one capture (docs/interfaces.md: Analysis).
+
+The groups' contract columns and their types come from `contract.GroupRow`
+(declared once); the polars schema here is derived from it.
+"""
 
 from __future__ import annotations
 
 import math
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-ANALYSIS_SCHEMA_VERSION = 1
+from threadwise.analyze.contract import AnalysisRecord, GroupRow, Role
 
-# Analysis.groups: the columns of the binding contract, in order...
-CONTRACT_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
-    "pattern": pl.String, "role": pl.String, "confidence": pl.Float64,
-    "match_prefixes": pl.List(pl.String), "exclude_prefixes": pl.List(pl.String),
-    "separable": pl.Boolean, "thread_count": pl.Int64, "names": pl.List(pl.String),
-    "cpu_time_ns": pl.Int64, "cpu_share": pl.Float64, "max_thread_share": pl.Float64,
-    "hot_threads": pl.Int64, "slice_p50_ns": pl.Int64, "slice_p99_ns": pl.Int64,
-    "wakeups_per_s": pl.Float64, "rq_latency_p50_ns": pl.Int64, "rq_latency_p99_ns": pl.Int64,
-    "in_wake_chain": pl.Boolean, "avg_runtime_range_ns": pl.List(pl.Int64),
+ANALYSIS_SCHEMA_VERSION = 1
+PolarsType = pl.DataType | type[pl.DataType]
+
+_SCALARS: dict[object, PolarsType] = {str: pl.String, Role: pl.String, int: pl.Int64,
+                                      float: pl.Float64, bool: pl.Boolean}
+
+
+def _polars_type(annotation: object) -> PolarsType:
+    """The polars dtype of a GroupRow field's annotation (Optional unwrapped: columns are nullable)."""
+    if isinstance(annotation, types.UnionType):
+        (annotation,) = (a for a in typing.get_args(annotation) if a is not type(None))
+    if typing.get_origin(annotation) is list:
+        (item,) = typing.get_args(annotation)
+        return pl.List(_SCALARS[item])
+    return _SCALARS[annotation]
+
+
+# Analysis.groups: the columns of the binding contract, in order (contract.GroupRow)...
+CONTRACT_SCHEMA: dict[str, PolarsType] = {
+    name: _polars_type(hint) for name, hint in typing.get_type_hints(GroupRow).items()
 }
 # ...then evidence columns (additive; select by name).
-EVIDENCE_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
+EVIDENCE_SCHEMA: dict[str, PolarsType] = {
     "group_id": pl.Int64, "demand": pl.Float64, "involuntary_frac": pl.Float64,
     "wake_interval_cv": pl.Float64, "wait_behind_other_share": pl.Float64,
     "slices": pl.Int64, "involuntary": pl.Int64, "wakeups": pl.Int64, "note": pl.String,
@@ -49,6 +66,10 @@ class Analysis:
     capture_id: str = ""
     capture_path: Path | None = None
     names_separate_roles: bool = True
+
+    def record(self) -> AnalysisRecord:
+        """The contract part as typed rows (what synthesize builds a profile from)."""
+        return AnalysisRecord.of(self)
 
     def to_dict(self, *, threads: bool = True) -> dict[str, Any]:
         """Plain JSON-ready data (lists and numbers; NaN/inf become null)."""

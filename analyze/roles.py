@@ -23,14 +23,19 @@ objective; the default (1, no jitter) involves no randomness at all.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from numbers import Integral, Real
+from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
-from sklearn.base import BaseEstimator, ClusterMixin
-from sklearn.utils import check_random_state
+from numpy.typing import ArrayLike
+from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
+from sklearn.utils import check_array, check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-ROLES = ("compute", "latency", "housekeeping", "batch", "default")
+from threadwise.analyze.contract import ROLES
+
 FEATURES = ("demand", "involuntary_frac", "log_slice_us", "log_wakeups_per_thread", "in_chain",
             "periodicity", "log_share_per_thread")
 # Prior prototypes, one row per role in ROLES, columns as FEATURES.
@@ -70,12 +75,35 @@ def group_feature_matrix(groups: pl.DataFrame) -> np.ndarray:
 class RoleClusterer(ClusterMixin, BaseEstimator):
     """Assign each row of a FEATURES matrix one of ROLES, with a confidence.
 
-    Parameters are stored untouched; `fit` learns `prototypes_`,
+    Parameters (keyword-only, stored untouched, checked in `fit` against
+    `_parameter_constraints`):
+    - `prototypes`: the prior, one row per role. None: the role prior
+      (PROTOTYPES, with WEIGHTS and SCALES) over the FEATURES columns; X must
+      have exactly those columns. "quantiles": an uninformed prior for any
+      feature space, prototypes at evenly spaced per-feature quantiles of X
+      (unit weights, the features' spread as scales); scikit-learn's common
+      checks run the estimator this way. An array: (len(ROLES), n_features).
+    - `weights`: per-feature weights (None: WEIGHTS for the role prior, else 1).
+    - `temperature`, `n_iter`, `anchor`, `n_init`, `jitter`, `random_state`:
+      see the module note.
+    `fit` learns `n_features_in_`, `prototypes_`, `weights_`, `scales_`,
     `responsibilities_`, `labels_` (index into ROLES), `roles_`,
-    `confidence_` and `inertia_`.
+    `confidence_` and `inertia_`. With the role prior, X may have no rows (a
+    workload without groups): the prior stands and every label list is empty.
     """
 
-    def __init__(self, *, prototypes: np.ndarray | None = None, weights: np.ndarray | None = None,
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "prototypes": ["array-like", StrOptions({"quantiles"}), None],
+        "weights": ["array-like", None],
+        "temperature": [Interval(Real, 0, None, closed="neither")],
+        "n_iter": [Interval(Integral, 0, None, closed="left")],
+        "anchor": [Interval(Real, 0, None, closed="neither")],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "jitter": [Interval(Real, 0, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, *, prototypes: np.ndarray | str | None = None, weights: np.ndarray | None = None,
                  temperature: float = 0.35, n_iter: int = 5, anchor: float = 4.0, n_init: int = 1,
                  jitter: float = 0.05, random_state: int | np.random.RandomState | None = None) -> None:
         self.prototypes = prototypes
@@ -87,9 +115,9 @@ class RoleClusterer(ClusterMixin, BaseEstimator):
         self.jitter = jitter
         self.random_state = random_state
 
-    def _distances(self, x: np.ndarray, protos: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        diff = (x[:, None, :] - protos[None, :, :]) / SCALES
-        return np.einsum("ikf,f->ik", diff * diff, weights)
+    def _distances(self, x: np.ndarray, protos: np.ndarray) -> np.ndarray:
+        diff = (x[:, None, :] - protos[None, :, :]) / self.scales_
+        return np.einsum("ikf,f->ik", diff * diff, self.weights_)
 
     def _responsibilities(self, dist: np.ndarray) -> np.ndarray:
         logits = -dist / self.temperature
@@ -97,41 +125,70 @@ class RoleClusterer(ClusterMixin, BaseEstimator):
         resp = np.exp(logits)
         return resp / resp.sum(axis=1, keepdims=True)
 
-    def _run(self, x: np.ndarray, prior: np.ndarray, start: np.ndarray,
-             weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    def _run(self, x: np.ndarray, prior: np.ndarray,
+             start: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
         protos = start.copy()
         for _ in range(self.n_iter):
-            resp = self._responsibilities(self._distances(x, protos, weights))
+            resp = self._responsibilities(self._distances(x, protos))
             mass = resp.sum(axis=0)[:, None]
             protos = (self.anchor * prior + resp.T @ x) / (self.anchor + mass)
-        dist = self._distances(x, protos, weights)
+        dist = self._distances(x, protos)
         resp = self._responsibilities(dist)
         return protos, resp, float((resp * dist).sum())
 
-    def fit(self, X: np.ndarray | Sequence[Sequence[float]], y: None = None) -> RoleClusterer:
-        x = np.asarray(X, dtype=np.float64).reshape(-1, len(FEATURES))
-        prior = np.asarray(PROTOTYPES if self.prototypes is None else self.prototypes, dtype=np.float64)
-        weights = np.asarray(WEIGHTS if self.weights is None else self.weights, dtype=np.float64)
-        if prior.shape != (len(ROLES), len(FEATURES)):
-            raise ValueError(f"prototypes must have shape {(len(ROLES), len(FEATURES))}")
-        if self.temperature <= 0 or self.n_init < 1 or self.n_iter < 0 or self.anchor <= 0:
-            raise ValueError("temperature and anchor must be > 0, n_init >= 1, n_iter >= 0")
+    def _prior(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Prototypes, weights and scales for X's feature space."""
+        n_features = x.shape[1]
+        role_space = n_features == len(FEATURES)
+        if self.prototypes is None:
+            if not role_space:
+                raise ValueError(f"X has {n_features} features, but RoleClusterer's role prior is over "
+                                 f"the {len(FEATURES)} FEATURES {FEATURES}; pass prototypes=\"quantiles\" "
+                                 "or an array for another feature space")
+            prior = PROTOTYPES
+        elif isinstance(self.prototypes, str):   # "quantiles"
+            if len(x) == 0:
+                raise ValueError("prototypes='quantiles' needs at least one sample; got 0 samples")
+            prior = np.quantile(x, (np.arange(len(ROLES)) + 0.5) / len(ROLES), axis=0)
+        else:
+            prior = check_array(self.prototypes, dtype=np.float64)
+            if prior.shape != (len(ROLES), n_features):
+                raise ValueError(f"prototypes must have shape {(len(ROLES), n_features)}, got {prior.shape}")
+        if self.weights is not None:
+            weights = check_array(self.weights, dtype=np.float64, ensure_2d=False)
+            if weights.shape != (n_features,):
+                raise ValueError(f"weights must have shape {(n_features,)}, got {weights.shape}")
+        else:
+            weights = WEIGHTS if role_space and self.prototypes is None else np.ones(n_features)
+        if role_space:
+            scales = SCALES
+        else:   # no units known: each feature's spread (1 where it has none)
+            spread = x.std(axis=0) if len(x) else np.ones(n_features)
+            scales = np.where(spread > 0, spread, 1.0)
+        return prior, weights, scales
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X: ArrayLike, y: None = None) -> RoleClusterer:
+        """Learn the prototypes from X (n_samples, n_features); returns self."""
+        x = validate_data(self, X, dtype=np.float64, ensure_min_samples=0)
+        prior, self.weights_, self.scales_ = self._prior(x)
         rng = check_random_state(self.random_state)
         best: tuple[np.ndarray, np.ndarray, float] | None = None
         for attempt in range(self.n_init):
-            start = prior if attempt == 0 else prior + rng.normal(0.0, self.jitter, prior.shape) * SCALES
-            result = self._run(x, prior, start, weights) if len(x) else (prior, np.zeros((0, len(ROLES))),
-                                                                         0.0)
+            jittered = prior + rng.normal(0.0, self.jitter, prior.shape) * self.scales_
+            start = prior if attempt == 0 else jittered
+            result = self._run(x, prior, start) if len(x) else (prior, np.zeros((0, len(ROLES))), 0.0)
             if best is None or result[2] < best[2] - 1e-12:
                 best = result
         assert best is not None
         self.prototypes_, self.responsibilities_, self.inertia_ = best
-        self.labels_ = self.responsibilities_.argmax(axis=1) if len(x) else np.zeros(0, dtype=np.int64)
+        self.labels_ = self.responsibilities_.argmax(axis=1).astype(np.int64)
         self.roles_ = [ROLES[i] for i in self.labels_]
-        self.confidence_ = (self.responsibilities_.max(axis=1) if len(x) else np.zeros(0))
+        self.confidence_ = self.responsibilities_.max(axis=1) if len(x) else np.zeros(0)
         return self
 
-    def predict(self, X: np.ndarray | Sequence[Sequence[float]]) -> np.ndarray:
-        x = np.asarray(X, dtype=np.float64).reshape(-1, len(FEATURES))
-        weights = np.asarray(WEIGHTS if self.weights is None else self.weights, dtype=np.float64)
-        return self._responsibilities(self._distances(x, self.prototypes_, weights)).argmax(axis=1)
+    def predict(self, X: ArrayLike) -> np.ndarray:
+        """The role index (into ROLES) of each row of X, by the fitted prototypes."""
+        check_is_fitted(self)
+        x = validate_data(self, X, dtype=np.float64, reset=False)
+        return self._responsibilities(self._distances(x, self.prototypes_)).argmax(axis=1)

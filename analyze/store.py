@@ -20,9 +20,14 @@ import polars as pl
 from threadwise.analyze.model import ANALYSIS_SCHEMA_VERSION, Analysis
 from threadwise.errors import InputError, UsageError
 from threadwise.observe.store import open_capture
+from threadwise.sqlfiles import identifier, statement
 
 TABLES = ("analysis_meta", "analysis_groups", "analysis_threads", "analysis_wake_edges",
           "analysis_chains", "analysis_preemptors")
+
+
+def _sql(name: str) -> str:
+    return statement("threadwise.analyze", "store.sql", name)
 
 
 def store_analysis(analysis: Analysis, path: str | Path | None = None) -> Path:
@@ -57,10 +62,11 @@ def store_analysis(analysis: Analysis, path: str | Path | None = None) -> Path:
         con.execute("BEGIN TRANSACTION")
         try:
             for table, frame in frames.items():
-                con.execute(f"DROP TABLE IF EXISTS {table}")   # names from TABLES only
+                name = identifier(table, TABLES)
+                con.execute(f"DROP TABLE IF EXISTS {name}")
                 con.register("_frame", frame.to_arrow())
                 try:
-                    con.execute(f"CREATE TABLE {table} AS SELECT * FROM _frame")
+                    con.execute(f"CREATE TABLE {name} AS SELECT * FROM _frame")
                 finally:
                     con.unregister("_frame")
             con.execute("COMMIT")
@@ -85,7 +91,8 @@ def load_analysis(path: str | Path) -> Analysis | None:
                          f"{ANALYSIS_SCHEMA_VERSION}", hint=f"re-run `threadwise analyze {path}`")
     with open_capture(path) as con:
         def table(name: str) -> pl.DataFrame:
-            return pl.DataFrame(pl.from_arrow(con.execute(f"SELECT * FROM {name}").to_arrow_table()))
+            table = con.execute(f"SELECT * FROM {identifier(name, TABLES)}").to_arrow_table()
+            return pl.DataFrame(pl.from_arrow(table))
 
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Arrow output on a DB-API result")
@@ -103,9 +110,8 @@ def load_analysis(path: str | Path) -> Analysis | None:
 def stored_version(path: str | Path) -> int | None:
     """The analysis schema version stored in a capture, or None if never analyzed."""
     with open_capture(path) as con:
-        found = con.execute("SELECT count(*) FROM information_schema.tables "
-                            "WHERE table_name = 'analysis_meta'").fetchall()
+        found = con.execute(_sql("has_analysis")).fetchall()
         if not found or not found[0][0]:
             return None
-        row = con.execute("SELECT max(analysis_schema_version) FROM analysis_meta").fetchall()
+        row = con.execute(_sql("stored_version")).fetchall()
     return int(row[0][0]) if row and row[0][0] is not None else None

@@ -2,7 +2,7 @@
 
 Target (issue 3): at most 15 s wall and 2 GB peak RSS on a 2-core host.
 
-Generation (numpy, whole arrays, through observe's CaptureWriter and
+Generation (bulk.py: numpy, whole arrays, through observe's capture builder and
 finalize.sql) and analysis each run in their own child process, so each one's
 peak RSS comes from os.wait4 for exactly that child. The analysis is the real
 CLI, including storing the analysis_* tables back into the capture.
@@ -41,7 +41,7 @@ def run_child(argv: list[str]) -> tuple[float, float, int, str]:
 
 
 def generate_only(path: Path, events: int) -> None:
-    from threadwise.analyze.synthetic import bulk_capture
+    from bulk import bulk_capture  # benchmarks/bulk.py, beside this script
 
     timings: dict[str, float] = {}
     bulk_capture(path, switches=events, timings=timings)
@@ -77,11 +77,9 @@ def main() -> int:
         if code != 0:
             print(f"threadwise analyze failed (exit {code})", file=sys.stderr)
             return 1
-        import duckdb
+        from threadwise.observe.summary import summarize
 
-        con = duckdb.connect(str(capture), read_only=True)
-        switches = con.execute("SELECT count(*) FROM raw_sched_switch").fetchall()[0][0]
-        con.close()
+        switches = summarize(capture)["events_by_kind"]["switch"]
         ok = wall <= TARGET_S and rss <= TARGET_RSS_MB
         print(f"analyze   {switches:,} switches: {wall:.2f} s wall, {switches / wall:,.0f} events/s, "
               f"peak RSS {rss:,.0f} MB  [target <= {TARGET_S:.0f} s, <= {TARGET_RSS_MB:,.0f} MB: "

@@ -13,6 +13,7 @@ Order matters for honesty:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import os
 import signal
@@ -28,18 +29,27 @@ from pathlib import Path
 from threadwise.errors import TargetError, TracerError
 from threadwise.observe import procfs
 from threadwise.observe.backend import TracerBackend, TracerReport, get_backend
-from threadwise.observe.store import SCHEMA_VERSION, CaptureWriter, open_capture
-from threadwise.observe.stream import ParsedChunk
+from threadwise.observe.store import (
+    EVENT_TABLES,
+    SCHEMA_VERSION,
+    CaptureMeta,
+    CaptureWriter,
+    LossReport,
+    TracerCount,
+    open_capture,
+)
+from threadwise.observe.stream import ParsedChunk, table_from_rows
 from threadwise.observe.target import Target
 from threadwise.observe.topology import read_topology
+from threadwise.sqlfiles import statement
 
 POLL_INTERVAL_S = 0.25
 SCAN_INTERVAL_S = 0.5
-# raw table <- kernel counter name in the tracer
+# raw table <- kernel counter name in the tracer (one counter per event table)
 COUNTED = {"switch": "raw_sched_switch", "waking": "raw_sched_waking",
            "migrate": "raw_sched_migrate", "new": "raw_task_new", "exit": "raw_task_exit",
            "rename": "raw_task_rename"}
-_EVENT_TABLES = frozenset(COUNTED.values())
+assert sorted(COUNTED.values()) == sorted(EVENT_TABLES)
 
 
 @dataclass
@@ -79,16 +89,8 @@ class _Snapshotter:
                 if only_new and snap.tid in self.seen_tids:
                     continue
                 self.seen_tids.add(snap.tid)
-                rows.append((snap.ts, phase, snap.tid, snap.tgid, snap.comm, snap.process_comm,
-                             snap.cmdline, snap.cgroup, snap.nice, snap.policy, snap.rt_priority,
-                             snap.sum_exec_runtime, snap.run_delay, snap.timeslices, snap.read_ns))
-        if rows:
-            self.writer.insert_rows(
-                "proc_snapshot",
-                ["ts", "phase", "tid", "tgid", "comm", "process_comm", "cmdline", "cgroup", "nice",
-                 "policy", "rt_priority", "sum_exec_runtime", "run_delay", "timeslices", "read_ns"],
-                rows,
-            )
+                rows.append(dataclasses.replace(snap, phase=phase))
+        self.writer.insert("proc_snapshot", rows)
         return len(rows)
 
 
@@ -181,30 +183,22 @@ def _ingest(writer: CaptureWriter, chunk: ParsedChunk) -> int:
     count = 0
     for table, batch in chunk.tables.items():
         writer.append(table, batch)
-        if table in _EVENT_TABLES:
+        if table in EVENT_TABLES:
             count += batch.num_rows
     if count:
         writer.checkpoint()
     return count
 
 
-_SILENT_TASKS_SQL = """
--- tasks that switched in but left no name or tgid in the stream (they never
--- switched out while traced, e.g. the machine agent's threads, see finalize.sql)
-SELECT DISTINCT tid FROM (SELECT next_tid AS tid FROM raw_sched_switch
-                          UNION SELECT prev_tid FROM raw_sched_switch)
-WHERE tid <> 0 AND tid NOT IN (
-    SELECT tid FROM raw_task_seen UNION SELECT tid FROM raw_task_new
-    UNION SELECT tid FROM proc_snapshot UNION SELECT tid FROM raw_task_exit)
-ORDER BY tid
-"""
+def _sql(name: str) -> str:
+    return statement("threadwise.observe", "sql/capture.sql", name)
 
 
 def _name_silent_tasks(writer: CaptureWriter) -> None:
     """Name such tasks from /proc while they still exist (tgid and comm as of now)."""
     now = time.monotonic_ns()
     rows = []
-    silent = [tid for (tid,) in writer.con.execute(_SILENT_TASKS_SQL).fetchall()]
+    silent = [tid for (tid,) in writer.con.execute(_sql("silent_tasks")).fetchall()]
     leaders: set[int] = set()
     for tid in silent:
         identity = procfs.task_identity(tid)
@@ -216,17 +210,11 @@ def _name_silent_tasks(writer: CaptureWriter) -> None:
         identity = procfs.task_identity(tgid)
         if identity is not None:
             rows.append((now, tgid, identity[0], identity[1]))
-    if rows:
-        writer.insert_rows("raw_task_seen", ["ts", "tid", "tgid", "comm"], rows)
+    writer.append("raw_task_seen", table_from_rows("raw_task_seen", rows))
 
 
 def _write_topology(writer: CaptureWriter) -> None:
-    writer.insert_rows(
-        "cpu_topology",
-        ["cpu", "core_id", "package_id", "core_key", "smt_siblings", "llc_id", "llc_cpus", "online"],
-        [(c.cpu, c.core_id, c.package_id, c.core_key, list(c.smt_siblings), c.llc_id,
-          list(c.llc_cpus), c.online) for c in read_topology()],
-    )
+    writer.insert("cpu_topology", read_topology())
 
 
 def _finish(writer: CaptureWriter, backend: TracerBackend, target: Target, *, report: TracerReport,
@@ -234,14 +222,10 @@ def _finish(writer: CaptureWriter, backend: TracerBackend, target: Target, *, re
             end_reason: str, warnings: list[str], target_threads: int) -> CaptureResult:
     # Loss, two independent ways: the tracer's own reports, and kernel counts
     # minus what reached the tables. The larger is stored; both are kept.
-    counted_rows = []
-    missing = 0
-    for name, table in COUNTED.items():
-        kernel = report.kernel_counts.get(name, 0)
-        ingested = writer.rows[table]
-        counted_rows.append((name, kernel, ingested))
-        missing += max(0, kernel - ingested)
-    writer.insert_rows("tracer_counts", ["event", "kernel", "ingested"], counted_rows)
+    counted = [TracerCount(name, report.kernel_counts.get(name, 0), writer.rows[table])
+               for name, table in COUNTED.items()]
+    missing = sum(max(0, c.kernel - c.ingested) for c in counted)
+    writer.insert("tracer_counts", counted)
     if not report.kernel_counts:
         warnings.append("the tracer reported no kernel event counts; loss is only what it reported")
     if report.unparsed:
@@ -249,38 +233,33 @@ def _finish(writer: CaptureWriter, backend: TracerBackend, target: Target, *, re
                         f"{report.unparsed_samples[:2]}")
     events_lost = max(lost_reported, missing)
     if lost_reported:
-        writer.insert_rows("raw_lost", ["ts", "source", "events"],
-                           [(report.end_ts or live_ts, f"{backend.name} reported", lost_reported)])
+        writer.insert("raw_lost", [LossReport(report.end_ts or live_ts, f"{backend.name} reported",
+                                              lost_reported)])
     # The window ends where the kernel side stopped; if that was never confirmed
     # (the tracer died or hung), at the last event recorded, never later.
     end_ts = report.end_ts
+    first_event, last_event = writer.con.execute(_sql("switch_span")).fetchall()[0]
     if end_ts is None:
         warnings.append("the tracer never confirmed the stop; the capture ends at its last event")
-        last_event = writer.con.execute("SELECT max(ts) FROM raw_sched_switch").fetchall()[0][0]
         end_ts = last_event or report.stop_requested_ts or time.monotonic_ns()
-    first_event = writer.con.execute("SELECT min(ts) FROM raw_sched_switch").fetchall()[0]
-    start_ts = min(live_ts, first_event[0]) if first_event and first_event[0] else live_ts
+    start_ts = min(live_ts, first_event) if first_event else live_ts
     loss_detail = (f"{backend.name} reported {lost_reported}; kernel counted "
-                   f"{sum(k for _, k, _ in counted_rows)}, ingested {sum(i for _, _, i in counted_rows)}")
+                   f"{sum(c.kernel for c in counted)}, ingested {sum(c.ingested for c in counted)}")
     if end_reason == "target-exited" and target.kind != "command":
         warnings.append("the target exited during the capture; the capture keeps what was recorded")
-    writer.insert_rows(
-        "capture",
-        ["capture_id", "schema_version", "host", "kernel_release", "start_wall", "start_ts", "end_ts",
-         "duration_ns", "target_kind", "target_spec", "target_tgids", "tracer_backend",
-         "tracer_version", "events_recorded", "events_lost", "loss_detail", "end_reason", "notes"],
-        [(str(uuid.uuid4()), SCHEMA_VERSION, socket.gethostname(), os.uname().release, start_wall,
-          start_ts, end_ts, end_ts - start_ts, target.kind, target.spec, sorted(target.tgids),
-          backend.name, backend.version(), events, events_lost, loss_detail, end_reason,
-          "; ".join(warnings) or None)],
-    )
+    writer.insert("capture", [CaptureMeta(
+        capture_id=str(uuid.uuid4()), schema_version=SCHEMA_VERSION, host=socket.gethostname(),
+        kernel_release=os.uname().release, start_wall=start_wall, start_ts=start_ts, end_ts=end_ts,
+        duration_ns=end_ts - start_ts, target_kind=target.kind, target_spec=target.spec,
+        target_tgids=sorted(target.tgids), tracer_backend=backend.name,
+        tracer_version=backend.version(), events_recorded=events, events_lost=events_lost,
+        loss_detail=loss_detail, end_reason=end_reason, notes="; ".join(warnings) or None)])
     path = writer.finalize()
     with contextlib.suppress(Exception):
         os.chmod(path, 0o644)
     # finalize adds the switch-chain gaps it found to the loss
     with open_capture(path) as con:
-        events_lost, switch_gaps = con.execute(
-            "SELECT events_lost, switch_gaps FROM capture").fetchall()[0]
+        events_lost, switch_gaps = con.execute(_sql("final_loss")).fetchall()[0]
     result = CaptureResult(path, (end_ts - start_ts) / 1e9, events, events_lost, end_reason,
                            target_threads, warnings, switch_gaps)
     if end_reason == "tracer-failed":

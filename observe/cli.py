@@ -21,7 +21,8 @@ def observe_command(
         help="Observe the processes of a cgroup v2 path, e.g. /system.slice/x.service.")] = None,
     duration: Annotated[str | None, typer.Option(
         "--duration", "-d",
-        help="How long to trace: 10s, 500ms, 2m. Default: until Ctrl-C or the target exits.")] = None,
+        help="How long to trace: 10s, 500ms, 2m (a bare number is seconds). "
+             "Default: until Ctrl-C or the target exits.")] = None,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Capture file to write. Default: <target>-<time>.duckdb here.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing capture file.")] = False,
@@ -39,10 +40,11 @@ def observe_command(
 
       threadwise observe -d 5s -- ./rolesim --hot 2
     """
+    from threadwise.durations import optional_duration
     from threadwise.observe.capture import observe
-    from threadwise.observe.target import Target, parse_duration
+    from threadwise.observe.target import Target
 
-    seconds = parse_duration(duration) if duration is not None else None
+    seconds = optional_duration(duration)
     target = Target.from_options(pid=pid, comm=comm, cgroup=cgroup, command=command)
     if output is None:
         import time

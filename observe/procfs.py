@@ -20,7 +20,11 @@ POLICIES = {0: "SCHED_OTHER", 1: "SCHED_FIFO", 2: "SCHED_RR", 3: "SCHED_BATCH", 
 
 @dataclass(frozen=True)
 class ThreadSnapshot:
-    """One thread as /proc shows it at `ts` (monotonic ns)."""
+    """One thread as /proc shows it at `ts` (monotonic ns): a row of `proc_snapshot`.
+
+    `phase` is when it was read (start | scan | end); `read_ns` how long the
+    schedstat read took (schema migration 2).
+    """
 
     ts: int
     tid: int
@@ -36,6 +40,7 @@ class ThreadSnapshot:
     run_delay: int
     timeslices: int
     read_ns: int = 0
+    phase: str = "scan"
 
 
 def _read(path: Path) -> str | None:

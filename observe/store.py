@@ -11,9 +11,13 @@ short, because DuckDB's WAL replay has had crash bugs (DESIGN.md).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import os
-from collections.abc import Callable, Iterator
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -21,44 +25,100 @@ import duckdb
 import pyarrow as pa
 
 from threadwise.errors import InputError, UsageError
+from threadwise.observe.procfs import ThreadSnapshot
+from threadwise.observe.stream import SCHEMAS
+from threadwise.observe.topology import CpuInfo
+from threadwise.sqlfiles import identifier, placeholders, statement
 
 SCHEMA_VERSION = 2
 
-# Numbered migrations: version -> (description, step that reaches it from
-# version - 1). Version 1 is the base schema (sql/schema_v1.sql). New captures
-# are created through the same steps, so every capture of a version has the
-# same tables whether it was written new or migrated.
-Migration = Callable[[duckdb.DuckDBPyConnection], None]
-
-
-def _v2_snapshot_read_time(con: duckdb.DuckDBPyConnection) -> None:
-    # the schedstat value is from an instant in [ts, ts + read_ns]; NULL: unknown
-    con.execute("ALTER TABLE proc_snapshot ADD COLUMN IF NOT EXISTS read_ns BIGINT")
-
-
-MIGRATIONS: dict[int, tuple[str, Migration]] = {
-    2: ("proc_snapshot.read_ns: how long each schedstat read took", _v2_snapshot_read_time),
+# Numbered migrations: version -> description; the step that reaches it from
+# version - 1 is statement `migration_<version>` of sql/migrations.sql.
+# Version 1 is the base schema (sql/schema_v1.sql). New captures are created
+# through the same steps, so every capture of a version has the same tables
+# whether it was written new or migrated.
+MIGRATIONS: dict[int, str] = {
+    2: "proc_snapshot.read_ns: how long each schedstat read took",
 }
 
-RAW_TABLES = (
-    "raw_sched_switch",
-    "raw_sched_waking",
-    "raw_sched_migrate",
-    "raw_task_new",
-    "raw_task_exit",
-    "raw_task_rename",
-    "raw_task_seen",
-    "proc_snapshot",
-    "raw_lost",
-)
+# Raw event tables, appended as Arrow batches of the tracer stream's schemas;
+# all but raw_task_seen (a first sighting, not a kernel event) count as events.
+RAW_TABLES = tuple(SCHEMAS)
+EVENT_TABLES = tuple(table for table in RAW_TABLES if table != "raw_task_seen")
+
+
+@dataclass(frozen=True)
+class CaptureMeta:
+    """The `capture` row (sql/schema_v1.sql): what was captured, how, and what was lost.
+
+    `switch_gaps` is not here: finalize.sql finds the gaps and adds them to the loss.
+    """
+
+    capture_id: str            # random uuid
+    schema_version: int
+    host: str
+    kernel_release: str
+    start_wall: dt.datetime    # UTC, naive
+    start_ts: int              # monotonic ns when tracing was live
+    end_ts: int
+    duration_ns: int
+    target_kind: str           # pid | comm | cgroup | command
+    target_spec: str
+    target_tgids: list[int]
+    tracer_backend: str
+    tracer_version: str
+    events_recorded: int
+    events_lost: int
+    loss_detail: str
+    end_reason: str            # duration | interrupted | target-exited | tracer-failed
+    notes: str | None = None
+
+
+@dataclass(frozen=True)
+class LossReport:
+    """A `raw_lost` row: a loss as the tracer (or a counter mismatch) reported it."""
+
+    ts: int
+    source: str
+    events: int
+
+
+@dataclass(frozen=True)
+class TracerCount:
+    """A `tracer_counts` row: events the kernel counted vs rows that reached the raw table."""
+
+    event: str
+    kernel: int
+    ingested: int
+
+
+# Metadata tables and the record type of their rows: the one statement of
+# their columns (the dataclass fields), checked against this whitelist.
+Record = CaptureMeta | CpuInfo | ThreadSnapshot | LossReport | TracerCount
+RECORD_TABLES: dict[str, type[Record]] = {
+    "capture": CaptureMeta, "cpu_topology": CpuInfo, "proc_snapshot": ThreadSnapshot,
+    "raw_lost": LossReport, "tracer_counts": TracerCount,
+}
 
 
 def _sql(name: str) -> str:
     return resources.files("threadwise.observe").joinpath("sql", name).read_text()
 
 
+def _stmt(name: str) -> str:
+    return statement("threadwise.observe", "sql/migrations.sql", name)
+
+
 def temp_path_for(final: Path) -> Path:
     return final.with_name(f".{final.name}.tmp-{os.getpid()}")
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def _value(value: object) -> object:
+    return list(value) if isinstance(value, tuple) else value   # DuckDB lists, not structs
 
 
 class CaptureWriter:
@@ -76,22 +136,22 @@ class CaptureWriter:
             raise UsageError(f"cannot create a capture in {final_path.parent}: {error}",
                              hint="the directory is not writable; choose another --output") from error
         self.con.execute(_sql("schema_v1.sql"))
-        self.con.execute(
-            "INSERT INTO schema_migrations VALUES (?, ?, ?)",
-            [1, dt.datetime.now(dt.UTC).replace(tzinfo=None), "base schema"],
-        )
+        self.con.execute(_stmt("record_migration"), [1, _now(), "base schema"])
         _migrate(self.con, 1)
         self.rows: dict[str, int] = dict.fromkeys(RAW_TABLES, 0)
 
     def append(self, table: str, batch: pa.Table) -> None:
-        """Append an Arrow table whose columns match `table` in order."""
-        if table not in self.rows:
+        """Append an Arrow table with the columns of `table` (stream.SCHEMAS), in order."""
+        schema = SCHEMAS.get(table)
+        if schema is None:
             raise ValueError(f"not a raw table: {table}")
+        if batch.schema.names != schema.names:
+            raise ValueError(f"{table}: columns {batch.schema.names}, expected {schema.names}")
         if batch.num_rows == 0:
             return
-        self.con.register("_batch", batch)
+        self.con.register("_batch", batch.cast(schema))
         try:
-            self.con.execute(f"INSERT INTO {table} SELECT * FROM _batch")  # table name from RAW_TABLES only
+            self.con.execute(f"INSERT INTO {identifier(table, RAW_TABLES)} SELECT * FROM _batch")
         finally:
             self.con.unregister("_batch")
         self.rows[table] += batch.num_rows
@@ -99,11 +159,19 @@ class CaptureWriter:
     def checkpoint(self) -> None:
         self.con.execute("CHECKPOINT")
 
-    def insert_rows(self, table: str, columns: list[str], rows: list[tuple]) -> None:
-        """Small metadata inserts (topology, capture row), parameters bound."""
-        placeholders = ", ".join("?" for _ in columns)
+    def insert(self, table: str, records: Sequence[Record]) -> None:
+        """Small metadata inserts (topology, capture row, snapshots), parameters bound."""
+        quoted = identifier(table, RECORD_TABLES)
+        kind = RECORD_TABLES[table]
+        if not records:
+            return
+        if any(type(record) is not kind for record in records):
+            raise TypeError(f"{table} takes {kind.__name__} records")
+        columns = [f.name for f in dataclasses.fields(kind)]
+        names = ", ".join(identifier(column, columns) for column in columns)
         self.con.executemany(
-            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders})", rows
+            f"INSERT INTO {quoted} ({names}) VALUES ({placeholders(len(columns))})",
+            [[_value(getattr(record, column)) for column in columns] for record in records],
         )
 
     def finalize(self) -> Path:
@@ -142,37 +210,69 @@ def check_output_path(path: Path, *, force: bool) -> None:
 
 def _migrate(con: duckdb.DuckDBPyConnection, found: int) -> None:
     for version in range(found + 1, SCHEMA_VERSION + 1):
-        description, step = MIGRATIONS[version]
-        step(con)
-        con.execute("UPDATE capture SET schema_version = ?", [version])
-        con.execute(
-            "INSERT INTO schema_migrations VALUES (?, ?, ?)",
-            [version, dt.datetime.now(dt.UTC).replace(tzinfo=None), description],
-        )
+        con.execute(_stmt(f"migration_{version}"))
+        con.execute(_stmt("set_capture_version"), [version])
+        con.execute(_stmt("record_migration"), [version, _now(), MIGRATIONS[version]])
 
 
 def schema_version_of(con: duckdb.DuckDBPyConnection) -> int | None:
     try:
-        row = con.execute("SELECT max(version) FROM schema_migrations").fetchall()[0]
+        row = con.execute(_stmt("schema_version")).fetchall()[0]
     except duckdb.CatalogException:
         return None
     return None if row is None else row[0]
 
 
-@contextlib.contextmanager
-def open_capture(path: str | Path, *, read_only: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Open a finished capture, checking its schema version (migrating if writable)."""
-    path = Path(path)
-    if not path.exists():
-        raise UsageError(f"capture {path} not found", hint="record one with `threadwise observe`")
+def _connect(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
     try:
-        con = duckdb.connect(str(path), read_only=read_only)
+        return duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as error:
         text = str(error)
         if "lock" in text.lower():
             raise InputError(f"{path} is in use by another process: {text.splitlines()[0]}",
                              hint="wait for it (a running observe or analyze) to finish") from error
         raise InputError(f"{path} is not a DuckDB capture: {text.splitlines()[0]}") from error
+
+
+def _migrated_copy(path: Path, version: int, scratch: Path) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to a migrated copy of `path` in `scratch`; `path` is never written.
+
+    Reading an old capture must work on a file we may not (or must not) write:
+    a shared capture, another user's, a read-only mount.
+    """
+    copy = scratch / path.name
+    try:
+        shutil.copyfile(path, copy)
+        if Path(f"{path}.wal").exists():
+            shutil.copyfile(f"{path}.wal", f"{copy}.wal")
+    except OSError as error:
+        raise InputError(
+            f"{path} has capture schema {version} and needs migrating, but a copy to migrate "
+            f"could not be made in {scratch.parent}: {error.strerror}",
+            hint=f"free space in {scratch.parent} (TMPDIR), or open it writable once: "
+                 f"`threadwise analyze {path}` migrates it in place",
+        ) from error
+    con = _connect(copy, read_only=False)
+    try:
+        _migrate(con, version)
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    return _connect(copy, read_only=True)
+
+
+@contextlib.contextmanager
+def open_capture(path: str | Path, *, read_only: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Open a finished capture, checking its schema version.
+
+    An older capture is migrated: in place when opened writable, else in a
+    temporary copy (read_only never writes the file).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(f"capture {path} not found", hint="record one with `threadwise observe`")
+    con = _connect(path, read_only=read_only)
+    scratch: Path | None = None
     try:
         version = schema_version_of(con)
         if version is None or not _has_table(con, "capture"):
@@ -185,17 +285,19 @@ def open_capture(path: str | Path, *, read_only: bool = True) -> Iterator[duckdb
         if version < SCHEMA_VERSION:
             if read_only:
                 con.close()
-                con = duckdb.connect(str(path))
-            _migrate(con, version)
+                scratch = Path(tempfile.mkdtemp(prefix="threadwise-migrate-"))
+                con = _migrated_copy(path, version, scratch)
+            else:
+                _migrate(con, version)
         if not _has_table(con, "sched_slice"):
             raise InputError(f"{path} was never finalized (no derived tables)")
         yield con
     finally:
         con.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    row = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
-    ).fetchall()[0]
+    row = con.execute(_stmt("has_table"), [name]).fetchall()[0]
     return bool(row and row[0])

@@ -14,6 +14,7 @@ never ignored silently. The format is written out in tracers/sched_stream.bt.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -48,6 +49,15 @@ SCHEMAS: dict[str, pa.Schema] = {
         [("ts", pa.int64()), ("tid", pa.int32()), ("tgid", pa.int32()), ("comm", pa.string())]
     ),
 }
+
+
+
+def table_from_rows(name: str, rows: Sequence[tuple]) -> pa.Table:
+    """Rows (tuples in the raw table's column order) as an Arrow table of SCHEMAS[name]."""
+    schema = SCHEMAS[name]
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
+    return pa.table([list(column) for column in columns], schema=schema)
+
 
 CLONE_THREAD = 0x10000
 _LOST = re.compile(r"^Lost (\d+) events")

@@ -1,4 +1,8 @@
-"""`threadwise show`: a human summary of a capture, and the same as JSON."""
+"""`threadwise show`: a human summary of a capture, and the same as JSON.
+
+The queries are the named statements of sql/summary.sql; rows become dicts
+keyed by the columns each statement declares (no column list repeated here).
+"""
 
 from __future__ import annotations
 
@@ -6,56 +10,30 @@ from pathlib import Path
 from typing import Any
 
 from threadwise.observe.store import open_capture
+from threadwise.sqlfiles import statement
 
-_TOP_THREADS_SQL = """
--- CPU time per thread inside the capture window, busiest first.
-SELECT t.utid, t.tid, t.tgid, t.name, p.name AS process, t.is_target,
-       SUM(s.dur) AS cpu_ns,
-       COUNT(*) AS slices
-FROM sched_slice s
-JOIN thread t USING (utid)
-LEFT JOIN process p USING (upid)
-WHERE s.utid <> 0 AND (t.is_target OR NOT ?)
-GROUP BY ALL
-ORDER BY cpu_ns DESC, t.utid
-LIMIT ?
-"""
+
+def _sql(name: str) -> str:
+    return statement("threadwise.observe", "sql/summary.sql", name)
 
 
 def summarize(path: Path, *, top: int = 10) -> dict[str, Any]:
     with open_capture(path) as con:
-        cap = con.execute(
-            "SELECT capture_id, host, kernel_release, start_wall, duration_ns, target_kind, "
-            "target_spec, target_tgids, tracer_backend, tracer_version, events_recorded, "
-            "events_lost, loss_detail, end_reason, notes, schema_version, switch_gaps FROM capture"
-        ).fetchall()[0]
-        cols = ["capture_id", "host", "kernel_release", "start_wall", "duration_ns", "target_kind",
-                "target_spec", "target_tgids", "tracer_backend", "tracer_version", "events_recorded",
-                "events_lost", "loss_detail", "end_reason", "notes", "schema_version", "switch_gaps"]
-        info: dict[str, Any] = dict(zip(cols, cap, strict=True))
+        info: dict[str, Any] = _rows(con, "capture", [])[0]
         info["start_wall"] = str(info["start_wall"])
-        counts = dict(con.execute(
-            "SELECT 'switch', count(*) FROM raw_sched_switch UNION ALL "
-            "SELECT 'waking', count(*) FROM raw_sched_waking UNION ALL "
-            "SELECT 'migrate', count(*) FROM raw_sched_migrate UNION ALL "
-            "SELECT 'new', count(*) FROM raw_task_new UNION ALL "
-            "SELECT 'exit', count(*) FROM raw_task_exit UNION ALL "
-            "SELECT 'rename', count(*) FROM raw_task_rename").fetchall())
-        threads = con.execute(
-            "SELECT count(*) FILTER (WHERE is_target), count(*) FILTER (WHERE utid <> 0) FROM thread"
-        ).fetchall()[0]
-        top_target = _rows(con, _TOP_THREADS_SQL, [True, top])
-        top_all = _rows(con, _TOP_THREADS_SQL, [False, top])
-        topology = _rows(con, "SELECT cpu, core_key AS core, package_id AS package, smt_siblings, "
-                              "llc_id FROM cpu_topology ORDER BY cpu", [])
+        counts = {row["kind"]: row["events"] for row in _rows(con, "events_by_kind", [])}
+        threads = _rows(con, "thread_counts", [])[0]
+        top_target = _rows(con, "top_threads", [True, top])
+        top_all = _rows(con, "top_threads", [False, top])
+        topology = _rows(con, "topology", [])
     duration = info["duration_ns"] or 0
     for row in (*top_target, *top_all):
         row["cpu_share"] = round(row["cpu_ns"] / duration, 4) if duration else 0.0
     info.update(
         events_by_kind=counts,
         events_per_s=round(info["events_recorded"] / (duration / 1e9), 1) if duration else 0.0,
-        target_threads=threads[0],
-        all_threads=threads[1],
+        target_threads=threads["target"],
+        all_threads=threads["seen"],
         top_target_threads=top_target,
         top_threads=top_all,
         topology=topology,
@@ -63,8 +41,8 @@ def summarize(path: Path, *, top: int = 10) -> dict[str, Any]:
     return info
 
 
-def _rows(con: Any, sql: str, params: list[Any]) -> list[dict[str, Any]]:
-    cursor = con.execute(sql, params)
+def _rows(con: Any, name: str, params: list[Any]) -> list[dict[str, Any]]:
+    cursor = con.execute(_sql(name), params)
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 

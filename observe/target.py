@@ -9,32 +9,15 @@ snapshots with the kernel's own runtime accounting.
 
 from __future__ import annotations
 
-import re
 import shlex
 import subprocess
 from dataclasses import dataclass, field
 
+from threadwise.durations import parse_duration
 from threadwise.errors import TargetError, UsageError
 from threadwise.observe import procfs
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-MAX_DURATION_S = 24 * 3600
-
-
-def parse_duration(text: str) -> float:
-    """'10', '10s', '500ms', '2m' -> seconds; nonsense is a UsageError."""
-    match = _DURATION.match(text)
-    if not match:
-        raise UsageError(f"cannot read duration {text!r}", hint="write e.g. 10s, 500ms or 2m")
-    seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
-    if seconds < 0.1:
-        raise UsageError(f"duration {text!r} is too short to observe anything",
-                         hint="use at least 100ms")
-    if seconds > MAX_DURATION_S:
-        raise UsageError(f"duration {text!r} is longer than 24 h",
-                         hint="a capture that long would not fit a DuckDB file sensibly; use <= 24h")
-    return seconds
+__all__ = ["Target", "parse_duration"]   # parse_duration: threadwise.durations, re-exported
 
 
 def _die_with_parent() -> None:

@@ -10,6 +10,8 @@ SYS_CPU = Path("/sys/devices/system/cpu")
 
 @dataclass(frozen=True)
 class CpuInfo:
+    """One logical CPU: a row of the capture's `cpu_topology` table (schema_v1.sql)."""
+
     cpu: int
     core_id: int
     package_id: int
@@ -67,3 +69,15 @@ def read_topology(root: Path = SYS_CPU) -> list[CpuInfo]:
         llc_id, llc_cpus = _llc(cpu_dir, cpu)
         infos.append(CpuInfo(cpu, core_id, package_id, key, siblings, llc_id, llc_cpus, cpu in online))
     return infos
+
+
+def synthetic_topology(nr_cpus: int, threads_per_core: int = 1) -> list[CpuInfo]:
+    """A machine of identical cores, CPUs numbered core by core (core c holds CPUs
+    c*T .. c*T+T-1, as synthesize's synthetic shapes), one package, one LLC."""
+    if nr_cpus < 1 or threads_per_core < 1 or nr_cpus % threads_per_core:
+        raise ValueError(f"{nr_cpus} CPUs do not make cores of {threads_per_core} threads")
+    everyone = tuple(range(nr_cpus))
+    tpc = threads_per_core
+    return [CpuInfo(cpu, cpu // tpc, 0, cpu // tpc, tuple(range(cpu - cpu % tpc, cpu - cpu % tpc + tpc)),
+                    0, everyone, True)
+            for cpu in everyone]

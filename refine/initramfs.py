@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
-from threadwise.errors import MissingTool, ThreadwiseError
+from threadwise.errors import InitramfsError, MissingTool, ThreadwiseError
 from threadwise.refine.ladder import Execution, agent_path
 
 GUEST_OUT = "/out"
@@ -74,13 +74,6 @@ QEMU_APPEND = "console=ttyS0 rdinit=/init quiet panic=1"
 # (multi-threaded TCG's code-patching race, runtime/lab.py).
 TRANSIENT = ("Oops: int3", "Kernel panic")
 BOOT_ATTEMPTS = 2
-
-
-class InitramfsError(ThreadwiseError):
-    """The plan cannot be packed into a self-contained guest."""
-
-
-# --- the image: a newc cpio built in memory order, parents before children ---------------------
 
 
 @dataclass

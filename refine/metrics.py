@@ -37,17 +37,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from threadwise.errors import InputError
+from threadwise.errors import MetricsError
 
 Source = Literal["command", "service"]
-
-
-class MetricsError(InputError, ValueError):
-    """A load generator's output holds no metric we can read, or lacks one that is needed.
-
-    Also a ValueError: callers that treat unreadable output like any malformed
-    value (a cell's `load` reason) catch it as one.
-    """
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,8 @@ import threading
 import time
 from pathlib import Path
 
-from threadwise.errors import ThreadwiseError
+from threadwise.errors import ServiceError
 from threadwise.refine.workload import Workload, render_argv
-
-
-class ServiceError(ThreadwiseError):
-    """The workload's service did not start or did not become ready."""
-
-    exit_code = 3
 
 
 def _ready(workload: Workload, log: Path, err: Path) -> bool:

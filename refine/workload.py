@@ -34,13 +34,13 @@ import pydantic
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
-from threadwise.errors import InputError, UsageError
+from threadwise.errors import InputError, UsageError, WorkloadError
 from threadwise.refine.metrics import PARSERS
 
 # The profile reader's line mapping and syntax/format helpers, shared rather than copied.
 from threadwise.synthesize.diagnostics import Diagnostic
 from threadwise.synthesize.locate import SourceMap
-from threadwise.synthesize.reader import _dotted, _inner_model, _short, _syntax_diagnostic
+from threadwise.synthesize.reader import dotted_location, inner_model, short_value, syntax_diagnostic
 from threadwise.synthesize.schema import NAME_PATTERN
 
 SCHEMA_VERSION = 1
@@ -205,20 +205,6 @@ _HINTS = {
 }
 
 
-class WorkloadError(InputError):
-    """A workload file cannot be read or is invalid; carries every diagnostic found."""
-
-    def __init__(self, diagnostics: list[Diagnostic]) -> None:
-        self.diagnostics = diagnostics
-        message = "\n".join(f"{d.location()}: {d.message}" for d in diagnostics)
-        hints = [d.hint for d in diagnostics if d.hint]
-        if len(diagnostics) == 1:
-            hint = diagnostics[0].hint
-        else:
-            hint = "\n".join(f"line {d.line}: {d.hint}" for d in diagnostics if d.hint) or None
-        super().__init__(message, hint=hint if hints else None)
-
-
 def load_workload(path: str | Path) -> Workload:
     """Read and check a workload file; raises UsageError (no such file) or WorkloadError."""
     file = Path(path)
@@ -239,7 +225,7 @@ def parse_workload(text: str, file: str = "<workload>") -> Workload:
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as bad:
-        raise WorkloadError([_syntax_diagnostic(str(bad), text, file)]) from None
+        raise WorkloadError([syntax_diagnostic(str(bad), text, file)]) from None
     source = SourceMap(text)
     version = raw.get("schema_version")
     if version != SCHEMA_VERSION:
@@ -314,7 +300,7 @@ def _has_histogram(argv: Sequence[str]) -> bool:
 
 def _schema_diagnostic(err: Any, source: SourceMap, file: str) -> Diagnostic:
     loc = tuple(part for part in err["loc"] if isinstance(part, (str, int)))
-    where = _dotted(loc)
+    where = dotted_location(loc)
     kind = err["type"]
     hint = _HINTS.get(kind)
     if kind == "extra_forbidden":
@@ -331,7 +317,7 @@ def _schema_diagnostic(err: Any, source: SourceMap, file: str) -> Diagnostic:
     elif kind == "finite_number":
         message = f"{where}: nan and inf are not allowed"
     else:
-        message = f"{where}: {err['msg'][:1].lower()}{err['msg'][1:]}, got {_short(err.get('input'))}"
+        message = f"{where}: {err['msg'][:1].lower()}{err['msg'][1:]}, got {short_value(err.get('input'))}"
     return Diagnostic("schema", message, hint=hint or f"see {DOC} for the keys, types and ranges",
                       path=loc, file=file, line=source.line_of(loc) or 1)
 
@@ -343,7 +329,7 @@ def _allowed_keys(loc: tuple[str | int, ...]) -> set[str]:
         if isinstance(part, int):
             continue
         field = model.model_fields.get(part)
-        model = _inner_model(field.annotation) if field is not None else None
+        model = inner_model(field.annotation) if field is not None else None
         if model is None:
             return set()
     return set(model.model_fields)

@@ -13,11 +13,13 @@ from typing import Annotated
 
 import typer
 
+from threadwise.durations import optional_duration, parse_duration
+from threadwise.errors import GuestCommandFailed, SchedulerFailure
 from threadwise.runtime import display, launcher
 from threadwise.runtime import info as runtime_info_mod
 from threadwise.runtime import kernel as kernel_mod
 from threadwise.runtime import lab as lab_mod
-from threadwise.runtime.supervisor import RunFiles
+from threadwise.runtime.state import RunFiles
 
 lab_app = typer.Typer(
     help=(
@@ -65,7 +67,9 @@ def lab_run(
         int, typer.Option("--threads-per-core", help="2 gives the guest SMT sibling pairs.")
     ] = 1,
     memory: Annotated[str, typer.Option("--memory", help="Guest memory (qemu -m).")] = "2G",
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds before the VM is stopped.")] = 600.0,
+    timeout: Annotated[
+        str, typer.Option("--timeout", help="How long before the VM is stopped: 600, 600s, 10m.")
+    ] = "10m",
     out: Annotated[
         Path | None,
         typer.Option("--out", help="Results directory (default: a new /tmp/threadwise-lab-*)."),
@@ -80,9 +84,11 @@ def lab_run(
     /boot/config-<release> (a guest-only overlay). The command's stdout and
     stderr are printed here. Inside, write
     files to $THREADWISE_LAB_OUT (the results directory, shared with the host).
-    The console log is kept there when the command fails, and the command's
-    exit status becomes ours. Put `--` before the
+    The console log is kept there when the command fails. Put `--` before the
     command: `threadwise lab run --cpus 4 --threads-per-core 2 -- nproc`.
+    The guest's exit status is printed as `lab: guest exit status N`; when it
+    is not 0, `lab run` itself exits 9 (never the guest's own number, which
+    could be mistaken for one of threadwise's exit codes).
     Under TCG a boot takes several seconds and everything runs slower.
     """
     result = lab_mod.run_in_lab(
@@ -90,18 +96,18 @@ def lab_run(
         cpus=cpus,
         threads_per_core=threads_per_core,
         memory=memory,
-        timeout_s=timeout,
+        timeout_s=parse_duration(timeout, option="--timeout"),
         out_dir=out,
         keep_console=keep_console,
     )
     sys.stdout.write(result.stdout)
     sys.stderr.write(result.stderr)
     _err(
-        f"lab: {result.release}, exit status {result.status}, {result.wall_s:.1f} s wall (TCG); "
+        f"lab: guest exit status {result.status}; {result.release}, {result.wall_s:.1f} s wall (TCG); "
         f"results in {result.out_dir}" + (f"; console log {result.console_log}" if result.console_log else "")
     )
     if result.status:
-        raise lab_mod.GuestCommandFailed(result.status, result.out_dir, result.console_log)
+        raise GuestCommandFailed(result.status, result.out_dir, result.console_log)
 
 
 @runtime_app.command("info")
@@ -126,11 +132,11 @@ def apply(
         bool, typer.Option("--foreground", help="Stay attached until Ctrl-C, SIGTERM or --duration.")
     ] = False,
     duration: Annotated[
-        float | None, typer.Option("--duration", help="Stop by itself after this many seconds.")
+        str | None, typer.Option("--duration", help="Stop by itself after this long: 30, 30s, 2m.")
     ] = None,
     attach_timeout: Annotated[
-        float, typer.Option("--attach-timeout", help="Seconds to wait for the attach (TCG: ~20).")
-    ] = 120.0,
+        str, typer.Option("--attach-timeout", help="How long to wait for the attach (TCG: ~20s).")
+    ] = "120s",
     as_json: Annotated[bool, typer.Option("--json", help="Print the run state as JSON.")] = False,
     rematch: Annotated[
         bool,
@@ -158,33 +164,35 @@ def apply(
     then stops and continues the workload's processes for an instant, and
     apply reports each target thread's layer (also in `threadwise status`).
     """
+    duration_s = optional_duration(duration, option="--duration")
+    attach_timeout_s = parse_duration(attach_timeout, option="--attach-timeout")
     files = RunFiles.default()
     resolved = launcher.prepare(profile, shape, files)
     for note in resolved.notes:
         _err(f"note: {note}")
     if resolved.kind == "json" and shape != "host":
         _err("note: --shape applies to profiles; a .json layer config is used as written")
-    if foreground or duration:
-        _err(f"applying {resolved.source} ({len(resolved.specs)} layers) in the foreground")
+    if foreground or duration_s:
+        _err(f"applying {resolved.source} ({len(resolved.config)} layers) in the foreground")
         state = launcher.apply_foreground(
             resolved,
             files,
-            attach_timeout_s=attach_timeout,
-            duration_s=duration,
+            attach_timeout_s=attach_timeout_s,
+            duration_s=duration_s,
             log=lambda msg: _err(f"apply: {msg}"),
         )
     else:
-        state = launcher.apply_background(resolved, files, attach_timeout_s=attach_timeout)
+        state = launcher.apply_background(resolved, files, attach_timeout_s=attach_timeout_s)
         if rematch:
             launcher.rematch_targets(resolved.specs)
-        _err(display.membership(launcher.status(files, interval_s=0.2).get("membership")))
-    print(json.dumps(state, indent=2) if as_json else display.applied(state, resolved))
+        _err(display.membership(launcher.status(files, interval_s=0.2).membership))
+    print(json.dumps(state.to_json(), indent=2) if as_json else display.applied(state, resolved))
 
 
 def status(
     interval: Annotated[
-        float, typer.Option("--interval", help="Seconds over which utilisation is measured.")
-    ] = 1.0,
+        str, typer.Option("--interval", help="How long utilisation is measured over: 1s, 500ms; 0: one read.")
+    ] = "1s",
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
 ) -> None:
     """Show the applied profile, the sched_ext state and per-layer tasks/utilisation/CPUs.
@@ -194,10 +202,10 @@ def status(
     the exit kind and scx_layered's message.
     """
     files = RunFiles.default()
-    result = launcher.status(files, interval_s=interval)
-    print(json.dumps(result, indent=2) if as_json else display.status(result))
-    if result["problem"]:
-        raise launcher.SchedulerFailure(result["problem"], hint=f"scx_layered output: {files.log}")
+    result = launcher.status(files, interval_s=parse_duration(interval, option="--interval", minimum_s=0))
+    print(json.dumps(result.to_json(), indent=2) if as_json else display.status(result))
+    if result.problem:
+        raise SchedulerFailure(result.problem, hint=f"scx_layered output: {files.log}")
 
 
 def stop(
@@ -209,7 +217,7 @@ def stop(
     pid and start time); a scheduler threadwise did not start is left alone.
     """
     result = launcher.stop(RunFiles.default())
-    print(json.dumps(result, indent=2) if as_json else display.stopped(result))
+    print(json.dumps(result.to_json(), indent=2) if as_json else display.stopped(result))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,10 +1,12 @@
-"""Human-readable text for apply / status / stop (the JSON forms are the raw dicts)."""
+"""Human-readable text for apply / status / stop (the JSON forms are the reports' to_json())."""
 
 from __future__ import annotations
 
 import time
 
 from threadwise.runtime.config import ResolvedConfig
+from threadwise.runtime.launcher import StatusReport, StopReport
+from threadwise.runtime.state import Phase, RunState
 
 
 def _cpus(cpus: list[int]) -> str:
@@ -22,60 +24,58 @@ def _cpus(cpus: list[int]) -> str:
     return ",".join(ranges)
 
 
-def _exit(state: dict) -> str:
-    report = state.get("exit") or {}
-    return f"{report.get('kind', '?')}: {report.get('message', '?')}"
+def _exit(state: RunState) -> str:
+    report = state.exit
+    return f"{report.kind}: {report.message}" if report else "?: ?"
 
 
-def applied(state: dict, resolved: ResolvedConfig) -> str:
-    if state.get("phase") == "stopped":
+def applied(state: RunState, resolved: ResolvedConfig) -> str:
+    if state.phase is Phase.STOPPED:
         return (
             f"applied {resolved.source} for its duration, then stopped ({_exit(state)}); "
-            f"sched_ext state {state.get('state_after')}"
+            f"sched_ext state {state.state_after}"
         )
     lines = [
-        f"attached: {state.get('ops')} after {state.get('attach_s', 0):.1f} s",
+        f"attached: {state.ops} after {state.attach_s or 0:.1f} s",
         f"profile:  {resolved.source} ({resolved.kind}"
         + (f", shape {resolved.shape}" if resolved.shape else "")
         + ")",
         f"layers:   {', '.join(resolved.layer_names())}",
-        f"pids:     supervisor {state.get('supervisor_pid')}, scx_layered {state.get('scx_pid')}",
+        f"pids:     supervisor {state.supervisor_pid}, scx_layered {state.scx_pid}",
         "next:     threadwise status | threadwise stop",
     ]
     return "\n".join(lines)
 
 
-def status(result: dict) -> str:
-    sched = result["sched_ext"]
-    if not sched["supported"]:
+def status(result: StatusReport) -> str:
+    sched = result.sched_ext
+    if not sched.supported:
         head = "sched_ext: not supported by this kernel (use threadwise lab run)"
     else:
-        head = f"sched_ext: {sched['state']}" + (f" ({sched['ops']})" if sched["ops"] else "")
+        head = f"sched_ext: {sched.state}" + (f" ({sched.ops})" if sched.ops else "")
     lines = [head]
-    state = result["applied"]
-    if not state:
+    state = result.applied
+    if state is None:
         lines.append("applied:   nothing (threadwise apply PROFILE)")
         return "\n".join(lines)
-    phase = state.get("phase")
-    lines.append(f"applied:   {state.get('source')} [{phase}]")
-    if phase == "attached" and state.get("attached_at"):
-        up = time.time() - state["attached_at"]
-        lines.append(f"attached:  {up:.0f} s ago, after {state.get('attach_s', 0):.1f} s to attach")
-    if phase in ("stopped", "failed"):
-        lines.append(f"ended:     {_exit(state)}; sched_ext state then {state.get('state_after')}")
-        lines.extend(f"kernel:    {line}" for line in state.get("kernel_log") or [])
-    if result.get("layers"):
+    lines.append(f"applied:   {state.source} [{state.phase}]")
+    if state.phase is Phase.ATTACHED and state.attached_at:
+        up = time.time() - state.attached_at
+        lines.append(f"attached:  {up:.0f} s ago, after {state.attach_s or 0:.1f} s to attach")
+    if state.phase.ended:
+        lines.append(f"ended:     {_exit(state)}; sched_ext state then {state.state_after}")
+        lines.extend(f"kernel:    {line}" for line in state.kernel_log or [])
+    if result.layers:
         lines.append(f"{'layer':<16} {'tasks':>6} {'util%':>7}  cpus")
-        for layer in result["layers"]:
-            excl = " (exclusive)" if layer["exclusive"] else ""
+        for layer in result.layers:
+            excl = " (exclusive)" if layer.exclusive else ""
             lines.append(
-                f"{layer['name']:<16} {layer['tasks']:>6} {layer['util_pct']:>7.1f}  "
-                f"{_cpus(layer['cpus'])}{excl}"
+                f"{layer.name:<16} {layer.tasks:>6} {layer.util_pct:>7.1f}  {_cpus(layer.cpus)}{excl}"
             )
-    if result.get("membership"):
-        lines.append(membership(result["membership"]))
-    if result.get("problem"):
-        lines.append(f"problem:   {result['problem']}")
+    if result.membership:
+        lines.append(membership(result.membership))
+    if result.problem:
+        lines.append(f"problem:   {result.problem}")
     return "\n".join(lines)
 
 
@@ -101,10 +101,10 @@ def membership(found: dict | None) -> str:
     return "\n".join(lines)
 
 
-def stopped(result: dict) -> str:
-    if not result["stopped"]:
-        last = result.get("last")
-        tail = f"; last run: {last.get('phase')}, {_exit(last)}" if last and last.get("exit") else ""
-        return f"nothing to stop (sched_ext state {result['state_after'] or 'n/a'}){tail}"
-    last = result["last"]
-    return f"stopped: {_exit(last)}; sched_ext state {result['state_after']}"
+def stopped(result: StopReport) -> str:
+    if not result.stopped:
+        last = result.last
+        tail = f"; last run: {last.phase}, {_exit(last)}" if last and last.exit else ""
+        return f"nothing to stop (sched_ext state {result.state_after or 'n/a'}){tail}"
+    last = result.last
+    return f"stopped: {_exit(last) if last else '?: ?'}; sched_ext state {result.state_after}"

@@ -19,6 +19,10 @@ import re
 import signal
 from dataclasses import asdict, dataclass
 
+from threadwise.scx import error_chain, strip_ansi
+
+__all__ = ["CLEAN_KINDS", "REASONS", "ExitReport", "classify", "error_chain", "strip_ansi"]
+
 # Kernel reason strings (kernel/sched/ext.c, scx_exit_reason) -> our kind names.
 REASONS = {
     "unregistered from user space": "unreg",
@@ -31,7 +35,6 @@ REASONS = {
 }
 CLEAN_KINDS = {"unreg", "unreg_bpf", "unreg_kern"}
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _EXIT = re.compile(r"EXIT: (?P<reason>[^(\n]+?)(?: \((?P<msg>.*)\))?(?: on CPU (?P<cpu>\d+))?\s*$")
 
 
@@ -57,25 +60,6 @@ class ExitReport:
 
     def to_json(self) -> dict:
         return asdict(self)
-
-
-def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
-
-
-def error_chain(text: str) -> str:
-    """anyhow's `Error: ...` line and its `Caused by:` entries, joined."""
-    lines = strip_ansi(text).splitlines()
-    for at in range(len(lines) - 1, -1, -1):
-        if lines[at].startswith("Error: "):
-            parts = [lines[at][len("Error: ") :].strip()]
-            parts += [
-                line.strip().lstrip("0123456789: ").strip()
-                for line in lines[at + 1 :]
-                if line.strip() and line.strip() != "Caused by:"
-            ]
-            return "; ".join(part for part in parts if part)
-    return ""
 
 
 def classify(output: str, returncode: int | None, *, attached: bool) -> ExitReport:

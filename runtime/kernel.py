@@ -31,16 +31,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from threadwise.errors import InputError, MissingTool, ThreadwiseError
+from threadwise.errors import DownloadError, InputError, MissingTool
 from threadwise.paths import cache_dir
 from threadwise.runtime import debian
 
 REQUIRED_CONFIG = ("CONFIG_SCHED_CLASS_EXT=y", "CONFIG_VIRTIO_FS=y", "CONFIG_BPF_SYSCALL=y")
 KERNEL_HINT = "run `threadwise lab kernel` (downloads a Debian kernel with sched_ext, ~37 MB)"
-
-
-class DownloadError(ThreadwiseError):
-    """The Debian archive could not be reached or sent something wrong."""
 
 
 @dataclass(frozen=True)

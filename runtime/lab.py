@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from threadwise.errors import MissingTool, ThreadwiseError, UsageError
+from threadwise.errors import GuestCommandFailed, LabError, MissingTool, UsageError
 from threadwise.runtime.kernel import LabKernel, find_lab_kernel
 
 VIRTIOFSD_PATHS = ("/usr/libexec/virtiofsd",)
@@ -54,19 +54,7 @@ TRANSIENT = ("fallback to 9p", NOT_MOUNTED, "Oops: int3")
 BOOT_ATTEMPTS = 3
 
 
-class LabError(ThreadwiseError):
-    """The lab VM did not run the command to completion."""
-
-
-class GuestCommandFailed(ThreadwiseError):
-    """The command ran in the lab and exited non-zero; its status becomes ours."""
-
-    def __init__(self, status: int, result_dir: Path, console_log: Path | None) -> None:
-        super().__init__(
-            f"the command in the lab exited with status {status}",
-            hint=f"results in {result_dir}" + (f", console log {console_log}" if console_log else ""),
-        )
-        self.exit_code = status
+__all__ = ["GuestCommandFailed", "LabError", "LabResult", "run_in_lab"]
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,11 @@ reason; and threadwise must never signal a process it did not start.
 
 Approach: refuse early (no sched_ext: name the lab command; not root; a
 scheduler already attached, ours or not), resolve the input to a layer config
-(`config.py`, validated by scx_layered's parser), then hand it to a
+(`config.py`, validated by scx_layered's parser, once), then hand it to a
 supervisor (`supervisor.py`): a detached `python -m` process by default, so
 `apply` returns as soon as sysfs shows layered attached, or in-process with
-`--foreground`. `status` reads the supervisor's state file, the sysfs state
-and scx_layered's stats socket. `stop` signals only the supervisor recorded
+`--foreground`. `status` reads the supervisor's state file (a `RunState`,
+state.py), the sysfs state and scx_layered's stats socket. `stop` signals only the supervisor recorded
 in the state file, and only if its pid still has the recorded start time;
 the supervisor stops scx_layered and confirms `disabled`.
 """
@@ -24,36 +24,79 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from threadwise.errors import PermissionProblem, ThreadwiseError, UsageError
+from threadwise.errors import (
+    PermissionProblem,
+    SchedulerFailure,
+    StatsUnavailable,
+    ThreadwiseError,
+    UsageError,
+)
 from threadwise.runtime import config as config_mod
 from threadwise.runtime import scx
-from threadwise.runtime.stats import StatsUnavailable, read_layers
+from threadwise.runtime.exitinfo import ExitReport
+from threadwise.runtime.state import Phase, RunFiles, RunState, read_state, write_state
+from threadwise.runtime.stats import LayerFigures, read_layers
 from threadwise.runtime.supervisor import (
     DISABLE_WAIT_S,
     MARKER,
     STOP_GRACE_S,
-    RunFiles,
     Supervisor,
     is_alive_and_ours,
-    read_state,
-    write_state,
 )
 
-ACTIVE_PHASES = ("starting", "attached", "stopping")
+__all__ = ["SchedulerFailure", "StatusReport", "StopReport", "apply_background", "apply_foreground",
+           "prepare", "status", "stop"]
 
 
-class SchedulerFailure(ThreadwiseError):
-    """scx_layered did not attach, or it ended without being asked to."""
+@dataclass
+class StatusReport:
+    """What `status` found: sysfs, the recorded run, per-layer figures, and any problem."""
+
+    sched_ext: scx.SchedExtState
+    applied: RunState | None
+    supervisor_alive: bool | None = None
+    layers: list[LayerFigures] | None = None
+    problem: str | None = None
+    membership: dict[str, Any] | None = None  # target threads and their layers (membership.py)
+
+    def to_json(self) -> dict[str, Any]:
+        applied = None
+        if self.applied is not None:
+            applied = {**self.applied.to_json(), "supervisor_alive": self.supervisor_alive}
+        return {
+            "sched_ext": {"supported": self.sched_ext.supported, "state": self.sched_ext.state,
+                          "ops": self.sched_ext.ops},
+            "applied": applied,
+            "layers": None if self.layers is None else [f.to_json() for f in self.layers],
+            "problem": self.problem,
+            "membership": self.membership,
+        }
 
 
-def _failure(state: dict, files: RunFiles, *, attached_before: bool) -> SchedulerFailure:
-    report = state.get("exit") or {}
-    after = state.get("state_after", "?")
+@dataclass
+class StopReport:
+    """What `stop` did: whether it stopped a run, that run's final state, sysfs afterwards."""
+
+    stopped: bool
+    last: RunState | None
+    state_after: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stopped": self.stopped, "last": None if self.last is None else self.last.to_json(),
+                "state_after": self.state_after}
+
+
+def _failure(state: RunState, files: RunFiles, *, attached_before: bool) -> SchedulerFailure:
+    report = state.exit
+    after = state.state_after or "?"
     what = "ended" if attached_before else "did not attach"
-    kernel = state.get("kernel_log") or []
-    message = f"scx_layered {what}: {report.get('kind', '?')}: {report.get('message', '?')}"
+    kernel = state.kernel_log or []
+    message = (f"scx_layered {what}: {report.kind if report else '?'}: "
+               f"{report.message if report else '?'}")
     if kernel:
         message += "\n  kernel: " + "\n  kernel: ".join(kernel[-3:])
     nothing = "nothing is attached" if after == "disabled" else "WARNING: still attached"
@@ -67,13 +110,9 @@ def _preflight(files: RunFiles) -> None:
     if os.geteuid() != 0:
         raise PermissionProblem("attaching a sched_ext scheduler needs root", hint="run as root")
     state = read_state(files)
-    if (
-        state
-        and state.get("phase") in ACTIVE_PHASES
-        and is_alive_and_ours(state.get("supervisor_pid"), state.get("supervisor_start"))
-    ):
+    if state and state.phase.active and is_alive_and_ours(state.supervisor_pid, state.supervisor_start):
         raise UsageError(
-            f"{state.get('source')} is already applied (supervisor pid {state['supervisor_pid']})",
+            f"{state.source} is already applied (supervisor pid {state.supervisor_pid})",
             hint="threadwise stop first",
         )
     if snap.state != "disabled":
@@ -84,12 +123,11 @@ def _preflight(files: RunFiles) -> None:
 
 
 def prepare(path: Path, shape: str, files: RunFiles) -> config_mod.ResolvedConfig:
-    """Refuse or resolve: the config ends up in files.config, checked by scx_layered."""
+    """Refuse or resolve: the config (checked once by scx_layered's parser) ends up in files.config."""
     _preflight(files)
     resolved = config_mod.resolve(path, shape)
     files.root.mkdir(parents=True, exist_ok=True)
     config_mod.write_config(resolved, files.config)
-    config_mod.parse_check(scx.scx_layered_path(), files.config)
     return resolved
 
 
@@ -99,7 +137,7 @@ def apply_background(
     *,
     attach_timeout_s: float,
     duration_s: float | None = None,
-) -> dict:
+) -> RunState:
     """Start a detached supervisor; return its state once attached, or raise."""
     files.state.unlink(missing_ok=True)
     argv = [
@@ -115,13 +153,12 @@ def apply_background(
         )  # fmt: skip
     deadline = time.monotonic() + attach_timeout_s + STOP_GRACE_S + DISABLE_WAIT_S
     while time.monotonic() < deadline:
-        state = read_state(files) or {}
-        phase = state.get("phase")
-        if phase == "attached":
+        state = read_state(files)
+        if state is not None and state.phase is Phase.ATTACHED:
             return state
-        if phase in ("failed", "stopped"):
+        if state is not None and state.phase.ended:
             raise _failure(state, files, attached_before=False)
-        if process.poll() is not None and phase is None:
+        if process.poll() is not None and state is None:
             tail = files.supervisor_log.read_text(errors="replace").strip().splitlines()[-5:]
             raise SchedulerFailure(
                 f"the supervisor exited with status {process.returncode} before starting: "
@@ -139,7 +176,7 @@ def apply_foreground(
     attach_timeout_s: float,
     duration_s: float | None,
     log: Callable[[str], None],
-) -> dict:
+) -> RunState:
     """Supervise in this process until Ctrl-C / SIGTERM / --duration; raise on failure."""
     files.state.unlink(missing_ok=True)
     supervisor = Supervisor(
@@ -152,39 +189,33 @@ def apply_foreground(
     )
     supervisor.run()
     state = supervisor.state
-    if state.get("phase") != "stopped":
-        raise _failure(state, files, attached_before="attached_at" in state)
+    if state.phase is not Phase.STOPPED:
+        raise _failure(state, files, attached_before=state.attached_at is not None)
     return state
 
 
-def status(files: RunFiles, *, interval_s: float = 1.0) -> dict:
+def status(files: RunFiles, *, interval_s: float = 1.0) -> StatusReport:
     """What is applied, the sysfs state, per-layer figures; `problem` when something is wrong."""
     snap = scx.sched_ext_state()
-    result: dict = {
-        "sched_ext": {"supported": snap.supported, "state": snap.state, "ops": snap.ops},
-        "applied": read_state(files),
-        "layers": None,
-        "problem": None,
-    }
-    state = result["applied"]
-    if not state:
+    result = StatusReport(sched_ext=snap, applied=read_state(files))
+    state = result.applied
+    if state is None:
         return result
-    alive = is_alive_and_ours(state.get("supervisor_pid"), state.get("supervisor_start"))
-    state["supervisor_alive"] = alive
-    phase = state.get("phase")
-    if phase == "failed":
-        report = state.get("exit") or {}
-        result["problem"] = f"{report.get('kind')}: {report.get('message')}"
-    elif phase in ACTIVE_PHASES and not alive:
-        result["problem"] = "the supervisor is gone without recording an end (killed?)"
-    elif phase == "attached" and not snap.layered_attached:
-        result["problem"] = f"sysfs says state {snap.state!r}, ops {snap.ops!r}: not attached"
-    elif phase == "attached":
+    alive = is_alive_and_ours(state.supervisor_pid, state.supervisor_start)
+    result.supervisor_alive = alive
+    if state.phase is Phase.FAILED:
+        report = state.exit
+        result.problem = f"{report.kind if report else None}: {report.message if report else None}"
+    elif state.phase.active and not alive:
+        result.problem = "the supervisor is gone without recording an end (killed?)"
+    elif state.phase is Phase.ATTACHED and not snap.layered_attached:
+        result.problem = f"sysfs says state {snap.state!r}, ops {snap.ops!r}: not attached"
+    elif state.phase is Phase.ATTACHED:
         try:
-            result["layers"] = [f.to_json() for f in read_layers(interval_s=interval_s)]
+            result.layers = read_layers(interval_s=interval_s)
         except StatsUnavailable as error:
-            result["problem"] = error.message
-        result["membership"] = _membership(files)
+            result.problem = error.message
+        result.membership = _membership(files)
     return result
 
 
@@ -222,40 +253,39 @@ def _wait_gone(pid: int, start: int, timeout_s: float) -> bool:
     return False
 
 
-def stop(files: RunFiles) -> dict:
+def stop(files: RunFiles) -> StopReport:
     """Stop the applied profile and confirm sysfs reads `disabled`; returns the final state."""
     state = read_state(files)
     snap = scx.sched_ext_state()
-    if not state or state.get("phase") not in ACTIVE_PHASES:
+    if state is None or not state.phase.active:
         if snap.state not in ("", "disabled"):
             raise UsageError(
                 f"a sched_ext scheduler is attached ({snap.ops}) but threadwise did not start it",
                 hint="threadwise only stops schedulers it started",
             )
-        return {"stopped": False, "last": state, "state_after": snap.state}
-    pid, start = state.get("supervisor_pid"), state.get("supervisor_start")
-    supervised = is_alive_and_ours(pid, start)
-    if supervised:
-        os.kill(int(pid), signal.SIGTERM)
-        _wait_gone(int(pid), int(start), STOP_GRACE_S + DISABLE_WAIT_S + 10)
-    elif is_alive_and_ours(state.get("scx_pid"), state.get("scx_start")):
+        return StopReport(stopped=False, last=state, state_after=snap.state)
+    pid, start = state.supervisor_pid, state.supervisor_start
+    supervised = pid is not None and start is not None and is_alive_and_ours(pid, start)
+    scx_pid, scx_start = state.scx_pid, state.scx_start
+    if supervised and pid is not None and start is not None:
+        os.kill(pid, signal.SIGTERM)
+        _wait_gone(pid, start, STOP_GRACE_S + DISABLE_WAIT_S + 10)
+    elif scx_pid is not None and scx_start is not None and is_alive_and_ours(scx_pid, scx_start):
         # The supervisor vanished (SIGKILL) and PDEATHSIG did not end our scx_layered.
-        os.kill(int(state["scx_pid"]), signal.SIGINT)
-        _wait_gone(int(state["scx_pid"]), int(state["scx_start"]), STOP_GRACE_S)
+        os.kill(scx_pid, signal.SIGINT)
+        _wait_gone(scx_pid, scx_start, STOP_GRACE_S)
     after = scx.wait_for_state("disabled", DISABLE_WAIT_S)
     final = read_state(files) or state
-    if not supervised and final.get("phase") in ACTIVE_PHASES:
+    if not supervised and final.phase.active:
         # Nobody recorded the end: say what we know instead of leaving "attached".
-        message = "the supervisor was gone; scx_layered ended without a report"
-        final.update(
-            phase="failed",
-            exit={"kind": "supervisor_lost", "message": message, "returncode": None, "attached": True},
-            state_after=after.state,
-        )
+        final.phase = Phase.FAILED
+        final.exit = ExitReport("supervisor_lost",
+                                "the supervisor was gone; scx_layered ended without a report", None, True)
+        final.state_after = after.state
         write_state(files, final)
     if after.state != "disabled":
         raise SchedulerFailure(
             f"sched_ext still reads {after.state!r} ({after.ops}) after stop",
             hint=f"see {files.log}; `echo S > /proc/sysrq-trigger` disables sched_ext",
         )
-    return {"stopped": True, "last": final, "state_after": after.state}
+    return StopReport(stopped=True, last=final, state_after=after.state)

@@ -34,14 +34,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from threadwise.errors import MissingTool, ThreadwiseError
+from threadwise.errors import MembershipUnavailable, MissingTool
 
 MATCH_MAP = "layer_match_dbg"
 PROC = Path("/proc")
-
-
-class MembershipUnavailable(ThreadwiseError):
-    """The tid -> layer map could not be read."""
 
 
 @dataclass(frozen=True)

@@ -18,14 +18,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from threadwise.errors import ThreadwiseError
+from threadwise.errors import StatsUnavailable
 
 STATS_SOCKET = Path("/var/run/scx/root/stats")
 REQUEST = b'{"req":"stats","args":{"target":"top"}}\n'
-
-
-class StatsUnavailable(ThreadwiseError):
-    """scx_layered's stats server did not answer."""
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ scx_layered as its child, with PR_SET_PDEATHSIG=SIGINT so that even a
 SIGKILLed supervisor takes the scheduler down with it (SIGINT makes
 scx_layered unregister cleanly; a dead scx_layered is detached by the kernel
 anyway, as its struct_ops link closes). It records everything in
-`<run dir>/state.json` (written atomically): phase `starting` -> `attached`
-(sysfs `state` = enabled and `root/ops` = layered_*) -> `stopped` or
-`failed`, the pids with their start times (so `stop` can prove a pid is still
+`<run dir>/state.json` (a `RunState`, state.py, written atomically): phase
+`starting` -> `attached` (sysfs `state` = enabled and `root/ops` =
+layered_*) -> `stopped` or `failed`, the pids with their start times (so `stop` can prove a pid is still
 ours before signalling it), and the exit report (`exitinfo.py`) from
 scx_layered's own output. SIGTERM/SIGINT/SIGHUP to the supervisor mean "stop":
 SIGINT to scx_layered, wait, SIGKILL only if it hangs, then wait for sysfs to
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
 import os
 import re
 import signal
@@ -33,57 +32,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
 from threadwise.runtime import scx
 from threadwise.runtime.exitinfo import ExitReport, classify
+from threadwise.runtime.state import Phase, RunFiles, RunState, read_state, write_state
+
+__all__ = ["RunFiles", "RunState", "Supervisor", "is_alive_and_ours", "read_state", "write_state"]
 
 PR_SET_PDEATHSIG = 1
 STOP_GRACE_S = 60.0  # TCG is slow: unregistering took seconds in the lab
 DISABLE_WAIT_S = 30.0
 MARKER = "threadwise.runtime.supervisor"
-
-
-@dataclass(frozen=True)
-class RunFiles:
-    """The run directory of the (single) applied profile."""
-
-    root: Path
-
-    @classmethod
-    def default(cls) -> RunFiles:
-        return cls(Path(os.environ.get("THREADWISE_RUN_DIR", "/run/threadwise")))
-
-    @property
-    def state(self) -> Path:
-        return self.root / "state.json"
-
-    @property
-    def log(self) -> Path:
-        return self.root / "scx_layered.log"
-
-    @property
-    def config(self) -> Path:
-        return self.root / "config.json"
-
-    @property
-    def supervisor_log(self) -> Path:
-        return self.root / "supervisor.log"
-
-
-def read_state(files: RunFiles) -> dict | None:
-    try:
-        return json.loads(files.state.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def write_state(files: RunFiles, state: dict) -> None:
-    temp = files.state.with_suffix(".tmp")
-    temp.write_text(json.dumps(state, indent=2) + "\n")
-    temp.replace(files.state)
 
 
 def proc_start_time(pid: int) -> int | None:
@@ -151,14 +112,13 @@ class Supervisor:
         self.duration_s = duration_s
         self.log = log
         self.stop_requested = False
-        self.state: dict = {}
+        self.state = RunState(Phase.STARTING, source=source, config=str(config))
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self.stop_requested = True
-        self.state["stop_signal"] = signal.Signals(signum).name
+        self.state.stop_signal = signal.Signals(signum).name
 
-    def _save(self, **changes: object) -> None:
-        self.state.update(changes)
+    def _save(self) -> None:
         write_state(self.files, self.state)
 
     def run(self) -> ExitReport:
@@ -172,15 +132,11 @@ class Supervisor:
 
     def _run(self) -> ExitReport:
         binary = scx.scx_layered_path()
-        self.state = {
-            "phase": "starting",
-            "source": self.source,
-            "config": str(self.config),
-            "supervisor_pid": os.getpid(),
-            "supervisor_start": proc_start_time(os.getpid()),
-            "started_at": time.time(),
-            "started_uptime": uptime_s(),
-        }
+        self.state = RunState(
+            Phase.STARTING, source=self.source, config=str(self.config), supervisor_pid=os.getpid(),
+            supervisor_start=proc_start_time(os.getpid()), started_at=time.time(),
+            started_uptime=uptime_s(), stop_signal=self.state.stop_signal,
+        )
         env = dict(os.environ, NO_COLOR="1", RUST_LOG_STYLE="never")
         with self.files.log.open("wb") as out:
             child = subprocess.Popen(
@@ -194,7 +150,9 @@ class Supervisor:
                 # The supervisor runs no threads, so preexec_fn is safe here.
                 preexec_fn=_pdeathsig,  # noqa: PLW1509
             )
-        self._save(scx_pid=child.pid, scx_start=proc_start_time(child.pid), scx_binary=str(binary))
+        self.state.scx_pid, self.state.scx_start = child.pid, proc_start_time(child.pid)
+        self.state.scx_binary = str(binary)
+        self._save()
         try:
             attached = self._wait_attached(child)
             if attached:
@@ -212,13 +170,15 @@ class Supervisor:
             snap = scx.sched_ext_state()
             if snap.layered_attached:
                 attach_s = time.monotonic() - started
-                self._save(phase="attached", ops=snap.ops, attached_at=time.time(), attach_s=attach_s)
+                self.state.phase, self.state.ops = Phase.ATTACHED, snap.ops
+                self.state.attached_at, self.state.attach_s = time.time(), attach_s
+                self._save()
                 self.log(f"attached: {snap.ops} after {attach_s:.1f} s")
                 return True
             if self.stop_requested:
                 return False
             if time.monotonic() - started > self.attach_timeout_s:
-                self.state["attach_timeout"] = True
+                self.state.attach_timeout = True
                 return False
             time.sleep(0.1)
 
@@ -226,7 +186,8 @@ class Supervisor:
         deadline = time.monotonic() + self.duration_s if self.duration_s else None
         while child.poll() is None:
             if self.stop_requested or (deadline and time.monotonic() >= deadline):
-                self._save(phase="stopping", stop_requested=True)
+                self.state.phase, self.state.stop_requested = Phase.STOPPING, True
+                self._save()
                 self._stop_child(child)
                 return
             time.sleep(0.2)
@@ -245,7 +206,7 @@ class Supervisor:
     def _finish(self, child: subprocess.Popen, attached: bool) -> ExitReport:
         output = self.files.log.read_text(errors="replace")
         report = classify(output, child.returncode, attached=attached)
-        if self.state.get("attach_timeout"):
+        if self.state.attach_timeout:
             report = ExitReport(
                 "attach_timeout",
                 f"not attached after {self.attach_timeout_s:.0f} s; stopped it",
@@ -253,16 +214,13 @@ class Supervisor:
                 False,
             )
         after = scx.wait_for_state("disabled", DISABLE_WAIT_S)
-        requested = self.stop_requested or bool(self.state.get("stop_requested"))
-        phase = "stopped" if requested and report.clean else "failed"
-        self._save(
-            phase=phase,
-            ended_at=time.time(),
-            exit=report.to_json(),
-            state_after=after.state,
-            ops_after=after.ops,
-            kernel_log=[] if phase == "stopped" else kernel_log_lines(self.state["started_uptime"]),
-        )
+        requested = self.stop_requested or bool(self.state.stop_requested)
+        phase = Phase.STOPPED if requested and report.clean else Phase.FAILED
+        self.state.phase, self.state.ended_at, self.state.exit = phase, time.time(), report
+        self.state.state_after, self.state.ops_after = after.state, after.ops
+        self.state.kernel_log = ([] if phase is Phase.STOPPED
+                                 else kernel_log_lines(self.state.started_uptime or 0.0))
+        self._save()
         self.log(f"{phase}: {report.describe()}; sched_ext state now {after.state!r}")
         return report
 
@@ -288,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         log=log,
     )
     supervisor.run()
-    return 0 if supervisor.state.get("phase") == "stopped" else 1
+    return 0 if supervisor.state.phase is Phase.STOPPED else 1
 
 
 if __name__ == "__main__":

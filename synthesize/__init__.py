@@ -4,10 +4,12 @@ The stable entry points other stages use:
 - `reader.load_profile(path) -> (Profile, SourceMap)`; `writer.dumps(profile) -> str`
 - `rules.check_file(path) -> (Profile | None, [Diagnostic])`, `rules.validate(profile, ...)`
 - `diagnostics.errors(found)`, `diagnostics.ProfileError(file, found)`
+- `rules.load_valid(path) -> Profile` (ProfileError when invalid)
 - `shape.parse_shape(spec) -> Shape`, `compile.compile_profile(profile, shape) -> Compiled`
-  (`.specs` is the scx_layered layer config, `.notes` what was demoted)
-- `oracle.check(specs) -> [mismatch]` (runs `scx_layered --print-and-exit`)
-- `build.build_profile(AnalysisInput, name)`, `build.from_analysis(Analysis)`
-- `layers.views_from_profile / views_from_specs` + `lint.lint(views, shape, facts)`
+  (`.config` the typed scx_layered config of `layered.py`, `.specs` its JSON
+  data, `.notes` what was demoted)
+- `oracle.check(config) -> [mismatch]` (scx_layered `--print-and-exit`, via threadwise.scx)
+- `build.build_profile(AnalysisRecord, name)` (analyze's contract), `build.from_analysis(Analysis)`
+- `layers.views_from_profile / views_from_config / views_from_specs` + `lint.lint(views, shape, facts)`
 Schema and decisions: docs/profile-schema.md.
 """

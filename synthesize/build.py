@@ -6,9 +6,10 @@ first-match-wins gives every group its own threads, sized in whole cores, with
 the reasons written down.
 
 Approach:
-- Input is `AnalysisInput`, a plain mirror of the `Analysis` contract in
-  docs/interfaces.md (`from_analysis` adapts the real object and its polars
-  DataFrame), so the builder is testable without a capture.
+- Input is analyze's `AnalysisRecord` (analyze/contract.py: the `Analysis`
+  contract as typed rows; `Analysis.record()` or `from_analysis` make one from
+  the real object and its polars DataFrame), so the builder is testable
+  without a capture.
 - Role -> treatment: compute with hot threads -> exclusive; latency, batch,
   housekeeping map to themselves; low confidence or groups that names cannot
   separate (and that have no AvgRuntime split) stay `default`.
@@ -26,9 +27,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from threadwise.analyze.contract import AnalysisRecord, GroupRow, Role
 from threadwise.errors import InputError
 from threadwise.synthesize.fit import clean_prefix, fit
 from threadwise.synthesize.rules import CATCH_ALL
@@ -37,7 +38,6 @@ from threadwise.synthesize.schema import (
     Evidence,
     Group,
     Profile,
-    Role,
     Source,
     Treatment,
     Workload,
@@ -51,68 +51,16 @@ _ORDER = [Treatment.EXCLUSIVE, Treatment.LATENCY, Treatment.BATCH, Treatment.HOU
           Treatment.DEFAULT]
 
 
-@dataclass(frozen=True)
-class GroupRow:
-    """One row of `Analysis.groups` (see docs/interfaces.md for the meaning of each)."""
-
-    pattern: str
-    role: str
-    confidence: float
-    match_prefixes: list[str]
-    thread_count: int
-    names: list[str]
-    cpu_time_ns: int
-    cpu_share: float
-    max_thread_share: float
-    hot_threads: int
-    wakeups_per_s: float
-    exclude_prefixes: list[str] = field(default_factory=list)
-    separable: bool = True
-    slice_p50_ns: int | None = None
-    slice_p99_ns: int | None = None
-    rq_latency_p50_ns: int | None = None
-    rq_latency_p99_ns: int | None = None
-    in_wake_chain: bool = False
-    avg_runtime_range_ns: list[int] | None = None
+# The contract types are analyze's (declared once, analyze/contract.py); these
+# names stay importable from here for callers of the builder.
+AnalysisInput = AnalysisRecord
+from_analysis = AnalysisRecord.of           # an Analysis -> AnalysisRecord
+analysis_from_dict = AnalysisRecord.from_dict
 
 
-@dataclass(frozen=True)
-class AnalysisInput:
-    """The parts of `Analysis` the builder reads."""
-
-    process_name: str
-    duration_ns: int
-    nr_cpus: int
-    groups: list[GroupRow]
-    events_lost: int = 0
-    caveats: list[str] = field(default_factory=list)
-
-
-def from_analysis(analysis: Any) -> AnalysisInput:
-    """Adapt `threadwise.analyze.Analysis` (groups as a polars DataFrame)."""
-    fields = set(GroupRow.__dataclass_fields__)
-    rows = [GroupRow(**{k: v for k, v in row.items() if k in fields})
-            for row in analysis.groups.to_dicts()]
-    return AnalysisInput(
-        process_name=analysis.process_name,
-        duration_ns=int(analysis.duration_ns),
-        nr_cpus=int(analysis.nr_cpus),
-        groups=rows,
-        events_lost=int(analysis.events_lost or 0),
-        caveats=list(analysis.caveats),
-    )
-
-
-def analysis_to_dict(analysis: AnalysisInput) -> dict[str, Any]:
+def analysis_to_dict(analysis: AnalysisRecord) -> dict[str, Any]:
     """A JSON-ready dict of an analysis (what the golden fixtures hold)."""
-    return asdict(analysis)
-
-
-def analysis_from_dict(raw: dict[str, Any]) -> AnalysisInput:
-    """Inverse of `analysis_to_dict`; keys starting with `_` (notes) are ignored."""
-    data = {k: v for k, v in raw.items() if not k.startswith("_")}
-    data["groups"] = [GroupRow(**row) for row in data["groups"]]
-    return AnalysisInput(**data)
+    return analysis.to_dict()
 
 
 def treatment_for(row: GroupRow) -> tuple[Treatment, str | None]:
@@ -121,7 +69,7 @@ def treatment_for(row: GroupRow) -> tuple[Treatment, str | None]:
         return Treatment.DEFAULT, f"role {row.role} has low confidence ({row.confidence:.2f})"
     if not row.separable and row.avg_runtime_range_ns is None:
         return Treatment.DEFAULT, "names do not separate it from another group"
-    role = Role(row.role)
+    role = row.role
     if role is Role.COMPUTE:
         if row.hot_threads >= 1:
             return Treatment.EXCLUSIVE, None
@@ -170,7 +118,7 @@ def _evidence(row: GroupRow) -> Evidence:
         return None if ns is None else round(ns / 1000, 1)
 
     return Evidence(
-        role=Role(row.role), confidence=round(row.confidence, 3), threads=row.thread_count,
+        role=row.role, confidence=round(row.confidence, 3), threads=row.thread_count,
         names=sorted(row.names)[:MAX_NAMES], cpu_share=_significant(row.cpu_share),
         max_thread_share=_significant(row.max_thread_share),
         wakeups_per_s=_significant(row.wakeups_per_s), slice_p50_us=us(row.slice_p50_ns),
@@ -210,7 +158,7 @@ def _group(row: GroupRow, taken: set[str], requests: dict[str, int],
     )
 
 
-def build_profile(analysis: AnalysisInput, name: str, *, capture: str | None = None,
+def build_profile(analysis: AnalysisRecord, name: str, *, capture: str | None = None,
                   requests: dict[str, int] | None = None) -> Profile:
     """The profile for one analysed workload (deterministic for the same input)."""
     rows = sorted(

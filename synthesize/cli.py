@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from threadwise.errors import InputError, MissingTool, ThreadwiseError, UsageError
+from threadwise.errors import (
+    ConfigRefused,
+    FindingsReported,
+    InputError,
+    MissingTool,
+    ThreadwiseError,
+    UsageError,
+)
 from threadwise.scx import SCX_LAYERED_VERSION
-
-if TYPE_CHECKING:
-    from threadwise.synthesize.schema import Profile
 
 SHAPE_HELP = "Machine shape: host, cores=N,threads-per-core=T[,reserve=R], or a JSON/TOML file."
 
@@ -97,17 +101,6 @@ def validate_command(
                    f"{_count(len(problems), 'warning')})")
 
 
-def _valid_profile(path: Path) -> Profile:
-    from threadwise.synthesize.diagnostics import ProfileError
-    from threadwise.synthesize.rules import check_file
-
-    parsed, problems = check_file(path)
-    errors = [d for d in problems if d.severity == "error"]
-    if parsed is None or errors:
-        raise ProfileError(str(path), errors or problems)
-    return parsed
-
-
 def compile_command(
     profile: Annotated[Path, typer.Argument(help="A profile TOML.")],
     shape: Annotated[str, typer.Option("--shape", "-s", help=SHAPE_HELP)] = "host",
@@ -116,26 +109,31 @@ def compile_command(
     check: Annotated[bool, typer.Option(
         "--check", help="Run scx_layered --print-and-exit on the result and compare.")] = False,
 ) -> None:
-    """Compile a profile into an scx_layered JSON layer config for a machine shape."""
+    """Compile a profile into an scx_layered JSON layer config for a machine shape.
+
+    With --check, a config scx_layered refuses, or changes, exits 8 (ConfigRefused).
+    """
     from threadwise.synthesize import oracle
     from threadwise.synthesize.compile import compile_profile
+    from threadwise.synthesize.rules import load_valid
     from threadwise.synthesize.shape import parse_shape
 
     machine = parse_shape(shape)
-    compiled = compile_profile(_valid_profile(profile), machine)
+    compiled = compile_profile(load_valid(profile), machine)
     for note in compiled.notes:
         typer.echo(f"note: {note}", err=True)
     if check:
-        bad = oracle.check(compiled.specs)
+        bad = oracle.check(compiled.config)
         if bad:
-            raise ThreadwiseError("scx_layered did not keep these options: " + "; ".join(bad))
+            raise ConfigRefused("scx_layered did not keep these options: " + "; ".join(bad),
+                                hint="this is a bug in threadwise compile; please report it with the profile")
         typer.echo(f"checked: scx_layered {SCX_LAYERED_VERSION} accepts the config "
                    "and kept every option", err=True)
     if output is None:
         typer.echo(compiled.to_json(), nl=False)
     else:
         output.write_text(compiled.to_json(), encoding="utf-8")
-        typer.echo(f"wrote {output}: {len(compiled.specs)} layers for {machine.describe()}",
+        typer.echo(f"wrote {output}: {len(compiled.config)} layers for {machine.describe()}",
                    err=True)
 
 
@@ -150,18 +148,22 @@ def lint_command(
         "sibling CPUs before smt_collision fires.")] = 0.05,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
-    """Check placement invariants: smt_collision, oversubscribed, uncovered, overlap."""
-    from threadwise.synthesize.layers import load_layer_config, views_from_profile, views_from_specs
+    """Check placement invariants: smt_collision, oversubscribed, uncovered, overlap.
+
+    Exits 7 (findings) when an error-level finding is reported, 0 when none is.
+    """
+    from threadwise.synthesize.layers import load_layer_config, views_from_config, views_from_profile
     from threadwise.synthesize.lint import lint
+    from threadwise.synthesize.rules import load_valid
     from threadwise.synthesize.shape import parse_shape
 
     machine = parse_shape(shape)
     if profile.suffix == ".json":
         if not profile.exists():
             raise UsageError(f"{profile}: no such file")
-        views = views_from_specs(load_layer_config(profile), machine)
+        views = views_from_config(load_layer_config(profile), machine)
     else:
-        views = views_from_profile(_valid_profile(profile), machine)
+        views = views_from_profile(load_valid(profile), machine)
     facts = None
     if capture is not None:
         from threadwise.synthesize.lint_capture import capture_facts
@@ -178,8 +180,8 @@ def lint_command(
             typer.echo("note: without --capture, uncovered threads are not checked", err=True)
     errors = [f for f in findings if f.severity == "error"]
     if errors:
-        raise ThreadwiseError(f"{profile}: {len(errors)} placement problems on "
-                              f"{machine.describe()}")
+        raise FindingsReported(f"{profile}: {len(errors)} placement problems on "
+                               f"{machine.describe()}")
     if not as_json:
         typer.echo(f"{profile}: no placement problems on {machine.describe()}")
 

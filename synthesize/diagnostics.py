@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from threadwise.errors import InputError
+from threadwise.errors import ProfileError
+
+__all__ = ["Diagnostic", "ProfileError", "Severity", "errors"]
 
 Severity = Literal["error", "warning"]
 
@@ -54,18 +56,3 @@ class Diagnostic:
 def errors(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     return [d for d in diagnostics if d.severity == "error"]
 
-
-class ProfileError(InputError):
-    """A profile cannot be read or is invalid; carries every diagnostic found."""
-
-    def __init__(self, file: str, diagnostics: list[Diagnostic]) -> None:
-        self.diagnostics = diagnostics
-        bad = errors(diagnostics) or diagnostics
-        first = bad[0]
-        if len(bad) == 1:
-            message = f"{first.location()}: {first.message} [{first.rule}]"
-            hint = first.hint
-        else:
-            message = f"{file}: {len(bad)} problems (first: line {first.line}: {first.message})"
-            hint = "run `threadwise validate` on the file to see each problem"
-        super().__init__(message, hint=hint)

@@ -8,10 +8,11 @@ request-based sizing arithmetic.
 
 from __future__ import annotations
 
-from threadwise.synthesize.build import AnalysisInput, GroupRow, build_profile
+from threadwise.analyze.contract import AnalysisRecord, GroupRow
+from threadwise.synthesize.build import build_profile
 from threadwise.synthesize.schema import Profile
 
-EXAMPLE_ANALYSIS = AnalysisInput(
+EXAMPLE_ANALYSIS = AnalysisRecord(
     process_name="demo-server",
     duration_ns=10_000_000_000,
     nr_cpus=4,

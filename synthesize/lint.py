@@ -7,13 +7,15 @@ group matches, groups whose patterns take each other's threads.
 
 Approach: lint works on `LayerView`s (a compiled profile, or any scx_layered
 JSON, so pinned tier-style configs are linted alike) and a machine shape, plus
-optionally facts from a capture taken under the profile. Each invariant is a
-function returning Findings with a name, an explanation and the threads
-involved:
+optionally facts from a capture taken under the profile (analyze's view of
+it: which threads are hot by `contract.is_hot`, and how long pairs co-ran on
+SMT siblings; lint_capture.py). Each invariant is a function returning
+Findings with a name, an explanation and the threads involved:
 - smt_collision: a fixed-size exclusive layer (or, once demoted, the cores
   left for it) holds fewer whole cores than hot threads on an SMT shape, so
-  some hot threads must share a core's siblings; with a capture, sibling CPUs
-  observed running two of its threads at once for longer than a threshold.
+  some hot threads must share a core's siblings; with a capture, two threads
+  of exclusive layers observed on sibling CPUs at once for longer than a
+  threshold.
 - oversubscribed: exclusive cores asked for exceed the shape minus the reserve.
 - uncovered: busy threads of the workload (capture) that only the catch-all takes.
 - overlap: a pattern of a later layer that an earlier one always takes, or
@@ -25,10 +27,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from threadwise.analyze.contract import is_hot
 from threadwise.synthesize.layers import Block, LayerView
 from threadwise.synthesize.shape import Shape
 
-HOT_SHARE = 0.5
 BUSY_SHARE = 0.05
 SMT_OVERLAP_SHARE = 0.05
 
@@ -47,23 +49,33 @@ EXPLANATIONS = {
 
 @dataclass(frozen=True)
 class ThreadFact:
-    """One thread of a capture: its names and CPU share (CPUs, 1.0 = one busy CPU)."""
+    """One thread of a capture: its names, CPU share and demand (analyze's per-thread features).
+
+    `cpu_share` is in CPUs over the thread's life (1.0 = one busy CPU), `demand`
+    the running-or-runnable share of its life; `hot` is analyze's definition
+    (contract.is_hot), so lint and synthesize count the same threads as hot.
+    """
 
     utid: int
     name: str
     process_name: str | None
     cpu_share: float
     is_target: bool = True
+    demand: float = 0.0
+
+    @property
+    def hot(self) -> bool:
+        return bool(is_hot(self.cpu_share, self.demand))
 
 
 @dataclass
 class CaptureFacts:
-    """What lint reads from a capture: threads, on-CPU slices, sibling CPUs."""
+    """What lint reads from a capture: the target's threads, and how long pairs of them ran on
+    the two SMT siblings of one core at the same time (analyze's smt_corun, ns per utid pair)."""
 
     duration_ns: int
     threads: list[ThreadFact]
-    slices: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)  # cpu -> ts,end,utid
-    siblings: tuple[tuple[int, ...], ...] = ()
+    corun: dict[tuple[int, int], int] = field(default_factory=dict)   # (utid, utid), smaller first
 
 
 @dataclass(frozen=True)
@@ -117,7 +129,7 @@ def _hot_by_layer(views: list[LayerView], facts: CaptureFacts | None) -> dict[in
         return hot
     for thread in facts.threads:
         index = _first_layer(views, thread)
-        if index is not None and thread.is_target and thread.cpu_share >= HOT_SHARE:
+        if index is not None and thread.is_target and thread.hot:
             hot[index].append(thread.name)
     return hot
 
@@ -153,43 +165,20 @@ def _observed_collisions(views: list[LayerView], facts: CaptureFacts,
     layer_of = {t.utid: _first_layer(views, t) for t in facts.threads}
     names = {t.utid: t.name for t in facts.threads}
     exclusive = {i for i, v in enumerate(views) if v.exclusive}
-    overlap: dict[tuple[int, int], int] = defaultdict(int)
-    for core in facts.siblings:
-        for n, cpu_a in enumerate(core):
-            for cpu_b in core[n + 1:]:
-                a = [s for s in facts.slices.get(cpu_a, []) if layer_of.get(s[2]) in exclusive]
-                b = [s for s in facts.slices.get(cpu_b, []) if layer_of.get(s[2]) in exclusive]
-                for (ua, ub), ns in _interval_overlaps(a, b).items():
-                    overlap[tuple(sorted((ua, ub)))] += ns  # type: ignore[index]
     found = []
-    for (ua, ub), ns in sorted(overlap.items()):
+    for (ua, ub), ns in sorted(facts.corun.items()):
+        layers = [layer_of.get(u) for u in (ua, ub)]
+        if not all(index in exclusive for index in layers):
+            continue
         share = ns / facts.duration_ns if facts.duration_ns else 0.0
         if share >= threshold:
-            layers = sorted({views[layer_of[u]].name for u in (ua, ub)})  # type: ignore[index]
             found.append(Finding(
                 "smt_collision",
                 f"observed: {names[ua]} and {names[ub]} ran on sibling CPUs of one core at the "
                 f"same time for {ns / 1e6:.1f} ms ({share:.1%} of the capture, threshold "
                 f"{threshold:.0%})",
-                (names[ua], names[ub]), tuple(layers)))
+                (names[ua], names[ub]), tuple(sorted({views[i].name for i in layers if i is not None}))))
     return found
-
-
-def _interval_overlaps(a: list[tuple[int, int, int]],
-                       b: list[tuple[int, int, int]]) -> dict[tuple[int, int], int]:
-    """Total overlap per (utid on a, utid on b) of two CPUs' sorted slices."""
-    a, b = sorted(a), sorted(b)
-    out: dict[tuple[int, int], int] = defaultdict(int)
-    i = j = 0
-    while i < len(a) and j < len(b):
-        start, end = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if end > start and a[i][2] != b[j][2]:
-            out[(a[i][2], b[j][2])] += end - start
-        if a[i][1] <= b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
 
 
 def oversubscribed(views: list[LayerView], shape: Shape) -> list[Finding]:

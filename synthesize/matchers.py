@@ -46,6 +46,7 @@ class MatcherSet:
     matchers: dict[str, tuple[str, ...]]
     layer_kinds: dict[str, dict[str, str]]
     common_options: dict[str, str]
+    deprecated_options: tuple[str, ...]   # accepted (and ignored or warned about) by scx_layered
     growth_algos: tuple[str, ...]
     placements: tuple[str, ...]
     limits: Limits
@@ -71,6 +72,7 @@ def matcher_set(version: str = SCX_LAYERED_VERSION) -> MatcherSet:
         matchers={name: tuple(args) for name, args in raw["matchers"].items()},
         layer_kinds={kind: dict(fields) for kind, fields in raw["layer_kinds"].items()},
         common_options=dict(raw["common_options"]),
+        deprecated_options=tuple(raw["deprecated_options"]),
         growth_algos=tuple(raw["growth_algos"]),
         placements=tuple(raw["placements"]),
         limits=_limits(raw["limits"]),

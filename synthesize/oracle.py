@@ -3,23 +3,23 @@
 Problem: scx_layered parses unknown option keys without complaint and drops
 them, so "it loaded" does not prove a config means what we wrote.
 
-Approach: run the pinned binary with `--print-and-exit f:FILE` (it parses,
-normalises and prints the config, and needs no sched_ext), then compare every
-field we set (names, comments, matches, the kind and each option inside it)
-with what came back. Anything missing or changed is a mismatch.
+Approach: run the pinned binary's `--print-and-exit` (threadwise.scx, the one
+runner: it parses, normalises and prints the config, and needs no sched_ext),
+then compare every field we set (names, comments, matches, the kind and each
+option inside it) with what came back. Anything missing or changed is a
+mismatch. A config it refuses raises ConfigRefused.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from threadwise.errors import ThreadwiseError
+from threadwise.scx import print_and_exit as _print_and_exit
 from threadwise.scx import scx_layered_path
+from threadwise.synthesize.layered import LayerConfig
+
+Specs = list[dict[str, Any]]
 
 
 def find_binary() -> Path:
@@ -27,33 +27,18 @@ def find_binary() -> Path:
     return scx_layered_path()
 
 
-def print_and_exit(specs: list[dict[str, Any]], binary: Path | None = None) -> list[dict[str, Any]]:
-    """What scx_layered makes of `specs` (its normalised config), or raise."""
-    binary = binary or find_binary()
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-        json.dump(specs, handle)
-        path = handle.name
-    try:
-        done = subprocess.run(
-            [str(binary), "--print-and-exit", f"f:{path}"],
-            capture_output=True, text=True, timeout=60, check=False,
-        )
-    finally:
-        os.unlink(path)
-    if done.returncode != 0:
-        raise ThreadwiseError(
-            f"scx_layered rejected the config: {(done.stderr or done.stdout).strip()[-400:]}",
-            hint="this is a bug in threadwise compile; please report it with the profile",
-        )
-    text = done.stdout
-    start = text.find("specs=")
-    if start < 0:
-        raise ThreadwiseError(f"unexpected scx_layered output: {text[:200]!r}")
-    return json.loads(text[start + len("specs="):])
+def _json_data(config: LayerConfig | Specs) -> Specs:
+    return config.to_json_data() if isinstance(config, LayerConfig) else config
 
 
-def mismatches(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list[str]:
+def print_and_exit(config: LayerConfig | Specs, binary: Path | None = None) -> Specs:
+    """What scx_layered makes of `config` (its normalised specs), or raise ConfigRefused."""
+    return _print_and_exit(_json_data(config), binary)
+
+
+def mismatches(ours: LayerConfig | Specs, theirs: Specs) -> list[str]:
     """Every field we set that did not come back unchanged (empty: all good)."""
+    ours = _json_data(ours)
     found: list[str] = []
     if len(ours) != len(theirs):
         return [f"{len(ours)} layers sent, {len(theirs)} came back"]
@@ -76,6 +61,7 @@ def mismatches(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list
     return found
 
 
-def check(specs: list[dict[str, Any]], binary: Path | None = None) -> list[str]:
-    """Run the oracle on `specs`: the list of mismatches (raises if rejected)."""
-    return mismatches(specs, print_and_exit(specs, binary))
+def check(config: LayerConfig | Specs, binary: Path | None = None) -> list[str]:
+    """Run the oracle on `config` (typed, or raw JSON data): the mismatches (raises if refused)."""
+    ours = _json_data(config)
+    return mismatches(ours, _print_and_exit(ours, binary))

@@ -49,7 +49,7 @@ def parse_profile(text: str, file: str = "<profile>") -> tuple[Profile, SourceMa
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as bad:
-        raise ProfileError(file, [_syntax_diagnostic(str(bad), text, file)]) from None
+        raise ProfileError(file, [syntax_diagnostic(str(bad), text, file)]) from None
     source = SourceMap(text)
     version = raw.get("schema_version")
     if version != SCHEMA_VERSION:
@@ -63,7 +63,7 @@ def parse_profile(text: str, file: str = "<profile>") -> tuple[Profile, SourceMa
     return profile, source
 
 
-def _syntax_diagnostic(message: str, text: str, file: str) -> Diagnostic:
+def syntax_diagnostic(message: str, text: str, file: str) -> Diagnostic:
     found = _AT.search(message)
     if found:
         line, column = int(found.group(1)), int(found.group(2))
@@ -99,7 +99,7 @@ def _version_diagnostic(version: object, file: str, line: int) -> Diagnostic:
 
 def _schema_diagnostic(err: Any, source: SourceMap, file: str) -> Diagnostic:
     loc = tuple(part for part in err["loc"] if isinstance(part, (str, int)))
-    where = _dotted(loc)
+    where = dotted_location(loc)
     kind = err["type"]
     hint: str | None = None
     if kind == "extra_forbidden":
@@ -117,7 +117,7 @@ def _schema_diagnostic(err: Any, source: SourceMap, file: str) -> Diagnostic:
     elif kind == "value_error":
         message = f"{where}: {err['msg'].removeprefix('Value error, ')}"
     else:
-        message = f"{where}: {err['msg'].lower()}, got {_short(err.get('input'))}"
+        message = f"{where}: {err['msg'].lower()}, got {short_value(err.get('input'))}"
     return Diagnostic(
         "schema",
         message,
@@ -128,14 +128,14 @@ def _schema_diagnostic(err: Any, source: SourceMap, file: str) -> Diagnostic:
     )
 
 
-def _dotted(loc: tuple[str | int, ...]) -> str:
+def dotted_location(loc: tuple[str | int, ...]) -> str:
     text = ""
     for part in loc:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
     return text or "(top level)"
 
 
-def _short(value: object) -> str:
+def short_value(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -149,19 +149,19 @@ def _allowed_keys(loc: tuple[str | int, ...]) -> set[str]:
         fields = {(f.alias or name): f for name, f in model.model_fields.items()}
         if part not in fields:
             return set()
-        model = _inner_model(fields[part].annotation)
+        model = inner_model(fields[part].annotation)
         if model is None:
             return set()
     return {(f.alias or name) for name, f in model.model_fields.items()}
 
 
-def _inner_model(annotation: Any) -> type[pydantic.BaseModel] | None:
+def inner_model(annotation: Any) -> type[pydantic.BaseModel] | None:
     if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
         return annotation
     origin = typing.get_origin(annotation)
     if origin in (list, typing.Union, types.UnionType, typing.Annotated):
         for arg in typing.get_args(annotation):
-            found = _inner_model(arg)
+            found = inner_model(arg)
             if found is not None:
                 return found
     return None

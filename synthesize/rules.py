@@ -188,3 +188,12 @@ def check_file(path: str | Path) -> tuple[Profile | None, list[Diagnostic]]:
     except ProfileError as bad:
         return None, bad.diagnostics
     return profile, validate(profile, source, str(path))
+
+
+def load_valid(path: str | Path) -> Profile:
+    """A profile file that validates without errors, or ProfileError carrying every problem."""
+    profile, found = check_file(path)
+    bad = [d for d in found if d.severity == "error"]
+    if profile is None or bad:
+        raise ProfileError(str(path), bad or found)
+    return profile

@@ -20,6 +20,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from threadwise.analyze.contract import Role  # the role names are analyze's (declared once)
+
+__all__ = ["SCHEMA_VERSION", "Evidence", "Group", "Profile", "Role", "Source", "Treatment", "Workload"]
+
 SCHEMA_VERSION = 1
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
@@ -32,16 +36,6 @@ class Treatment(StrEnum):
     BATCH = "batch"  # low weight, long slices
     HOUSEKEEPING = "housekeeping"  # lowest weight
     DEFAULT = "default"  # an ordinary layer; kept so that first-match order holds
-
-
-class Role(StrEnum):
-    """The role analysis inferred (the contract's `role` column)."""
-
-    COMPUTE = "compute"
-    LATENCY = "latency"
-    HOUSEKEEPING = "housekeeping"
-    BATCH = "batch"
-    DEFAULT = "default"
 
 
 class _Model(BaseModel):

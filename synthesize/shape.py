@@ -3,7 +3,9 @@
 A shape comes from `host` (sysfs), an explicit `cores=N,threads-per-core=T`
 (optionally `,reserve=R`), or a JSON/TOML file with the same keys (or an
 explicit `siblings` list). Synthetic shapes number CPUs core by core: core c
-holds CPUs c*T .. c*T+T-1.
+holds CPUs c*T .. c*T+T-1 (observe's synthetic_topology: one numbering for
+synthetic captures and synthetic shapes). The host's shape is read through
+observe's topology reader, the same one a capture records.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from threadwise.errors import UsageError
-from threadwise.observe.topology import parse_cpu_list
+from threadwise.observe.topology import SYS_CPU, read_topology, synthetic_topology
 
 DEFAULT_RESERVE_CORES = 1
-SYSFS_CPU = Path("/sys/devices/system/cpu")
+SYSFS_CPU = SYS_CPU
 
 
 @dataclass(frozen=True)
@@ -67,9 +69,8 @@ def synthetic(cores: int, threads_per_core: int = 1,
             f"reserve={reserve_cores}",
             hint="cores and threads-per-core are >= 1, reserve >= 0",
         )
-    siblings = tuple(
-        tuple(range(c * threads_per_core, (c + 1) * threads_per_core)) for c in range(cores)
-    )
+    cpus = synthetic_topology(cores * threads_per_core, threads_per_core)
+    siblings = tuple(sorted({cpu.smt_siblings for cpu in cpus}))
     return Shape(siblings, reserve_cores, source=f"cores={cores},threads-per-core="
                  f"{threads_per_core},reserve={reserve_cores}")
 
@@ -133,17 +134,13 @@ def _shape_file(path: Path) -> Shape:
 
 
 def host_shape(root: Path = SYSFS_CPU, reserve_cores: int = DEFAULT_RESERVE_CORES) -> Shape:
-    """The shape of this machine, from sysfs (online CPUs, thread_siblings_list)."""
+    """The shape of this machine: observe's reading of the sysfs topology (online CPUs)."""
     try:
-        online = parse_cpu_list((root / "online").read_text())
-        cores: set[tuple[int, ...]] = set()
-        for cpu in online:
-            topo = root / f"cpu{cpu}" / "topology"
-            listed = topo / "core_cpus_list"
-            if not listed.exists():
-                listed = topo / "thread_siblings_list"
-            siblings = [c for c in parse_cpu_list(listed.read_text()) if c in online]
-            cores.add(tuple(sorted(siblings)))
+        cpus = [cpu for cpu in read_topology(root) if cpu.online]
+        online = {cpu.cpu for cpu in cpus}
+        cores = {tuple(sorted(c for c in cpu.smt_siblings if c in online)) for cpu in cpus}
+        if not cores:
+            raise OSError(f"no online CPU under {root}")
     except OSError as bad:
         raise UsageError(f"cannot read the CPU topology from {root}: {bad}",
                          hint="give the shape explicitly: cores=N,threads-per-core=T") from None

@@ -1,11 +1,15 @@
-"""Test tiers: unmarked tests are fast; `bpf` traces this host; `lab` boots the sched_ext VM.
+"""Test tiers: unmarked tests are fast; `bpf` traces this host; `lab` boots the sched_ext VM;
+`scx` runs the real scx_layered (`--print-and-exit`, no sched_ext needed) or reads its crate source.
 
 A tier that cannot run here is skipped with the exact reason (what is missing
-and how to get it), never silently.
+and how to get it), never silently. A test that asks for the real scx_layered
+(the `scx_binary` or `crate_src` fixture) without the `scx` marker is a
+collection error: it would otherwise fail, not skip, where the binary is missing.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 from pathlib import Path
@@ -24,12 +28,45 @@ def bpf_missing() -> str | None:
     return None
 
 
+SCX_FIXTURES = ("scx_binary", "crate_src")
+
+
+def crate_source() -> Path | None:
+    """The scx_layered crate source cargo fetched (config.rs, main.rs, intf.h), if any."""
+    from threadwise.scx import SCX_LAYERED_VERSION
+
+    home = os.environ.get("CARGO_HOME") or os.path.expanduser("~/.cargo")
+    found = sorted(glob.glob(f"{home}/registry/src/*/scx_layered-{SCX_LAYERED_VERSION}"))
+    return Path(found[-1]) if found else None
+
+
+def scx_missing(*, source: bool) -> str | None:
+    """Why the scx tier cannot run here (the binary, or with `source` its crate source), or None."""
+    from threadwise.errors import MissingTool
+    from threadwise.scx import scx_layered_path
+
+    try:
+        scx_layered_path()
+    except MissingTool as missing:
+        return f"scx tier: {missing.message}: {missing.hint}"
+    if source and crate_source() is None:
+        return ("scx tier needs the scx_layered crate source under ~/.cargo/registry/src: "
+                "run scripts/setup-scx.sh (cargo install fetches it)")
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    reason = bpf_missing()
-    if reason is None:
-        return
+    unmarked = [item.nodeid for item in items if "scx" not in item.keywords
+                and set(SCX_FIXTURES) & set(getattr(item, "fixturenames", ()))]
+    if unmarked:
+        raise pytest.UsageError(f"these tests use the real scx_layered but are not marked scx: {unmarked}")
+    bpf = bpf_missing()
+    scx = {source: scx_missing(source=source) for source in (False, True)}
     for item in items:
-        if "bpf" in item.keywords:
+        if bpf and "bpf" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason=bpf))
+        reason = scx["crate_src" in getattr(item, "fixturenames", ())]
+        if reason and "scx" in item.keywords:
             item.add_marker(pytest.mark.skip(reason=reason))
 
 

@@ -21,10 +21,11 @@ from typing import Annotated
 
 import typer
 
-from threadwise.errors import ThreadwiseError
+from threadwise.errors import FindingsReported, ThreadwiseError
 
-# exit codes of steps whose non-zero status is a finding, not a failure
-_FINDINGS_OK = {"lint": {1}}
+# Steps whose findings are results for this machine: only the findings code
+# (errors.py) goes on; any other non-zero status, 1 included, is a failure.
+_FINDINGS_OK = {"lint": {FindingsReported.exit_code}}
 
 
 def _run(step: list[str]) -> None:

@@ -13,8 +13,8 @@ from threadwise.analyze import Analysis, analyze_capture
 from threadwise.analyze.model import CONTRACT_SCHEMA
 from threadwise.analyze.render import render
 from threadwise.analyze.store import load_analysis, store_analysis, stored_version
-from threadwise.analyze.synthetic import SyntheticCapture
 from threadwise.errors import InputError, UsageError
+from threadwise.observe.builder import CaptureBuilder
 
 MS = 1_000_000
 T0 = 1_000_000_000
@@ -32,7 +32,7 @@ def _group(analysis: Analysis, pattern: str) -> dict:
 
 
 def test_empty_capture(tmp_path):
-    path = SyntheticCapture(target_tgids=[100]).write(tmp_path / "empty.duckdb")
+    path = CaptureBuilder(target_tgids=[100]).write(tmp_path / "empty.duckdb")
     analysis = analyze_capture(path)
     assert analysis.groups.is_empty()
     for column, dtype in CONTRACT_SCHEMA.items():
@@ -44,7 +44,7 @@ def test_empty_capture(tmp_path):
 
 
 def test_thread_with_one_switch_and_an_idle_thread(tmp_path):
-    cap = SyntheticCapture(target_tgids=[100])
+    cap = CaptureBuilder(target_tgids=[100])
     cap.thread(100, 100, "app")
     cap.thread(101, 100, "once")
     cap.slice(101, 0, T0 + 100 * MS, 50_000, "S")
@@ -57,7 +57,7 @@ def test_thread_with_one_switch_and_an_idle_thread(tmp_path):
 
 
 def test_tid_reuse_gives_two_threads_in_one_group(tmp_path):
-    cap = SyntheticCapture(target_tgids=[100])
+    cap = CaptureBuilder(target_tgids=[100])
     cap.thread(100, 100, "app")
     cap.thread(104, 100, "pool-1", exit_ts=T0 + 500 * MS)
     cap.thread(104, 100, "pool-2", born_ts=T0 + 600 * MS)
@@ -72,7 +72,7 @@ def test_tid_reuse_gives_two_threads_in_one_group(tmp_path):
 
 
 def test_fifteen_character_names(tmp_path):
-    cap = SyntheticCapture(target_tgids=[100])
+    cap = CaptureBuilder(target_tgids=[100])
     cap.thread(100, 100, "server")
     cap.thread(101, 100, "C2 CompilerThre")   # what the kernel keeps of "C2 CompilerThread0"
     cap.thread(102, 100, "C2 CompilerThre")
@@ -88,7 +88,7 @@ def test_fifteen_character_names(tmp_path):
 
 
 def test_lost_events_become_a_caveat(tmp_path):
-    cap = SyntheticCapture(target_tgids=[100], events_lost=1234)
+    cap = CaptureBuilder(target_tgids=[100], events_lost=1234)
     cap.thread(100, 100, "app")
     cap.periodic(100, 0, first_ts=T0 + MS, run_ns=MS, period_ns=10 * MS, count=50)
     analysis = analyze_capture(cap.write(tmp_path / "lost.duckdb"))
@@ -98,7 +98,7 @@ def test_lost_events_become_a_caveat(tmp_path):
 
 def _same_name(tmp_path, *, split: bool):
     """A process whose threads never got names: two spinners, four short sleepers (or all alike)."""
-    cap = SyntheticCapture(duration_ns=2_000 * MS, target_tgids=[300])
+    cap = CaptureBuilder(duration_ns=2_000 * MS, target_tgids=[300])
     cap.thread(300, 300, "mariadbd")
     for tid in range(301, 307):
         cap.thread(tid, 300, "mariadbd")
@@ -139,7 +139,7 @@ def test_all_threads_share_one_name_no_split_when_unimodal(tmp_path):
 
 
 def test_cli_json_and_store(tmp_path):
-    cap = SyntheticCapture(target_tgids=[100])
+    cap = CaptureBuilder(target_tgids=[100])
     cap.thread(100, 100, "app")
     cap.thread(101, 100, "hot-0")
     cap.slice(101, 0, T0, 999 * MS, "R+")
@@ -171,7 +171,7 @@ def test_errors_have_hints(tmp_path):
 
 
 def test_smt_corunning(tmp_path):
-    cap = SyntheticCapture(target_tgids=[100], smt=True)   # cpus 0 and 1 are siblings of one core
+    cap = CaptureBuilder(target_tgids=[100], threads_per_core=2)   # cpus 0, 1: siblings of one core
     cap.thread(100, 100, "app")
     cap.thread(101, 100, "left")
     cap.thread(200, 200, "noisy")
@@ -180,14 +180,14 @@ def test_smt_corunning(tmp_path):
     analysis = analyze_capture(cap.write(tmp_path / "smt.duckdb"))
     row = analysis.smt_corun.filter(pl.col("name") == "left").row(0, named=True)
     assert row["other"] == "noisy" and row["corun_ns"] == 50 * MS
-    no_smt = SyntheticCapture(target_tgids=[100])
+    no_smt = CaptureBuilder(target_tgids=[100])
     no_smt.thread(100, 100, "app")
     no_smt.slice(100, 0, T0, MS)
     assert analyze_capture(no_smt.write(tmp_path / "nosmt.duckdb")).smt_corun.is_empty()
 
 
 def test_prefix_that_also_selects_another_process_is_a_caveat(tmp_path):
-    cap = SyntheticCapture(target_tgids=[100])
+    cap = CaptureBuilder(target_tgids=[100])
     cap.thread(100, 100, "app")
     cap.thread(101, 100, "worker-1")
     cap.thread(200, 200, "other")
@@ -203,7 +203,7 @@ def test_prefix_that_also_selects_another_process_is_a_caveat(tmp_path):
 
 def test_roles_on_a_synthetic_mix(tmp_path):
     """compute (always runnable), batch (long bursts, sleeps, nobody waits), latency (chain)."""
-    cap = SyntheticCapture(duration_ns=2_000 * MS, target_tgids=[100])
+    cap = CaptureBuilder(duration_ns=2_000 * MS, target_tgids=[100])
     cap.thread(100, 100, "app")
     cap.thread(101, 100, "spin-0")
     cap.thread(102, 100, "crunch")
@@ -228,7 +228,7 @@ def test_roles_on_a_synthetic_mix(tmp_path):
 
 
 def test_families_merge_when_roles_agree(tmp_path):
-    cap = SyntheticCapture(duration_ns=2_000 * MS, target_tgids=[100])
+    cap = CaptureBuilder(duration_ns=2_000 * MS, target_tgids=[100])
     cap.thread(100, 100, "server")
     for tid, name in ((101, "bio_aof_fsync"), (102, "bio_close_file"), (103, "bio_lazy_free"),
                       (104, "pool-reader"), (105, "pool-writer")):
@@ -252,7 +252,7 @@ def test_families_merge_when_roles_agree(tmp_path):
 
 
 def test_stored_analysis_reads_back(tmp_path):
-    cap = SyntheticCapture(target_tgids=[100])
+    cap = CaptureBuilder(target_tgids=[100])
     cap.thread(100, 100, "app")
     cap.thread(101, 100, "worker-1")
     cap.periodic(101, 0, first_ts=T0 + MS, run_ns=100_000, period_ns=10 * MS, count=50, waker=100,

@@ -6,9 +6,10 @@ import numpy as np
 import polars as pl
 import pytest
 from sklearn.base import clone
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from threadwise.analyze import names as nm
-from threadwise.analyze.roles import FEATURES, PROTOTYPES, ROLES, RoleClusterer
+from threadwise.analyze.roles import FEATURES, PROTOTYPES, ROLES, WEIGHTS, RoleClusterer
 from threadwise.analyze.split import propose_split
 from threadwise.analyze.wakegraph import find_chains
 
@@ -135,3 +136,29 @@ def test_edge_lift_and_spinner_wakers():
     assert causal == {("feeder", "worker"): True, ("hot", "sleeper"): True, ("hot", "worker"): False}
     spun = classify_edges(edges, names, duration_ns=duration, spinners=frozenset({3}))
     assert not spun.filter(pl.col("waker") == "hot")["causal"].any()
+
+
+@parametrize_with_checks([RoleClusterer(prototypes="quantiles"), RoleClusterer(prototypes="quantiles",
+                                                                                n_init=3, random_state=0)])
+def test_clusterer_passes_the_scikit_learn_checks(estimator, check):
+    """Every common check, on the uninformed prior (the checks use 1 to 10 features; the role prior
+    is defined over the 7 FEATURES only, which the next test holds the default to)."""
+    check(estimator)
+
+
+def test_clusterer_validates_its_input_on_the_role_prior():
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        RoleClusterer().predict(PROTOTYPES)
+    with pytest.raises(ValueError, match="X has 2 features, but RoleClusterer's role prior is over the 7"):
+        RoleClusterer().fit(np.ones((7, 2)))   # once silently reshaped to (2, 7)
+    model = RoleClusterer().fit(PROTOTYPES)
+    assert model.n_features_in_ == len(FEATURES)
+    assert np.array_equal(model.weights_, WEIGHTS)
+    with pytest.raises(ValueError, match="X has 6 features, but RoleClusterer is expecting 7"):
+        model.predict(PROTOTYPES[:, :6])
+    with pytest.raises(ValueError, match="prototypes must have shape"):
+        RoleClusterer(prototypes=PROTOTYPES[:3]).fit(PROTOTYPES)
+    generic = RoleClusterer(prototypes="quantiles").fit(np.arange(14.0).reshape(7, 2))
+    assert generic.n_features_in_ == 2 and generic.labels_.shape == (7,)

@@ -6,9 +6,19 @@ import duckdb
 import pytest
 
 from threadwise.errors import InputError, UsageError
+from threadwise.observe.builder import CaptureBuilder
 from threadwise.observe.store import CaptureWriter, open_capture, temp_path_for
 
-from .builder import build_capture, snapshot
+
+def build(path, *, end_ts, events=None, target_tgids=(), snapshots=(), events_lost=0, force=True):
+    """A capture from raw rows (start_ts 0), through the one capture builder."""
+    cap = CaptureBuilder(start_ts=0, duration_ns=end_ts, target_tgids=list(target_tgids),
+                         events_lost=events_lost)
+    for table, rows in (events or {}).items():
+        cap.events(table, rows)
+    for snap in snapshots:
+        cap.snapshot(*snap[:5], runtime_ns=snap[5])
+    return cap.write(path, force=force)
 
 S, R_PLUS = 1, 256
 
@@ -30,9 +40,8 @@ def capture(tmp_path):
         "raw_task_seen": [(300, 10, 10, "alpha"), (800, 10, 10, "alpha")],
         "raw_task_new": [],
     }
-    snaps = [snapshot(50, "start", 10, 10, "alpha", 0), snapshot(950, "end", 10, 10, "alpha", 400)]
-    return build_capture(tmp_path / "c.duckdb", start_ts=0, end_ts=1000, events=events,
-                         target_tgids=(10,), snapshots=snaps)
+    snaps = [(50, "start", 10, 10, "alpha", 0), (950, "end", 10, 10, "alpha", 400)]
+    return build(tmp_path / "c.duckdb", end_ts=1000, events=events, target_tgids=(10,), snapshots=snaps)
 
 
 def test_slices_tile_each_cpu_from_start_to_end(capture):
@@ -73,7 +82,7 @@ def test_tid_reuse_gives_two_thread_instances(tmp_path):
         "raw_task_exit": [(190, 0, 20, 1, "first")],
         "raw_task_rename": [(310, 0, 20, "second", "second-name-15c")],
     }
-    path = build_capture(tmp_path / "reuse.duckdb", start_ts=0, end_ts=500, events=events)
+    path = build(tmp_path / "reuse.duckdb", end_ts=500, events=events)
     with open_capture(path) as con:
         threads = con.execute("SELECT utid, name, start_ts, end_ts FROM thread WHERE tid = 20 "
                               "ORDER BY start_ts").fetchall()
@@ -85,7 +94,7 @@ def test_tid_reuse_gives_two_thread_instances(tmp_path):
 
 
 def test_empty_capture_finalizes(tmp_path):
-    path = build_capture(tmp_path / "empty.duckdb", start_ts=0, end_ts=10, events={})
+    path = build(tmp_path / "empty.duckdb", end_ts=10, events={})
     with open_capture(path) as con:
         assert con.execute("SELECT count(*) FROM sched_slice").fetchall() == [(0,)]
         assert con.execute("SELECT count(*) FROM thread_state").fetchall() == [(0,)]
@@ -100,10 +109,10 @@ def test_writer_renames_into_place_only_when_finalized(tmp_path):
 
 
 def test_existing_capture_is_not_overwritten_without_force(tmp_path):
-    path = build_capture(tmp_path / "c.duckdb", start_ts=0, end_ts=10, events={})
+    path = build(tmp_path / "c.duckdb", end_ts=10, events={}, force=False)
     with pytest.raises(UsageError, match="already exists"):
         CaptureWriter(path)
-    build_capture(path, start_ts=0, end_ts=20, events={}, force=True)
+    build(path, end_ts=20, events={}, force=True)
     with open_capture(path) as con:
         assert con.execute("SELECT duration_ns FROM capture").fetchall() == [(20,)]
 
@@ -129,7 +138,7 @@ def test_open_capture_rejects_what_is_not_a_capture(tmp_path):
 
 
 def test_newer_schema_is_refused(tmp_path):
-    path = build_capture(tmp_path / "c.duckdb", start_ts=0, end_ts=10, events={})
+    path = build(tmp_path / "c.duckdb", end_ts=10, events={})
     con = duckdb.connect(str(path))
     con.execute("INSERT INTO schema_migrations VALUES (99, now(), 'future')")
     con.close()
@@ -140,7 +149,7 @@ def test_newer_schema_is_refused(tmp_path):
 def test_broken_switch_chain_is_a_recorded_gap(tmp_path):
     # cpu0: idle -> A at 100; then B -> idle at 300 (A's switch-out to B was never traced)
     events = {"raw_sched_switch": [(100, 0, 0, 0, 120, 10, 120), (300, 0, 11, S, 120, 0, 120)]}
-    path = build_capture(tmp_path / "gap.duckdb", start_ts=0, end_ts=400, events=events, events_lost=2)
+    path = build(tmp_path / "gap.duckdb", end_ts=400, events=events, events_lost=2)
     with open_capture(path) as con:
         assert con.execute("SELECT cpu, before_ts, after_ts, expected_tid, found_tid FROM switch_gap"
                            ).fetchall() == [(0, 100, 300, 10, 11)]
@@ -153,7 +162,7 @@ def test_broken_switch_chain_is_a_recorded_gap(tmp_path):
 def test_a_version_1_capture_is_migrated_on_open(tmp_path):
     from threadwise.observe.store import SCHEMA_VERSION
 
-    path = build_capture(tmp_path / "old.duckdb", start_ts=0, end_ts=10, events={})
+    path = build(tmp_path / "old.duckdb", end_ts=10, events={})
     # make it look like a capture written before migration 2 existed
     con = duckdb.connect(str(path))
     con.execute("ALTER TABLE proc_snapshot DROP COLUMN read_ns")
@@ -169,3 +178,32 @@ def test_a_version_1_capture_is_migrated_on_open(tmp_path):
         assert con.execute("SELECT schema_version FROM capture").fetchall() == [(SCHEMA_VERSION,)]
     assert versions == list(range(1, SCHEMA_VERSION + 1))
     assert "read_ns" in columns
+
+
+def test_reading_an_old_capture_never_writes_it(tmp_path):
+    """open_capture(read_only=True) migrates a copy: the file keeps its bytes and works read-only."""
+    import hashlib
+    import os
+
+    from threadwise.observe.store import SCHEMA_VERSION
+
+    path = build(tmp_path / "old.duckdb", end_ts=10, events={})
+    con = duckdb.connect(str(path))
+    con.execute("ALTER TABLE proc_snapshot DROP COLUMN read_ns")
+    con.execute("DELETE FROM schema_migrations WHERE version > 1")
+    con.execute("UPDATE capture SET schema_version = 1")
+    con.close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    os.chmod(path, 0o444)
+    os.chmod(tmp_path, 0o555)   # not even a WAL could be created beside it
+    try:
+        with open_capture(path) as con:
+            assert con.execute("SELECT schema_version FROM capture").fetchall() == [(SCHEMA_VERSION,)]
+            assert con.execute("SELECT count(*) FROM information_schema.columns WHERE "
+                               "table_name = 'proc_snapshot' AND column_name = 'read_ns'"
+                               ).fetchall() == [(1,)]
+    finally:
+        os.chmod(tmp_path, 0o755)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert con.execute("SELECT max(version) FROM schema_migrations").fetchall() == [(1,)]

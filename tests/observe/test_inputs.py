@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from threadwise.durations import parse_duration
 from threadwise.errors import TargetError, UsageError
-from threadwise.observe.target import Target, parse_duration
+from threadwise.observe.target import Target
 
 THREADWISE = [sys.executable, "-m", "threadwise.cli"]
 

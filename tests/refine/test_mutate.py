@@ -330,6 +330,7 @@ def scx_binary() -> Path:
         pytest.skip(f"{missing.message}: {missing.hint}")
 
 
+@pytest.mark.scx
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["rolesim", "redis"])
 @pytest.mark.parametrize("shape", [SMT4, LAB2], ids=["4x2", "2x1"])
@@ -341,6 +342,7 @@ def test_golden_mutations_pass_the_real_oracle(scx_binary: Path, name: str, shap
     assert sum(isinstance(r, Vetted) for r in results) >= 5
 
 
+@pytest.mark.scx
 @pytest.mark.slow
 @given(profile=profiles(), shape=SHAPES)
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -8,7 +8,8 @@ import pytest
 
 from threadwise.errors import UsageError
 from threadwise.runtime import launcher, scx
-from threadwise.runtime.supervisor import RunFiles, read_state, write_state
+from threadwise.runtime.exitinfo import ExitReport
+from threadwise.runtime.state import Phase, RunFiles, RunState, read_state, write_state
 
 
 @pytest.fixture
@@ -35,20 +36,20 @@ def files(tmp_path):
 
 def test_status_without_a_run(sysfs, files):
     result = launcher.status(files, interval_s=0)
-    assert result["applied"] is None and result["problem"] is None
-    assert result["sched_ext"]["state"] == "disabled"
+    assert result.applied is None and result.problem is None
+    assert result.sched_ext.state == "disabled"
 
 
 def test_status_reports_a_failed_run(sysfs, files):
-    write_state(files, {"phase": "failed", "exit": {"kind": "killed", "message": "by SIGKILL"}})
-    assert launcher.status(files, interval_s=0)["problem"] == "killed: by SIGKILL"
+    write_state(files, RunState(Phase.FAILED, exit=ExitReport("killed", "by SIGKILL", -9, True)))
+    assert launcher.status(files, interval_s=0).problem == "killed: by SIGKILL"
 
 
 def test_stop_after_the_supervisor_vanished_records_it(sysfs, files):
-    write_state(files, {"phase": "attached", "supervisor_pid": os.getpid(), "supervisor_start": -1})
+    write_state(files, RunState(Phase.ATTACHED, supervisor_pid=os.getpid(), supervisor_start=-1))
     result = launcher.stop(files)
-    assert result["stopped"] and result["state_after"] == "disabled"
-    assert read_state(files)["exit"]["kind"] == "supervisor_lost"
+    assert result.stopped and result.state_after == "disabled"
+    assert read_state(files).exit.kind == "supervisor_lost"
 
 
 def test_stop_leaves_a_foreign_scheduler_alone(sysfs, files):
@@ -58,7 +59,7 @@ def test_stop_leaves_a_foreign_scheduler_alone(sysfs, files):
 
 
 def test_nothing_to_stop(sysfs, files):
-    assert launcher.stop(files)["stopped"] is False
+    assert launcher.stop(files).stopped is False
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the refusal after the root check needs root")

@@ -16,7 +16,8 @@ import time
 import pytest
 
 from threadwise.runtime import scx
-from threadwise.runtime.supervisor import RunFiles, Supervisor, read_state
+from threadwise.runtime.state import RunFiles, read_state
+from threadwise.runtime.supervisor import Supervisor
 
 FAKE = """#!/bin/bash
 root={root}
@@ -60,8 +61,8 @@ def lab(tmp_path, monkeypatch):
 def when_attached(files, action):
     def run():
         for _ in range(200):
-            state = read_state(files) or {}
-            if state.get("phase") == "attached":
+            state = read_state(files)
+            if state is not None and state.phase == "attached":
                 action(state)
                 return
             time.sleep(0.05)
@@ -77,32 +78,32 @@ def test_stop_request_unregisters_cleanly(lab):
     report = supervisor.run()
     state = read_state(lab.files)
     assert report.kind == "unreg" and report.clean
-    assert state["phase"] == "stopped"
-    assert state["ops"] == "layered_fake"
-    assert state["state_after"] == "disabled"
-    assert state["attach_s"] > 0
+    assert state.phase == "stopped"
+    assert state.ops == "layered_fake"
+    assert state.state_after == "disabled"
+    assert state.attach_s > 0
 
 
 def test_duration_ends_the_run(lab):
     report = lab(ATTACHING, duration_s=0.3).run()
     assert report.clean
-    assert read_state(lab.files)["phase"] == "stopped"
+    assert read_state(lab.files).phase == "stopped"
 
 
 def test_kill_9_is_noticed_and_reported(lab):
     supervisor = lab(ATTACHING)
 
     def kill(state):
-        os.kill(state["scx_pid"], signal.SIGKILL)
+        os.kill(state.scx_pid, signal.SIGKILL)
         (lab.root / "state").write_text("disabled\n")  # what the kernel does
 
     when_attached(lab.files, kill)
     report = supervisor.run()
     state = read_state(lab.files)
     assert report.kind == "killed" and report.attached
-    assert state["phase"] == "failed"
-    assert state["exit"]["returncode"] == -signal.SIGKILL
-    assert state["state_after"] == "disabled"
+    assert state.phase == "failed"
+    assert state.exit.returncode == -signal.SIGKILL
+    assert state.state_after == "disabled"
 
 
 def test_refused_config_is_a_load_failure(lab):
@@ -110,17 +111,17 @@ def test_refused_config_is_a_load_failure(lab):
     state = read_state(lab.files)
     assert report.kind == "load_failure" and not report.attached
     assert "must have an empty match" in report.message
-    assert state["phase"] == "failed"
-    assert "attached_at" not in state
+    assert state.phase == "failed"
+    assert "attached_at" not in state.to_json()
 
 
 def test_attach_timeout_stops_the_child(lab):
     report = lab(NEVER, attach_timeout_s=0.5).run()
     state = read_state(lab.files)
     assert report.kind == "attach_timeout"
-    assert state["phase"] == "failed"
+    assert state.phase == "failed"
     with pytest.raises(ProcessLookupError):
-        os.kill(state["scx_pid"], 0)
+        os.kill(state.scx_pid, 0)
 
 
 def test_state_file_is_json_with_pids(lab):
@@ -135,10 +136,10 @@ def test_ctrl_c_reaching_both_is_a_requested_stop(lab):
     supervisor = lab(ATTACHING)
 
     def ctrl_c(state):
-        os.kill(state["scx_pid"], signal.SIGINT)
+        os.kill(state.scx_pid, signal.SIGINT)
         supervisor.stop_requested = True
 
     when_attached(lab.files, ctrl_c)
     report = supervisor.run()
     assert report.clean
-    assert read_state(lab.files)["phase"] == "stopped"
+    assert read_state(lab.files).phase == "stopped"

@@ -62,6 +62,7 @@ def test_validate_json_report(sample: Path) -> None:
     assert [p["rule"] for p in report["problems"]] == ["suffix_pattern", "evidence_unmatched"]
 
 
+@pytest.mark.scx
 def test_compile_with_oracle_check(sample: Path, scx_binary: Path) -> None:
     done = tw("compile", "sample.toml", "--shape", "cores=2,threads-per-core=1", "--check",
               cwd=sample.parent)
@@ -91,7 +92,7 @@ def test_compile_bad_shape(sample: Path) -> None:
 
 def test_lint_reports_and_exits_nonzero(sample: Path) -> None:
     done = tw("lint", "sample.toml", "--shape", "cores=2,threads-per-core=2", cwd=sample.parent)
-    assert done.returncode == 1
+    assert done.returncode == 7   # findings: FindingsReported, not 1 (a failure or a crash)
     assert done.stdout.startswith("error[smt_collision]: layer 'worker': 2 hot threads in 1 whole core")
     assert "error[oversubscribed]" in done.stdout
     clean = tw("lint", "sample.toml", "--shape", "cores=8,threads-per-core=2", "--json",
@@ -139,24 +140,22 @@ def test_synthesize_from_a_capture_calls_analyze(tmp_path: Path, monkeypatch) ->
 
 
 def test_lint_with_a_capture(tmp_path: Path) -> None:
-    from tests.observe.builder import build_capture, snapshot
+    from threadwise.observe.builder import CaptureBuilder
     from threadwise.synthesize.schema import Group, Profile, Workload
     from threadwise.synthesize.writer import dumps
 
     names = {10: "proc", 11: "hot-0", 12: "compactor"}
-    events = {
-        "raw_sched_switch": [(1_000, 0, 0, 0, 120, 11, 120), (1_000, 1, 0, 0, 120, 12, 120)],
-        "raw_sched_waking": [], "raw_task_new": [],
-        "raw_task_seen": [(1, tid, 10, name) for tid, name in names.items()],
-    }
-    build_capture(tmp_path / "c.duckdb", start_ts=0, end_ts=10**9, events=events,
-                  target_tgids=(10,),
-                  snapshots=[snapshot(1, "start", t, 10, n, 0) for t, n in names.items()])
+    cap = CaptureBuilder(start_ts=0, duration_ns=10**9, target_tgids=[10])
+    cap.events("raw_sched_switch", [(1_000, 0, 0, 0, 120, 11, 120), (1_000, 1, 0, 0, 120, 12, 120)])
+    cap.events("raw_task_seen", [(1, tid, 10, name) for tid, name in names.items()])
+    for tid, name in names.items():
+        cap.snapshot(1, "start", tid, 10, name)
+    cap.write(tmp_path / "c.duckdb")
     profile = Profile(schema_version=1, name="p", workload=Workload(process="proc"), group=[
         Group(name="hot", match=["hot-"], treatment="exclusive", hot_threads=1)])
     (tmp_path / "p.toml").write_text(dumps(profile))
     done = tw("lint", "p.toml", "--shape", "cores=2", "--capture", "c.duckdb", "--json",
               cwd=tmp_path)
-    assert done.returncode == 1
+    assert done.returncode == 7
     [finding] = json.loads(done.stdout)["findings"]
     assert (finding["lint"], finding["threads"]) == ("uncovered", ["compactor"])

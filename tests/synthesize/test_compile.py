@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,7 @@ def test_shape_file(tmp_path: Path) -> None:
     assert (shape.cores, shape.threads_per_core, shape.exclusive_budget) == (2, 2, 2)
 
 
+@pytest.mark.scx
 def test_oracle_accepts_the_example_with_every_option(example: Profile, scx_binary: Path) -> None:
     for shape in (synthetic(8, 2), synthetic(2, 1), synthetic(1, 2), host_shape()):
         specs = compile_profile(example, shape).specs
@@ -90,6 +92,7 @@ def test_oracle_accepts_the_example_with_every_option(example: Profile, scx_bina
         assert oracle.mismatches(specs, back) == []
 
 
+@pytest.mark.scx
 def test_oracle_catches_a_dropped_option(scx_binary: Path) -> None:
     specs = [{"name": "a", "comment": "c", "matches": [[{"CommPrefix": "a"}]],
               "kind": {"Open": {"exlusive": True, "weight": 0}}},
@@ -98,7 +101,54 @@ def test_oracle_catches_a_dropped_option(scx_binary: Path) -> None:
     assert found == ["a.Open.exlusive: dropped by scx_layered", "a.Open.weight: sent 0, got 100"]
 
 
+@pytest.mark.scx
 def test_oracle_reports_a_rejected_config(scx_binary: Path) -> None:
     specs = [{"name": "a", "matches": [[{"CommPrefx": "a"}]], "kind": {"Open": {}}}]
     with pytest.raises(Exception, match="scx_layered rejected the config"):
         oracle.check(specs, scx_binary)
+
+
+def test_compile_produces_the_typed_config_and_its_json_reads_back(example: Profile) -> None:
+    from threadwise.synthesize.layered import KindName, LayerConfig, LayerMatch
+
+    compiled = compile_profile(example, synthetic(8, 2))
+    config = compiled.config
+    assert isinstance(config, LayerConfig) and config.layer_names()[-1] == "rest"
+    worker = config.specs[0]
+    assert worker.kind.name is KindName.CONFINED and worker.kind.exclusive and worker.kind.fixed_cpus == 4
+    assert worker.matches[0][:2] == (LayerMatch("PcommPrefix", "demo-server"),
+                                     LayerMatch("CommPrefix", "worker-"))
+    assert config.specs[-1].is_catch_all
+    assert LayerConfig.from_json_data(json.loads(compiled.to_json())) == config
+    assert compiled.specs == json.loads(compiled.to_json())
+
+
+def test_hand_written_configs_are_checked_as_scx_layered_would() -> None:
+    from threadwise.errors import InputError
+    from threadwise.synthesize.layered import LayerConfig
+
+    def layer(**options: object) -> list[dict]:
+        return [{"name": "a", "matches": [[{"CommPrefix": "a"}]], "kind": {"Open": options}},
+                {"name": "rest", "matches": [[]], "kind": {"Open": {}}}]
+
+    with pytest.raises(InputError, match=r"layer 'a': scx_layered 1\.1\.4 has no Open option exlusive"):
+        LayerConfig.from_json_data(layer(exlusive=True))
+    with pytest.raises(InputError, match="option weight = '100' is not a non-negative integer"):
+        LayerConfig.from_json_data(layer(weight="100"))
+    with pytest.raises(InputError, match="has no Open option cpus_range"):   # Confined/Grouped only
+        LayerConfig.from_json_data(layer(cpus_range=[1, 1]))
+    kept = LayerConfig.from_json_data(layer(growth_algo="Sticky", weight=50))
+    assert kept.specs[0].kind.options.weight == 50
+    assert kept.to_json_data()[0]["kind"] == {"Open": {"weight": 50, "growth_algo": "Sticky"}}
+    assert kept.specs[0].kind.options["growth_algo"] == "Sticky"
+
+
+@pytest.mark.scx
+def test_a_refusal_is_config_refused_from_the_oracle(scx_binary: Path) -> None:
+    from threadwise.errors import ConfigRefused
+
+    specs = [{"name": "a", "matches": [[{"CommPrefix": "a"}]], "kind": {"Confined": {"cpus_range": [1, 1]}}},
+             {"name": "rest", "matches": [[]], "kind": {"Open": {}}}]   # Confined needs util_range
+    with pytest.raises(ConfigRefused, match="scx_layered rejected the config") as refused:
+        oracle.check(specs, scx_binary)
+    assert refused.value.exit_code == 8

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -42,10 +43,18 @@ def _analysis(case: str):
 
 
 def _compare(path: Path, text: str) -> None:
-    if UPDATE:
+    """`text` must equal the golden as it was before this test ran.
+
+    With THREADWISE_UPDATE_GOLDEN=1 a changed golden is rewritten, and the test
+    still fails (naming the file), so an update is never a silent pass: review
+    the diff, then run again without the variable.
+    """
+    before = path.read_text() if path.exists() else None
+    if UPDATE and text != before:
         path.write_text(text)
-    assert path.exists(), f"no golden {path.name}: run with THREADWISE_UPDATE_GOLDEN=1 and review"
-    assert text == path.read_text(), f"{path.name} changed: review, then update the golden"
+    assert before is not None, f"no golden {path.name}: run with THREADWISE_UPDATE_GOLDEN=1 and review"
+    assert text == before, (f"{path.name} changed" + (" (rewritten: review `git diff`, then re-run)"
+                                                      if UPDATE else ": review, then update the golden"))
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -54,6 +63,7 @@ def test_golden_profile(case: str) -> None:
     _compare(GOLDEN / f"{case}.toml", dumps(profile))
 
 
+@pytest.mark.scx
 @pytest.mark.parametrize("case", CASES)
 def test_golden_compiled_and_accepted(case: str, scx_binary: Path) -> None:
     profile, _ = load_profile(GOLDEN / f"{case}.toml")
@@ -84,3 +94,19 @@ def test_from_analysis_reads_the_contract_dataframe() -> None:
         caveats = analysis.caveats
 
     assert from_analysis(FakeAnalysis()) == analysis
+
+
+def test_updating_a_golden_still_fails_when_it_changed(tmp_path: Path, monkeypatch) -> None:
+    """THREADWISE_UPDATE_GOLDEN rewrites a changed golden but never passes on it."""
+    module = sys.modules[__name__]
+    golden = tmp_path / "g.toml"
+    golden.write_text("old\n")
+    monkeypatch.setattr(module, "UPDATE", True)
+    with pytest.raises(AssertionError, match=r"g\.toml changed"):
+        _compare(golden, "new\n")
+    assert golden.read_text() == "new\n"
+    _compare(golden, "new\n")   # unchanged now: passes
+    monkeypatch.setattr(module, "UPDATE", False)
+    with pytest.raises(AssertionError, match="review, then update"):
+        _compare(golden, "newer\n")
+    assert golden.read_text() == "new\n"

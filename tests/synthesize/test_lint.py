@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import polars as pl
 import pytest
 
 from threadwise.errors import InputError
@@ -101,10 +102,8 @@ def test_observed_smt_collision_from_a_capture() -> None:
     shape = synthetic(4, 2)
     threads = [ThreadFact(1, "hot-0", "svc", 0.9), ThreadFact(2, "hot-1", "svc", 0.9)]
     ms = 1_000_000
-    facts = CaptureFacts(
-        1000 * ms, threads,
-        slices={0: [(0, 300 * ms, 1)], 1: [(200 * ms, 400 * ms, 2)], 2: [(500 * ms, 900 * ms, 2)]},
-        siblings=((0, 1), (2, 3)))
+    # hot-0 on cpu 0 for 0-300 ms, hot-1 on its sibling cpu 1 for 200-400 ms: 100 ms together
+    facts = CaptureFacts(1000 * ms, threads, corun={(1, 2): 100 * ms})
     [finding] = lint(views_from_profile(p, shape), shape, facts)
     assert finding.lint == "smt_collision"
     assert finding.message == ("observed: hot-0 and hot-1 ran on sibling CPUs of one core at the "
@@ -138,26 +137,23 @@ def test_compiled_and_profile_views_agree(example: Profile) -> None:
 
 def test_lint_reads_a_real_capture(tmp_path) -> None:
     """A capture written by observe's real writer and finalize.sql, with SMT siblings 0-1."""
-    import duckdb
-
-    from tests.observe.builder import build_capture, snapshot
+    from threadwise.observe.builder import CaptureBuilder
     from threadwise.synthesize.lint_capture import capture_facts
 
     ms = 1_000_000
     names = {10: "svc", 11: "hot-0", 12: "hot-1", 13: "compactor"}
-    events = {
-        "raw_sched_switch": [(1 * ms, 0, 0, 0, 120, 11, 120), (600 * ms, 0, 11, 1, 120, 13, 120),
-                             (1 * ms, 1, 0, 0, 120, 12, 120)],
-        "raw_sched_waking": [], "raw_task_new": [],
-        "raw_task_seen": [(1, tid, 10, name) for tid, name in names.items()],
-    }
-    path = build_capture(tmp_path / "c.duckdb", start_ts=0, end_ts=1000 * ms, events=events,
-                         target_tgids=(10,),
-                         snapshots=[snapshot(1, "start", t, 10, n, 0) for t, n in names.items()])
-    with duckdb.connect(str(path)) as con:
-        con.execute("UPDATE cpu_topology SET smt_siblings = [0, 1]")
+    cap = CaptureBuilder(start_ts=0, duration_ns=1000 * ms, nr_cpus=2, threads_per_core=2,
+                         target_tgids=[10])
+    cap.events("raw_sched_switch", [(1 * ms, 0, 0, 0, 120, 11, 120), (600 * ms, 0, 11, 1, 120, 13, 120),
+                                    (1 * ms, 1, 0, 0, 120, 12, 120)])
+    cap.events("raw_task_seen", [(1, tid, 10, name) for tid, name in names.items()])
+    for tid, name in names.items():
+        cap.snapshot(1, "start", tid, 10, name)
+    path = cap.write(tmp_path / "c.duckdb")
     facts = capture_facts(path)
-    assert facts.siblings == ((0, 1),)
+    name = {t.utid: t.name for t in facts.threads}
+    assert {(name[a], name[b]): ns for (a, b), ns in facts.corun.items()} == {   # cpus 0, 1: siblings
+        ("hot-0", "hot-1"): 599 * ms, ("hot-1", "compactor"): 400 * ms}
     p = Profile(schema_version=1, name="t", workload=Workload(process="proc"),
                 group=[hot_group(2, ["hot-0", "hot-1"])])
     shape = synthetic(4, 2)
@@ -178,3 +174,34 @@ def test_lint_reads_a_real_capture(tmp_path) -> None:
 def test_bad_layer_configs_are_input_errors(specs, message) -> None:
     with pytest.raises(InputError, match=message):
         views_from_specs(specs, synthetic(2, 1))
+
+
+def test_lint_and_analyze_count_the_same_hot_threads(tmp_path) -> None:
+    """hot-1 gets only 30% of a CPU (another process takes the rest) but is runnable all the
+    time: analyze counts it hot (demand), and so must `lint --capture`. Lint used to count only
+    threads with half a CPU, so it saw one hot thread where synthesize sized for two."""
+    from threadwise.analyze import analyze_capture
+    from threadwise.analyze.contract import HOT_SHARE
+    from threadwise.observe.builder import CaptureBuilder
+    from threadwise.synthesize.lint_capture import capture_facts
+
+    ms, t0 = 1_000_000, 1_000_000_000
+    cap = CaptureBuilder(target_tgids=[10])
+    for tid, tgid, name in ((10, 10, "svc"), (11, 10, "hot-0"), (12, 10, "hot-1"), (20, 20, "noise")):
+        cap.thread(tid, tgid, name)
+    for k in range(100):
+        cap.slice(11, 0, t0 + k * 10 * ms, 10 * ms, "R+")            # hot-0 owns cpu 0
+        cap.slice(20, 1, t0 + k * 10 * ms, 7 * ms, "R+")             # noise preempts hot-1 ...
+        cap.slice(12, 1, t0 + k * 10 * ms + 7 * ms, 3 * ms, "R+")    # ... which waits, runnable
+    path = cap.write(tmp_path / "starved.duckdb")
+
+    [group] = analyze_capture(path).groups.filter(pl.col("pattern") == "hot-*").to_dicts()
+    facts = capture_facts(path)
+    starved = next(t for t in facts.threads if t.name == "hot-1")
+    assert starved.cpu_share < HOT_SHARE and starved.demand > 0.9   # the case the two rules split on
+    assert group["hot_threads"] == 2
+    assert sorted(t.name for t in facts.threads if t.hot) == ["hot-0", "hot-1"]
+    p = profile(hot_group(2, ["hot-0", "hot-1"], request_millicores=1000))
+    p = p.model_copy(update={"workload": Workload(process="svc")})
+    [finding] = run(p, synthetic(4, 2), facts)
+    assert (finding.lint, finding.threads) == ("smt_collision", ("hot-0", "hot-1"))

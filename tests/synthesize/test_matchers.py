@@ -11,6 +11,8 @@ import re
 from importlib import resources
 from pathlib import Path
 
+import pytest
+
 from threadwise.synthesize.matchers import SCX_LAYERED_VERSION, matcher_set
 
 
@@ -47,6 +49,7 @@ def test_data_names_the_pinned_version() -> None:
     assert matcher_set().version == SCX_LAYERED_VERSION
 
 
+@pytest.mark.scx
 def test_layer_match_variants_and_arguments(crate_src: Path) -> None:
     body = _strip(_enum_body((crate_src / "src/config.rs").read_text(), "pub enum LayerMatch"))
     crate = {name: tuple(a.strip() for a in args.split(","))
@@ -54,6 +57,7 @@ def test_layer_match_variants_and_arguments(crate_src: Path) -> None:
     assert crate == matcher_set().matchers
 
 
+@pytest.mark.scx
 def test_layer_kinds_and_their_fields(crate_src: Path) -> None:
     body = _enum_body((crate_src / "src/config.rs").read_text(), "pub enum LayerKind")
     kinds = {}
@@ -62,11 +66,13 @@ def test_layer_kinds_and_their_fields(crate_src: Path) -> None:
     assert kinds == matcher_set().layer_kinds
 
 
+@pytest.mark.scx
 def test_layer_common_options(crate_src: Path) -> None:
     body = _enum_body((crate_src / "src/config.rs").read_text(), "pub struct LayerCommon")
     assert _fields(body) == matcher_set().common_options
 
 
+@pytest.mark.scx
 def test_growth_algos_and_placements(crate_src: Path) -> None:
     growth = _enum_body((crate_src / "src/layer_core_growth.rs").read_text(),
                         "pub enum LayerGrowthAlgo")
@@ -75,6 +81,7 @@ def test_growth_algos_and_placements(crate_src: Path) -> None:
     assert tuple(_variants(placement)) == matcher_set().placements
 
 
+@pytest.mark.scx
 def test_limits_from_intf_h(crate_src: Path) -> None:
     intf = (crate_src / "src/bpf/intf.h").read_text()
     consts = {k: int(v) for k, v in re.findall(r"^\s*(MAX_\w+|MIN_\w+|DEFAULT_\w+)\s*=\s*(\d+),",
@@ -94,6 +101,7 @@ def test_limits_from_intf_h(crate_src: Path) -> None:
     assert limits.default_layer_weight == consts["DEFAULT_LAYER_WEIGHT"]
 
 
+@pytest.mark.scx
 def test_limits_from_main_rs(crate_src: Path) -> None:
     main = (crate_src / "src/main.rs").read_text()
     verify = _enum_body(main, "fn verify_layer_specs")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -82,6 +83,7 @@ def test_profile_toml_profile_is_identity(profile: Profile) -> None:
     assert dumps(again) == text
 
 
+@pytest.mark.scx
 @given(profile=PROFILES, shape=SHAPES)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_compiled_options_survive_scx_layered(scx_binary: Path, profile: Profile, shape) -> None:

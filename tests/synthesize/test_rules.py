@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from threadwise.synthesize.diagnostics import Diagnostic
 from threadwise.synthesize.reader import parse_profile
 from threadwise.synthesize.rules import validate
@@ -157,3 +159,17 @@ def test_evidence_unmatched() -> None:
                 "evidence_unmatched")
     assert diag.severity == "warning"
     assert diag.message == "group 'w' records threads its patterns do not match: cold"
+
+
+def test_role_names_are_analyzes() -> None:
+    """One list of roles: the profile schema's Role is the contract's, in the clusterer's order."""
+    from threadwise.analyze.contract import ROLES, GroupRow, Role
+    from threadwise.analyze.roles import PROTOTYPES
+    from threadwise.synthesize import schema
+
+    assert schema.Role is Role
+    assert tuple(Role) == ROLES and len(ROLES) == len(PROTOTYPES)
+    with pytest.raises(ValueError, match="'cpu-hog' is not a valid Role"):
+        GroupRow(pattern="x", role="cpu-hog", confidence=1.0, match_prefixes=["x"], thread_count=1,
+                 names=["x"], cpu_time_ns=0, cpu_share=0.0, max_thread_share=0.0, hot_threads=0,
+                 wakeups_per_s=0.0)

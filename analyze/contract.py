@@ -1,0 +1,136 @@
+"""The Analysis contract (docs/interfaces.md): role names, hot threads, one typed group row.
+
+Problem: synthesize builds profiles from analyze's groups, lint judges a
+capture's threads, refine mutates what both decided. Each needs the same role
+names, the same idea of a "hot" thread and the same row shape; written down
+twice they drift (lint once counted a thread starved by other load as cold
+while analyze counted it hot, so `lint --capture` disagreed with `synthesize`).
+
+Approach: declare them once, here, in a module light enough (no polars,
+numpy or scikit-learn) for `threadwise validate` to import:
+- `Role`, the five roles, in the clusterer's prototype order;
+- `is_hot(cpu_share, demand)`, written with operators only, so the same
+  expression works on floats (lint), numpy arrays and polars columns
+  (analyze's group aggregation);
+- `GroupRow`, one row of `Analysis.groups` (the contract columns, in contract
+  order, typed), and `AnalysisRecord`, the contract part of an `Analysis` as
+  plain typed data (what synthesize reads and the golden fixtures hold).
+  `model.py` derives the polars schema of `Analysis.groups` from `GroupRow`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
+from typing import Any, Protocol, TypeVar
+
+
+class Role(StrEnum):
+    """The role analysis infers for a group (the contract's `role` column)."""
+
+    COMPUTE = "compute"            # hot, long slices, always runnable
+    LATENCY = "latency"            # in a wake chain, short slices, frequent wakeups
+    HOUSEKEEPING = "housekeeping"  # low duty, periodic
+    BATCH = "batch"                # long bursts nobody waits on
+    DEFAULT = "default"            # too little activity to say
+
+
+ROLES: tuple[str, ...] = tuple(role.value for role in Role)
+
+HOT_SHARE = 0.5      # a "hot" thread uses at least half a CPU...
+WANTS_CPU = 0.9      # ...or is running/runnable this much of its life (CPU taken by other load)
+STOLEN_SHARE = 0.25  # while still getting at least this much
+
+_Value = TypeVar("_Value")
+
+
+def is_hot(cpu_share: _Value, demand: _Value) -> _Value:
+    """Whether a thread is hot: `cpu_share` in CPUs over its life, `demand` its running or
+    runnable share of its life (thread_features.sql). Operators only, so floats give a bool
+    and polars expressions or numpy arrays give a column; fill nulls before calling.
+    """
+    return (cpu_share >= HOT_SHARE) | ((demand >= WANTS_CPU) & (cpu_share >= STOLEN_SHARE))  # type: ignore[operator]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupRow:
+    """One row of `Analysis.groups`: the contract columns, in order (docs/interfaces.md)."""
+
+    pattern: str                         # normalised name pattern, e.g. hot-*
+    role: Role
+    confidence: float                    # 0..1
+    match_prefixes: list[str]            # comm prefixes (<= 15 bytes) that select the group (OR)
+    exclude_prefixes: list[str] = field(default_factory=list)
+    separable: bool = True               # false when no prefix set separates it from another group
+    thread_count: int
+    names: list[str]                     # the observed comms
+    cpu_time_ns: int
+    cpu_share: float                     # CPU time / duration, in CPUs
+    max_thread_share: float
+    hot_threads: int                     # threads for which is_hot() holds
+    slice_p50_ns: int | None = None
+    slice_p99_ns: int | None = None
+    wakeups_per_s: float
+    rq_latency_p50_ns: int | None = None
+    rq_latency_p99_ns: int | None = None
+    in_wake_chain: bool = False
+    avg_runtime_range_ns: list[int] | None = None   # [low, high) ns: an AvgRuntime behaviour split
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "role", Role(self.role))   # unknown role names fail here
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> GroupRow:
+        """A row of the groups DataFrame (evidence columns after the contract ones are ignored)."""
+        return cls(**{name: row[name] for name in COLUMNS if name in row})
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(GroupRow))
+
+
+class _AnalysisLike(Protocol):
+    """What `AnalysisRecord.of` reads: an `Analysis` (its groups a polars DataFrame)."""
+
+    @property
+    def process_name(self) -> str: ...
+    @property
+    def duration_ns(self) -> int: ...
+    @property
+    def nr_cpus(self) -> int: ...
+    @property
+    def events_lost(self) -> int: ...
+    @property
+    def caveats(self) -> list[str]: ...
+    @property
+    def groups(self) -> Any: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnalysisRecord:
+    """The contract part of an `Analysis` as plain typed data."""
+
+    process_name: str
+    duration_ns: int
+    nr_cpus: int
+    groups: list[GroupRow]
+    events_lost: int = 0
+    caveats: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, analysis: _AnalysisLike) -> AnalysisRecord:
+        """The record of an `Analysis` (groups read from its DataFrame by column name)."""
+        return cls(process_name=analysis.process_name, duration_ns=int(analysis.duration_ns),
+                   nr_cpus=int(analysis.nr_cpus),
+                   groups=[GroupRow.from_row(row) for row in analysis.groups.to_dicts()],
+                   events_lost=int(analysis.events_lost or 0), caveats=list(analysis.caveats))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (what the golden fixtures hold)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> AnalysisRecord:
+        """Inverse of `to_dict`; keys starting with `_` (notes) are ignored."""
+        data = {k: v for k, v in raw.items() if not k.startswith("_")}
+        data["groups"] = [GroupRow(**row) for row in data["groups"]]
+        return cls(**data)

@@ -1,0 +1,11 @@
+-- store.sql: the analysis stored in a capture (store.py), read back.
+-- The analysis_* tables themselves are frames written through Arrow; their
+-- names come from store.TABLES only.
+
+-- name: has_analysis
+-- Columns: found BIGINT, 1 when the capture holds an analysis_meta table
+SELECT count(*) AS found FROM information_schema.tables WHERE table_name = 'analysis_meta';
+
+-- name: stored_version
+-- Columns: version INTEGER, the analysis schema version stored (NULL: none)
+SELECT max(analysis_schema_version) AS version FROM analysis_meta;

@@ -1,0 +1,29 @@
+-- migrations.sql: the numbered schema migrations and their bookkeeping.
+--
+-- Version 1 is the base schema (schema_v1.sql). Migration N brings a capture
+-- from version N - 1 to N; new captures are created through the same steps, so
+-- every capture of a version has the same tables whether written new or
+-- migrated. store.py lists the migrations (number, description, statement).
+
+-- name: migration_2
+-- proc_snapshot.read_ns BIGINT: how long each schedstat read took (ns); the value
+-- is from an instant in [ts, ts + read_ns]. NULL in migrated captures: unknown.
+ALTER TABLE proc_snapshot ADD COLUMN IF NOT EXISTS read_ns BIGINT;
+
+-- name: record_migration
+-- Parameters: ? INTEGER version reached, ? TIMESTAMP applied at (UTC), ? VARCHAR description.
+INSERT INTO schema_migrations (version, applied_at, description) VALUES (?, ?, ?);
+
+-- name: set_capture_version
+-- Parameters: ? INTEGER the schema version the capture row records.
+UPDATE capture SET schema_version = ?;
+
+-- name: schema_version
+-- The highest migration applied (NULL: none recorded).
+-- Columns: version INTEGER
+SELECT max(version) AS version FROM schema_migrations;
+
+-- name: has_table
+-- Parameters: ? VARCHAR table name.
+-- Columns: found BIGINT, 1 when a table of that name exists, else 0
+SELECT count(*) AS found FROM information_schema.tables WHERE table_name = ?;

@@ -1,0 +1,74 @@
+"""What `apply` resolves: a typed config, checked by the real scx_layered's parser exactly once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from threadwise.errors import ConfigRefused, InputError
+from threadwise.runtime.config import resolve, write_config
+from threadwise.scx import scx_layered_path
+from threadwise.synthesize.example import example_profile
+from threadwise.synthesize.writer import dumps
+
+GOOD = [{"name": "hot", "comment": "the spinner", "matches": [[{"CommPrefix": "tw-hot"}]],
+         "kind": {"Confined": {"util_range": [0.5, 0.9], "cpus_range": [1, 1]}}},
+        {"name": "rest", "matches": [[]], "kind": {"Open": {}}}]
+
+
+@pytest.fixture
+def counted(tmp_path, monkeypatch) -> Path:
+    """The real scx_layered behind a wrapper that counts its runs (one line per run)."""
+    real = scx_layered_path()
+    runs = tmp_path / "runs"
+    wrapper = tmp_path / "scx_layered"
+    wrapper.write_text(f'#!/bin/sh\necho run >> "{runs}"\nexec "{real}" "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("THREADWISE_SCX_LAYERED", str(wrapper))
+    return runs
+
+
+def _runs(runs: Path) -> int:
+    return len(runs.read_text().splitlines()) if runs.exists() else 0
+
+
+@pytest.mark.scx
+def test_a_profile_is_compiled_and_checked_once(tmp_path, counted):
+    profile = tmp_path / "p.toml"
+    profile.write_text(dumps(example_profile()))
+    resolved = resolve(profile, "cores=4,threads-per-core=2")
+    assert _runs(counted) == 1
+    assert resolved.kind == "profile" and resolved.config.layer_names()[-1] == "rest"
+    written = write_config(resolved, tmp_path / "config.json")
+    assert json.loads(written.read_text()) == resolved.specs
+
+
+@pytest.mark.scx
+def test_a_json_config_is_typed_and_checked_once(tmp_path, counted):
+    config = tmp_path / "layered.json"
+    config.write_text(json.dumps(GOOD))
+    resolved = resolve(config)
+    assert _runs(counted) == 1
+    assert resolved.config.specs[0].kind.fixed_cpus == 1 and resolved.layer_names() == ["hot", "rest"]
+
+
+@pytest.mark.scx
+def test_refusals_are_config_refused(tmp_path, counted):
+    config = tmp_path / "layered.json"
+    no_util = json.loads(json.dumps(GOOD))
+    del no_util[0]["kind"]["Confined"]["util_range"]   # serde: missing field
+    config.write_text(json.dumps(no_util))
+    with pytest.raises(ConfigRefused, match="scx_layered rejected the config") as refused:
+        resolve(config)
+    assert refused.value.exit_code == 8 and _runs(counted) == 1
+
+
+def test_unknown_options_are_refused_before_scx_layered_runs(tmp_path):
+    config = tmp_path / "layered.json"
+    bad = json.loads(json.dumps(GOOD))
+    bad[0]["kind"]["Confined"]["exlusive"] = True
+    config.write_text(json.dumps(bad))
+    with pytest.raises(InputError, match=r"layer 'hot': .* has no Confined option exlusive"):
+        resolve(config)

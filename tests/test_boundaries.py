@@ -1,0 +1,201 @@
+"""The contracts between stages hold in the code: imports, errors, SQL.
+
+- Each stage imports another only through the modules and names listed in
+  docs/interfaces.md ("Imports between stages"), found by an AST walk over
+  every module of every stage (imports inside functions included).
+- Every listed name exists (the list cannot rot).
+- Every ThreadwiseError subclass is defined in threadwise/errors.py.
+- No stage module holds SQL in a string: queries live in `.sql` modules, each
+  named statement with a comment header.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGES = ("observe", "analyze", "synthesize", "refine", "runtime")
+BASICS = {"threadwise.errors", "threadwise.paths", "threadwise.scx", "threadwise.durations",
+          "threadwise.sqlfiles"}
+SOURCES = sorted(p for d in (*STAGES, "threadwise") for p in (ROOT / d).rglob("*.py"))
+
+
+def _owner(path: Path) -> str:
+    return path.relative_to(ROOT).parts[0]
+
+
+def _interfaces() -> dict[str, set[str]]:
+    """docs/interfaces.md's table: module -> the names other stages may import."""
+    text = (ROOT / "docs" / "interfaces.md").read_text()
+    section = text.split("## Imports between stages", 1)[1]
+    table: dict[str, set[str]] = {}
+    for line in section.splitlines():
+        match = re.match(r"^\| `(threadwise\.[\w.]+)` \| (.+) \|$", line)
+        if match:
+            table[match.group(1)] = set(re.findall(r"`(\w+)`", match.group(2)))
+    assert table, "no interface table found in docs/interfaces.md"
+    return table
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _imports(path: Path) -> list[tuple[int, str, str | None]]:
+    """(line, module, name) of every absolute threadwise import; name None: the module itself."""
+    found: list[tuple[int, str, str | None]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name, None) for a in node.names if a.name.startswith("threadwise.")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                and node.module.startswith("threadwise"):
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.append((node.lineno, sub, None) if _is_module(sub)
+                             else (node.lineno, node.module, alias.name))
+    return found
+
+
+def _stage_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in STAGES else "threadwise"
+
+
+def test_stages_import_each_other_only_through_the_listed_interfaces():
+    table = _interfaces()
+    bad = []
+    for path in SOURCES:
+        owner = _owner(path)
+        for line, module, name in _imports(path):
+            if module in BASICS or _stage_of(module) in ("threadwise", owner):
+                continue
+            allowed = table.get(module)
+            where = f"{path.relative_to(ROOT)}:{line}"
+            if allowed is None:
+                bad.append(f"{where}: {module} is not an interface")
+            elif name is not None and name not in allowed:
+                bad.append(f"{where}: {module}.{name} is not listed")
+    assert not bad, "imports across stages not in docs/interfaces.md:\n" + "\n".join(bad)
+
+
+def test_every_listed_interface_exists():
+    missing = []
+    for module, names in _interfaces().items():
+        loaded = importlib.import_module(module)
+        missing += [f"{module}.{n}" for n in sorted(names) if n.startswith("_") or not hasattr(loaded, n)]
+    assert not missing, f"listed in docs/interfaces.md but not there (or private): {missing}"
+
+
+def test_the_boundary_check_catches_a_stray_import(tmp_path):
+    """The walk sees imports inside functions and `from package import module` forms."""
+    stray = tmp_path / "x.py"
+    stray.write_text("def f():\n    from threadwise.analyze import groups\n"
+                     "    from threadwise.observe.store import CaptureWriter\n")
+    assert _imports(stray) == [(2, "threadwise.analyze.groups", None),
+                               (3, "threadwise.observe.store", "CaptureWriter")]
+    table = _interfaces()
+    assert "threadwise.analyze.groups" not in table
+    assert "CaptureWriter" not in table["threadwise.observe.store"]
+
+
+def test_every_error_class_lives_in_errors_py():
+    elsewhere = []
+    for path in SOURCES:
+        if path == ROOT / "threadwise" / "errors.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases = {ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases}
+                if bases & {"ThreadwiseError", "UsageError", "InputError", "TargetError", "MissingTool",
+                            "PermissionProblem", "TracerError", "Exception"}:
+                    elsewhere.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert not elsewhere, f"error classes outside threadwise/errors.py: {elsewhere}"
+
+
+def test_exit_codes_tell_findings_and_refusals_from_failures():
+    from threadwise import errors
+
+    assert errors.FindingsReported.exit_code not in (0, 1)
+    codes = {cls.exit_code: cls for cls in (errors.FindingsReported, errors.ConfigRefused,
+                                            errors.GuestCommandFailed)}
+    assert len(codes) == 3
+    ordinary = {cls.exit_code for cls in vars(errors).values() if isinstance(cls, type)
+                and issubclass(cls, errors.ThreadwiseError) and cls not in codes.values()}
+    assert not set(codes) & ordinary
+
+
+SQL_WORDS = re.compile(r"^\s*(--.*\n\s*)*(SELECT|WITH|INSERT INTO|UPDATE|DELETE FROM|CREATE|DROP|ALTER)\s")
+
+
+def _checked(value: ast.expr, assigned: dict[str, str]) -> bool:
+    """A value formatted into SQL text: a call of sqlfiles' `identifier` (whitelisted names) or
+    `placeholders` (bound-parameter markers), or a name assigned from one."""
+    source = assigned.get(value.id, "") if isinstance(value, ast.Name) else ast.unparse(value)
+    return source.startswith(("identifier(", "placeholders(", "', '.join((identifier("))
+
+
+def test_no_sql_in_python_strings():
+    """Queries live in .sql modules; an f-string may only format in whitelisted identifiers."""
+    found = []
+    for path in SOURCES:
+        tree = ast.parse(path.read_text())
+        assigned = {target.id: ast.unparse(node.value) for node in ast.walk(tree)
+                    if isinstance(node, ast.Assign)
+                    for target in node.targets if isinstance(target, ast.Name)}
+        inside_fstrings = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.JoinedStr):
+                text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+                inside_fstrings |= {id(v) for v in node.values}
+                if SQL_WORDS.match(text):
+                    unchecked = [ast.unparse(v.value) for v in node.values
+                                 if isinstance(v, ast.FormattedValue) and not _checked(v.value, assigned)]
+                    if unchecked:
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {unchecked} in SQL text")
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and id(node) not in inside_fstrings and SQL_WORDS.match(node.value)):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value.strip()[:50]!r}")
+    assert not found, "SQL belongs in .sql modules:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("sql", sorted(p for d in STAGES for p in (ROOT / d).rglob("*.sql")),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_sql_modules_have_headers(sql):
+    """Every statement of a .sql module starts with comment lines saying what it is."""
+    from threadwise.sqlfiles import statements
+
+    package = "threadwise." + sql.relative_to(ROOT).parts[0]
+    name = "/".join(sql.relative_to(ROOT).parts[1:])
+    for statement, text in statements(package, name).items():
+        assert text.lstrip().startswith("--"), f"{sql.name}: statement {statement} has no header"
+
+
+def test_identifiers_come_from_the_whitelist(tmp_path):
+    from threadwise.observe.store import CaptureWriter
+    from threadwise.sqlfiles import identifier
+
+    assert identifier("capture", {"capture"}) == '"capture"'
+    evil = 'x"; DROP TABLE capture; --'
+    for bad, allowed in (("other", {"capture"}), (evil, {evil})):
+        with pytest.raises(ValueError, match="not one of the identifiers allowed"):
+            identifier(bad, allowed)   # not listed, or listed but not a plain name
+    writer = CaptureWriter(tmp_path / "c.duckdb")
+    try:
+        with pytest.raises(ValueError):
+            writer.insert("thread", [])
+        with pytest.raises(TypeError, match="capture takes CaptureMeta"):
+            writer.insert("capture", [object()])   # type: ignore[list-item]
+        with pytest.raises(ValueError, match="not a raw table"):
+            writer.append("capture", None)   # type: ignore[arg-type]
+    finally:
+        writer.abandon()

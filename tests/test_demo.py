@@ -1,0 +1,28 @@
+"""`demo` goes on after lint's findings (exit 7) and stops on any other non-zero status."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from threadwise import demo
+from threadwise.errors import FindingsReported, ThreadwiseError
+
+
+@pytest.fixture
+def sample(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "threadwise.cli", "synthesize", "--example", "--name", "s"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return tmp_path / "profiles" / "s.toml"
+
+
+def test_only_the_findings_code_is_not_fatal(sample, capsys):
+    assert {"lint": {FindingsReported.exit_code}} == demo._FINDINGS_OK and 1 not in demo._FINDINGS_OK["lint"]
+    demo._run(["lint", str(sample), "--shape", "cores=2,threads-per-core=2"])   # findings: exits 7
+    assert "the demo goes on: lint's findings above are results" in capsys.readouterr().out
+    with pytest.raises(ThreadwiseError, match="demo step failed with status 2"):
+        demo._run(["lint", str(sample.with_name("missing.toml"))])
