@@ -22,8 +22,7 @@ def judge(con: duckdb.DuckDBPyConnection, run_id: int, reference: str, candidate
     result = stats.compare_arms(store.measured(con, run_id), reference, candidate,
                                 primary=info.primary, secondary=info.secondary,  # type: ignore[arg-type]
                                 noise=noise, seed=info.seed)
-    con.execute("DELETE FROM comparison WHERE run_id = ? AND reference = ? AND candidate = ?",
-                [run_id, reference, candidate])
+    con.execute(store.sql("delete_comparison"), [run_id, reference, candidate])
     store.insert(con, "comparison", [{
         "run_id": run_id, "reference": reference, "candidate": candidate, "metric": c.metric,
         "level": c.level, "reference_median": _finite(c.reference_median),

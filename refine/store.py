@@ -1,7 +1,8 @@
 """The ladder file: one DuckDB database of runs, arms, cells, samples, membership and decisions.
 
-Schema in `sql/ladder.sql` (typed, commented). Every write binds its values
-as parameters; the only names that reach SQL text come from `_TABLES`. The
+Schema in `sql/ladder.sql` (typed, commented), queries in `sql/queries.sql`
+(named statements, `sql(name)`). Every write binds its values as parameters;
+the only names that reach SQL text come from `_TABLES` (through `identifier`). The
 file is the single source for reports and notebooks: nothing is judged or
 reported from memory.
 """
@@ -18,6 +19,7 @@ from typing import Any
 import duckdb
 
 from threadwise.errors import InputError
+from threadwise.sqlfiles import identifier, placeholders, statement
 
 SCHEMA_VERSION = 1
 _TABLES = {
@@ -38,6 +40,11 @@ _TABLES = {
 }
 
 
+def sql(name: str) -> str:
+    """A named statement of `sql/queries.sql` (the refine stage's queries)."""
+    return statement("threadwise.refine", "sql/queries.sql", name)
+
+
 def open_ladder(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open (creating when writable) a ladder file and check its schema version."""
     if read_only and not path.is_file():
@@ -49,10 +56,10 @@ def open_ladder(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnec
                          hint="`threadwise ladder` and `threadwise train` write them") from None
     if not read_only:
         con.execute(resources.files("threadwise.refine").joinpath("sql", "ladder.sql").read_text())
-        if con.execute("SELECT count(*) FROM ladder_meta").fetchone() == (0,):
-            con.execute("INSERT INTO ladder_meta VALUES (?)", [SCHEMA_VERSION])
+        if con.execute(sql("meta_rows")).fetchone() == (0,):
+            con.execute(sql("insert_meta"), [SCHEMA_VERSION])
     try:
-        version = con.execute("SELECT schema_version FROM ladder_meta").fetchone()
+        version = con.execute(sql("schema_version")).fetchone()
     except duckdb.Error:
         con.close()
         raise InputError(f"{path}: not a ladder file (no ladder_meta table)",
@@ -72,13 +79,14 @@ def insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[dict[str, 
         unknown = set(row) - set(columns)
         if unknown:
             raise AssertionError(f"{table}: unknown columns {sorted(unknown)}")
-    marks = ", ".join("?" for _ in columns)
-    con.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})",
+    quoted = identifier(table, _TABLES)
+    names = ", ".join(identifier(column, columns) for column in columns)
+    con.executemany(f"INSERT INTO {quoted} ({names}) VALUES ({placeholders(len(columns))})",
                     [[row.get(c) for c in columns] for row in rows])
 
 
 def next_run_id(con: duckdb.DuckDBPyConnection) -> int:
-    return int(con.execute("SELECT coalesce(max(run_id), 0) + 1 FROM run").fetchone()[0])
+    return int(con.execute(sql("next_run_id")).fetchone()[0])
 
 
 @dataclass(frozen=True)
@@ -96,9 +104,7 @@ class RunInfo:
 
 
 def run_info(con: duckdb.DuckDBPyConnection, run_id: int) -> RunInfo:
-    row = con.execute(
-        "SELECT workload, primary_metric, primary_direction, secondary, levels, seed, tcg, vcpus, "
-        "completed, stopped_reason FROM run WHERE run_id = ?", [run_id]).fetchone()
+    row = con.execute(sql("run_info"), [run_id]).fetchone()
     if row is None:
         raise InputError(f"no run {run_id} in this ladder file")
     secondary = [(s["metric"], s["direction"]) for s in json.loads(row[3])]
@@ -108,11 +114,9 @@ def run_info(con: duckdb.DuckDBPyConnection, run_id: int) -> RunInfo:
 
 def measured(con: duckdb.DuckDBPyConnection, run_id: int) -> dict[str, dict[int, dict[str, list[float]]]]:
     """arm -> level -> metric -> samples of VALID cells, in execution order."""
-    rows = con.execute(
-        "SELECT c.arm, c.level, s.metric, s.value FROM cell c JOIN sample s USING (run_id, idx) "
-        "WHERE c.run_id = ? AND c.valid ORDER BY c.idx", [run_id]).fetchall()
+    rows = con.execute(sql("valid_samples"), [run_id]).fetchall()
     result: dict[str, dict[int, dict[str, list[float]]]] = {}
-    arms = [r[0] for r in con.execute("SELECT arm FROM arm WHERE run_id = ?", [run_id]).fetchall()]
+    arms = [r[0] for r in con.execute(sql("run_arms"), [run_id]).fetchall()]
     info = run_info(con, run_id)
     for arm in arms:  # every arm and level present, even with no valid cell
         result[arm] = {level: {} for level in info.levels}
