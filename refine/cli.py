@@ -121,16 +121,15 @@ def ladder_command(
     from threadwise.refine.run import arm_from_file, run_ladder, where
     from threadwise.refine.store import open_ladder
 
-    place = where(lab, cpus, guest)
+    profiles = [item for item in arm if item != "baseline"]
+    place = where(lab, cpus, guest, profiles=bool(profiles))
     _path, spec, text = _workload(workload)
     if window is not None:
         spec = spec.model_copy(update={"objective": spec.objective.model_copy(update={"window_s": window})})
     arms = [Arm(BASELINE)]
     if aa:
         arms.append(Arm("baseline-aa"))
-    for item in arm:
-        if item == BASELINE:
-            continue
+    for item in profiles:
         name, _, file = item.rpartition("=")
         arms.append(arm_from_file(Path(file), place.shape, name or None))
     if len(arms) < 2:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import duckdb
 
-from threadwise.errors import MissingTool, UsageError
+from threadwise.errors import LadderIncomplete, MissingTool, UsageError
 from threadwise.refine import ingest, judge, ladder, store
 from threadwise.refine.ladder import BASELINE, Arm
 from threadwise.refine.workload import Workload
@@ -46,14 +46,15 @@ class Where:
         return LAB_SHAPE.format(cpus=self.cpus) if self.lab else "host"
 
 
-def where(lab: bool, cpus: int, guest: str = "initramfs") -> Where:
-    """Check that cells can run there: the lab, or a host with sched_ext."""
+def where(lab: bool, cpus: int, guest: str = "initramfs", *, profiles: bool = True) -> Where:
+    """Check that cells can run there: the lab, or a host with sched_ext (only if `profiles`:
+    a ladder of baseline arms alone, an A/A run, attaches nothing and runs on any host)."""
     if lab and guest not in GUESTS:
         raise UsageError(f"unknown --guest {guest!r}", hint="vng (this machine's root shared) or initramfs "
                          "(self-contained: kernel + initramfs, runs on any x86-64 machine with qemu)")
     if not lab:
-        guest = "none"
-    if not lab:
+        guest = GUESTS[1]  # unused off the lab (execute ignores it), but a valid value
+    if not lab and profiles:
         from threadwise.runtime.scx import sched_ext_state
 
         if not sched_ext_state().supported:
@@ -128,7 +129,11 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
                        for arm in arms if arm.name != reference}
     finally:
         con.close()
-    if keep_raw is None and ingested.completed:
+    if not ingested.completed:
+        raise LadderIncomplete(
+            f"the ladder stopped early: {ingested.stopped_reason}",
+            hint=f"what was measured is kept: {ladder_file} (run {ingested.run_id}); raw files in {out}")
+    if keep_raw is None:
         shutil.rmtree(out, ignore_errors=True)
     return LadderRun(ingested.run_id, ingested, comparisons, out)
 
@@ -145,6 +150,11 @@ def _store(plan: ladder.Plan, out: Path, execution: ladder.Execution, *,
 def _timeout(plan: ladder.Plan) -> float:
     """A generous bound for the whole VM run: windows, warm-ups, attaches (TCG: up to ~35 s each)."""
     objective = plan.workload.objective
-    per_cell = objective.window_s * 3 + objective.warmup_s + 5
+    # A command-sourced window lasts as long as its command (redis-benchmark: 10-35 s under TCG,
+    # measured), not window_s; its own bound is the agent's LOAD_TIMEOUT.
+    window = objective.window_s * 3
+    if plan.workload.load.source != "service":
+        window = max(window, 60)
+    per_cell = window + objective.warmup_s + 5
     attaches = sum(1 for arm, _ in plan.turns if not plan.arm(arm).is_baseline)
     return 180 + len(plan.cells) * per_cell + attaches * 90

@@ -14,6 +14,7 @@ stage lives here (and nowhere else), so this table is complete:
 | 1    | StatsUnavailable     | scx_layered's stats socket did not answer |
 | 1    | LabError             | the lab VM did not run the command to completion |
 | 1    | DownloadError        | the Debian archive could not be reached or sent junk |
+| 1    | LadderIncomplete     | a ladder's agent stopped before its last cell (what ran is kept) |
 | 1    | InitramfsError       | a ladder plan cannot be packed into the self-contained lab guest |
 | 1    | MembershipUnavailable| scx_layered's tid -> layer map could not be read |
 | 2    | UsageError           | a bad option or path |
@@ -207,3 +208,7 @@ class InitramfsError(ThreadwiseError):
 
 class MembershipUnavailable(ThreadwiseError):
     """The tid -> layer map could not be read."""
+
+
+class LadderIncomplete(ThreadwiseError):
+    """A ladder stopped before its last cell; the cells that finished are stored."""

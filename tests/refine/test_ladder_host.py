@@ -1,0 +1,85 @@
+"""The real agent on this host: an A/A ladder of rolesim (no scheduler attached, so no VM needed).
+
+Real rolesim, real spinners, the real POSIX-sh agent and ingest: every cell
+comes back valid with its samples and its background CPU, and a service that
+never becomes ready stops the ladder with a clear error while the run row says
+where it stopped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from threadwise.errors import LadderIncomplete
+from threadwise.refine import store
+from threadwise.refine.bundled import build
+from threadwise.refine.ladder import BASELINE, Arm
+from threadwise.refine.run import run_ladder, where
+from threadwise.refine.workload import bundled_workload_path, load_workload, parse_workload
+
+pytestmark = pytest.mark.slow
+
+NEVER_READY = """
+schema_version = 1
+name = "never-ready"
+description = "a service whose ready line never comes"
+[service]
+command = ["sleep", "30"]
+ready = { log_line = "this line is never printed" }
+ready_timeout_s = 2.0
+stop_timeout_s = 2.0
+[target]
+process = "sleep"
+[load]
+source = "service"
+parser = "jsonl"
+[objective]
+primary = { metric = "x", direction = "higher" }
+warmup_s = 0.0
+window_s = 1.0
+"""
+
+
+def test_an_aa_ladder_runs_on_this_host_and_every_cell_is_judged(tmp_path: Path) -> None:
+    build("rolesim")
+    build("spin")
+    path = bundled_workload_path("rolesim")
+    workload = load_workload(path)
+    workload = workload.model_copy(update={"objective": workload.objective.model_copy(
+        update={"window_s": 2.0, "warmup_s": 0.5})})
+    ladder_file = tmp_path / "aa.duckdb"
+    result = run_ladder(workload, path.read_text(), [Arm(BASELINE), Arm("baseline-aa")],
+                        ladder_file=ladder_file, place=where(False, 2, profiles=False), levels=[0, 1],
+                        repeats=1, purpose="aa", command="pytest", progress=lambda _line: None)
+    assert result.ingested.completed and result.ingested.cells == 4
+    con = store.open_ladder(ladder_file, read_only=True)
+    cells = con.execute("SELECT arm, level, valid, reasons, spinner_cpu_s, wall_s FROM cell "
+                        "ORDER BY idx").fetchall()
+    assert [(arm, level) for arm, level, *_ in cells] == [
+        ("baseline", 0), ("baseline", 1), ("baseline-aa", 0), ("baseline-aa", 1)]
+    for arm, level, valid, reasons, spin_s, wall_s in cells:
+        assert valid, (arm, level, reasons)
+        if level:
+            assert spin_s > 0.25 * wall_s  # the spinner really burned CPU
+    measured = store.measured(con, result.run_id)
+    assert all(measured[arm][level]["hot_chunks_per_s"][0] > 0 for arm in measured for level in (0, 1))
+    assert con.execute("SELECT count(*) FROM comparison WHERE run_id = ?", [result.run_id]).fetchone()[0] > 0
+    con.close()
+
+
+def test_a_service_that_never_becomes_ready_stops_the_ladder_clearly(tmp_path: Path) -> None:
+    build("spin")
+    workload = parse_workload(NEVER_READY, "never-ready.toml")
+    ladder_file = tmp_path / "never.duckdb"
+    with pytest.raises(LadderIncomplete) as stopped:
+        run_ladder(workload, NEVER_READY, [Arm(BASELINE), Arm("baseline-aa")], ladder_file=ladder_file,
+                   place=where(False, 2, profiles=False), levels=[0], repeats=1, command="pytest",
+                   progress=lambda _line: None)
+    assert "service-not-ready" in stopped.value.message
+    assert str(ladder_file) in (stopped.value.hint or "")
+    con = store.open_ladder(ladder_file, read_only=True)
+    completed, reason = con.execute("SELECT completed, stopped_reason FROM run").fetchone()
+    assert not completed and "stopped after 0 of 2 cells (service-not-ready)" in reason
+    con.close()
