@@ -24,6 +24,8 @@ from threadwise.refine.workload import bundled_workload_path
 from threadwise.synthesize.schema import Profile, Treatment
 
 BAD = "hot:housekeeping,weight=1"
+# The module's training (one fixture, three lab boots) took 6.8-7 min here; room for a busy machine.
+pytestmark = pytest.mark.timeout(2400)
 
 
 def _bad_candidate(profile: Profile, _shape: object) -> list[Candidate]:
