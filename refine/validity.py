@@ -162,7 +162,10 @@ def reasons(raw: CellRaw, *, baseline: bool, vcpus: int, window_s: float,
         elif raw.mismatched:
             found.append(f"membership: {len(raw.mismatched)} of {raw.members} target threads outside "
                          f"their group's layer: " + ", ".join(raw.mismatched[:4]))
-    if raw.load_rc not in (0, None):
+    if raw.load_rc == 143:  # SIGTERM from the agent's watchdog (LOAD_TIMEOUT)
+        found.append("load: the load generator did not finish within the agent's load timeout "
+                     "(stopped, status 143)")
+    elif raw.load_rc not in (0, None):
         found.append(f"load: the load generator exited with status {raw.load_rc}")
     if metrics_error:
         found.append(f"load: {metrics_error}")

@@ -83,6 +83,7 @@ def test_a_clean_profile_cell_is_valid():
     ({"mismatched": ["hot-0 (tid 9): expected hot, in rest"]}, False, "membership"),
     ({"membership_error": "no tid->layer map"}, False, "membership"),
     ({"load_rc": 1}, False, "load"),
+    ({"load_rc": 143}, False, "load: the load generator did not finish"),
     ({"done": False}, False, "cut"),
 ])
 def test_each_broken_promise_makes_the_cell_invalid(changes, baseline, word):
