@@ -98,6 +98,8 @@ def ladder_command(
                                                  "(default: the workload file's).")] = None,
     order: Annotated[str, typer.Option("--order", help="abba (reversed every repeat) or shuffle.")] = "abba",
     seed: Annotated[int, typer.Option("--seed", help="Shuffle and bootstrap seed.")] = 1,
+    spiky: Annotated[bool, typer.Option("--spiky", help="Duty-cycled background: each spinner busy 50% "
+                                        "of every 100 ms (the noisy neighbour's pattern).")] = False,
     aa: Annotated[bool, typer.Option("--aa", help="A/A: measure the baseline against itself "
                                      "(the machine's noise floor).")] = False,
     lab: Annotated[bool, typer.Option("--lab", help=LAB_HELP)] = False,
@@ -118,7 +120,7 @@ def ladder_command(
     """
     from threadwise.refine import report
     from threadwise.refine.ladder import BASELINE, Arm
-    from threadwise.refine.run import arm_from_file, run_ladder, where
+    from threadwise.refine.run import SPIKY_BACKGROUND, arm_from_file, run_ladder, where
     from threadwise.refine.store import open_ladder
 
     profiles = [item for item in arm if item != "baseline"]
@@ -137,6 +139,7 @@ def ladder_command(
     result = run_ladder(spec, text, arms, ladder_file=output, place=place, levels=parse_levels(levels),
                         repeats=repeats, order=order, seed=seed, purpose="aa" if aa else "ladder",
                         command=shlex.join(["threadwise", *sys.argv[1:]]), keep_raw=keep_raw,
+                        background=SPIKY_BACKGROUND if spiky else "",
                         progress=lambda line: typer.echo(line, err=True))
     con = open_ladder(output, read_only=True)
     try:

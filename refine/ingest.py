@@ -110,7 +110,7 @@ def ingest(con: duckdb.DuckDBPyConnection, plan: Plan, out: Path, execution: Exe
             member_rows += [{"run_id": run_id, "idx": cell.idx, **row}
                             for row in _membership(raw, directory, specs[cell.arm])]
         why = reasons(raw, baseline=plan.arm(cell.arm).is_baseline, vcpus=execution.vcpus,
-                      window_s=objective.window_s,
+                      window_s=objective.window_s, duty=plan.background_duty,
                       metrics_error=metrics_error)
         cell_rows.append({
             "run_id": run_id, "idx": cell.idx, "arm": cell.arm, "level": cell.level,

@@ -74,6 +74,7 @@ class Plan:
     seed: int
     shape: str  # the shape the profile arms were compiled for
     workload_toml: str = ""  # the workload file as read, kept with the run
+    background_duty: float = 1.0  # share of the time each spinner is busy (1.0: always)
     turns: tuple[tuple[str, tuple[Cell, ...]], ...] = field(default=())
 
     @property
@@ -120,12 +121,13 @@ def plan_cells(arms: list[str], levels: list[int], repeats: int, order: str,
 
 
 def make_plan(workload: Workload, arms: list[Arm], *, levels: list[int], repeats: int,
-              order: str = "abba", seed: int = 1, shape: str, workload_toml: str = "") -> Plan:
+              order: str = "abba", seed: int = 1, shape: str, workload_toml: str = "",
+              background_duty: float = 1.0) -> Plan:
     for arm in arms:
         check_arm_name(arm.name)
     turns = plan_cells([arm.name for arm in arms], levels, repeats, order, seed)
     return Plan(workload, tuple(arms), tuple(sorted(levels)), repeats, order, seed, shape,
-                workload_toml, turns)
+                workload_toml, background_duty, turns)
 
 
 def _function(name: str, argv: list[str], *, replace: bool = False) -> str:

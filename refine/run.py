@@ -25,6 +25,9 @@ from threadwise.refine.ladder import BASELINE, Arm
 from threadwise.refine.workload import Workload
 
 LAB_SHAPE = "cores={cpus},threads-per-core=1"
+# The noisy neighbour's spiky pattern: each spinner busy 50% of every 100 ms (refine/workloads/spin.c).
+SPIKY_BACKGROUND = "--duty 50 --period-ms 100"
+SPIKY_DUTY = 0.5
 
 
 GUESTS = ("vng", "initramfs")
@@ -91,13 +94,15 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
                place: Where, levels: list[int], repeats: int, order: str = "abba", seed: int = 1,
                purpose: str = "ladder", command: str | None = None, noise: float = 0.0,
                reference: str = BASELINE, keep_raw: Path | None = None,
-               timeout_s: float | None = None, progress: Callable[[str], None] = print) -> LadderRun:
+               timeout_s: float | None = None, background: str = "",
+               progress: Callable[[str], None] = print) -> LadderRun:
     """Measure `arms` on `workload`, store the run in `ladder_file`, judge every arm vs `reference`."""
     from threadwise.refine.bundled import build
     from threadwise.scx import SCX_LAYERED_VERSION, scx_layered_path
 
     plan = ladder.make_plan(workload, arms, levels=levels, repeats=repeats, order=order, seed=seed,
-                            shape=place.shape, workload_toml=workload_toml)
+                            shape=place.shape, workload_toml=workload_toml,
+                            background_duty=SPIKY_DUTY if background == SPIKY_BACKGROUND else 1.0)
     scx = scx_layered_path()
     out = keep_raw if keep_raw else Path(tempfile.mkdtemp(prefix="threadwise-ladder-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -105,7 +110,8 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
     # readiness is probed with busybox nc. vng shares this machine's root: the runtime applies.
     initramfs = place.lab and place.guest == "initramfs"
     script = ladder.plan_script(plan, attach_mode="direct" if initramfs else "runtime",
-                                spin=build("spin"), scx=scx, tcp_probe="nc" if initramfs else "python")
+                                spin=build("spin"), scx=scx, tcp_probe="nc" if initramfs else "python",
+                                spin_args=background)
     ladder.write_plan(plan, out, script)
     budget = timeout_s or _timeout(plan)
     progress(f"ladder: {len(plan.cells)} cells ({len(arms)} arms x {len(plan.levels)} levels x "

@@ -125,20 +125,20 @@ def _attached(state: str | None) -> bool:
     return bool(state) and state.split()[0] == "enabled" and "layered" in state
 
 
-def spinner_floor_s(level: int, vcpus: int, wall_s: float) -> float:
-    """The least CPU time `level` spinners must burn in `wall_s` on `vcpus` CPUs."""
-    return SPINNER_MIN_CPUS_SHARE * min(level, max(vcpus - 1, 1)) * wall_s
+def spinner_floor_s(level: int, vcpus: int, wall_s: float, duty: float = 1.0) -> float:
+    """The least CPU time `level` spinners (busy `duty` of the time) must burn in `wall_s` on `vcpus`."""
+    return SPINNER_MIN_CPUS_SHARE * duty * min(level, max(vcpus - 1, 1)) * wall_s
 
 
 def reasons(raw: CellRaw, *, baseline: bool, vcpus: int, window_s: float,
-            metrics_error: str | None) -> list[str]:
+            metrics_error: str | None, duty: float = 1.0) -> list[str]:
     """Why the cell is invalid (empty: valid)."""
     found: list[str] = []
     if not raw.done:
         return ["cut: the cell never finished (the run stopped during it)"]
     wall = raw.wall_s or window_s
     if raw.level > 0:
-        want = spinner_floor_s(raw.level, vcpus, wall)
+        want = spinner_floor_s(raw.level, vcpus, wall, duty)
         got = raw.spinner_cpu_s
         if got is None or got < want:
             shown = "no reading" if got is None else f"{got:.2f} s"

@@ -119,6 +119,7 @@ def test_the_spinner_floor_is_half_of_the_cpus_a_background_can_take():
     assert spinner_floor_s(8, 2, 5.0) == pytest.approx(1.25)
     assert spinner_floor_s(1, 8, 5.0) == pytest.approx(1.25)
     assert spinner_floor_s(8, 8, 5.0) == pytest.approx(8.75)
+    assert spinner_floor_s(2, 2, 5.0, duty=0.5) == pytest.approx(0.625)  # --spiky: busy half the time
     ok = reasons(_raw(spinner_cpu_s=1.3), baseline=False, vcpus=2, window_s=5.0, metrics_error=None)
     assert ok == []
 
