@@ -12,6 +12,7 @@ import base64
 import hashlib
 import io
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -196,9 +197,10 @@ def test_a_ladder_runs_in_one_initramfs_boot_and_its_raw_files_come_back(tmp_pat
     assert execution.status == 0, (out / "agent.log").read_text()
     assert execution.tcg and execution.vcpus == 2 and execution.guest_kernel
     # streamed while running, and the same lines in the agent.log that came back
-    assert any(line.startswith("agent: attach tiny: attached") for line in lines)
+    # (agent lines carry the guest's uptime: "agent: [12.34] attach tiny: attached ...")
+    assert any(re.match(r"agent: \[[\d.]+\] attach tiny: attached", line) for line in lines), lines
     assert (out / "finished").is_file()
-    assert "agent: finished" in (out / "agent.log").read_text()
+    assert re.search(r"^agent: \[[\d.]+\] finished$", (out / "agent.log").read_text(), re.M)
 
     for cell in plan.cells:
         directory = out / "cells" / str(cell.idx)
