@@ -38,10 +38,7 @@ def main() -> None:
     args = parser.parse_args()
 
     path = resolve_workload(args.workload)
-    workload = load_workload(path)
-    if args.window is not None:
-        workload = workload.model_copy(update={"objective": workload.objective.model_copy(
-            update={"window_s": args.window})})
+    workload = load_workload(path).with_window(args.window)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     levels = [int(v) for v in args.levels.split(",")]
     started = time.monotonic()

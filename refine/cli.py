@@ -126,8 +126,7 @@ def ladder_command(
     profiles = [item for item in arm if item != "baseline"]
     place = where(lab, cpus, guest, profiles=bool(profiles))
     _path, spec, text = _workload(workload)
-    if window is not None:
-        spec = spec.model_copy(update={"objective": spec.objective.model_copy(update={"window_s": window})})
+    spec = spec.with_window(window)
     arms = [Arm(BASELINE)]
     if aa:
         arms.append(Arm("baseline-aa"))

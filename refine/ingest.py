@@ -29,7 +29,7 @@ from threadwise.refine import store
 from threadwise.refine.ladder import Execution, Plan
 from threadwise.refine.metrics import parse_metrics, require
 from threadwise.refine.validity import CellRaw, read_cell, reasons
-from threadwise.runtime.membership import expected_layer, parse_map_dump
+from threadwise.runtime.membership import classify, parse_map_dump
 
 
 @dataclass(frozen=True)
@@ -58,15 +58,12 @@ def _membership(raw: CellRaw, directory: Path, specs: list[dict[str, Any]]) -> l
         return []
     threads = [line.split(maxsplit=2) for line in threads_text.splitlines() if line.strip()]
     process_comm = {int(pid): comm for pid, tid, comm in threads if pid == tid}
-    names = [str(spec.get("name")) for spec in specs]
-    rows = []
-    for pid, tid, comm in threads:
-        index = layer_of.get(int(tid))
-        actual = names[index] if index is not None and 0 <= index < len(names) else None
-        expected = expected_layer(specs, comm, process_comm.get(int(pid), comm))
-        rows.append({"tid": int(tid), "comm": comm, "expected_layer": expected, "actual_layer": actual})
-        if expected is not None and expected != actual:
-            raw.mismatched.append(f"{comm} (tid {tid}): expected {expected}, in {actual or 'none'}")
+    found = classify(specs, [(int(pid), int(tid), comm, process_comm.get(int(pid), comm))
+                             for pid, tid, comm in threads], layer_of)
+    rows = [{"tid": t.tid, "comm": t.comm, "expected_layer": t.expected, "actual_layer": t.actual}
+            for t in found]
+    raw.mismatched += [f"{t.comm} (tid {t.tid}): expected {t.expected}, in {t.actual or 'none'}"
+                       for t in found if not t.ok]
     raw.members = len(rows)
     if not rows:
         raw.membership_error = "no target threads found during the window"

@@ -81,13 +81,6 @@ def observe_workload(workload: Workload, capture: Path, seconds: float, work: Pa
                      "--force"], progress)
 
 
-def _with_window(workload: Workload, window_s: float | None) -> Workload:
-    if window_s is None:
-        return workload
-    objective = workload.objective.model_copy(update={"window_s": window_s})
-    return workload.model_copy(update={"objective": objective})
-
-
 def _arm(item: object, shape: object) -> Arm:
     """A loop arm (name, profile or None, shape) as a ladder arm compiled for its shape."""
     from threadwise.refine.mutate import compile_specs, toml_text
@@ -140,7 +133,7 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
     for existing in (profile_path, record):
         if existing.exists() and not options.force:
             raise UsageError(f"{existing} exists", hint="pass --force to retrain and replace it")
-    workload = _with_window(load_workload(options.workload_path), options.window_s)
+    workload = load_workload(options.workload_path).with_window(options.window_s)
     workload_toml = options.workload_path.read_text()
     # Work in build/train/NAME: a failed or interrupted training keeps what it measured there.
     work = Path("build") / "train" / options.name

@@ -184,6 +184,13 @@ class Workload(_Model):
         lines.append(f"windows:   {objective.warmup_s:g} s warm-up, then {objective.window_s:g} s measured")
         return lines
 
+    def with_window(self, window_s: float | None) -> Workload:
+        """This workload with another measurement window (None: unchanged), e.g. short demo runs."""
+        if window_s is None:
+            return self
+        return self.model_copy(update={"objective": self.objective.model_copy(
+            update={"window_s": window_s})})
+
 
 # -- errors -------------------------------------------------------------------------
 

@@ -152,22 +152,28 @@ def expected_layer(specs: list[dict[str, Any]], comm: str, process: str) -> str 
     return None
 
 
+def classify(specs: list[dict[str, Any]], threads: list[tuple[int, int, str, str]],
+             layer_of: dict[int, int]) -> list[ThreadLayer]:
+    """(pid, tid, comm, process comm) threads against the map: expected and actual layer of each."""
+    names = [str(spec.get("name")) for spec in specs]
+    rows = []
+    for pid, tid, comm, process in threads:
+        index = layer_of.get(tid)
+        actual = names[index] if index is not None and 0 <= index < len(names) else None
+        rows.append(ThreadLayer(tid, pid, comm, process, expected_layer(specs, comm, process), actual))
+    return rows
+
+
 def membership(specs: list[dict[str, Any]], *, pids: list[int] | None = None,
                match_map: dict[int, int] | None = None) -> list[ThreadLayer]:
     """Every thread of the target processes with its expected and actual layer."""
-    names = [str(spec.get("name")) for spec in specs]
     if pids is None:
         pids = pids_with_comm_prefix(target_prefixes(specs))
     if match_map is None:
         match_map = read_match_map()
-    rows = []
-    for pid in pids:
-        process = _read(PROC / str(pid) / "comm") or "?"
-        for tid, comm in process_threads(pid):
-            index = match_map.get(tid)
-            actual = names[index] if index is not None and 0 <= index < len(names) else None
-            rows.append(ThreadLayer(tid, pid, comm, process, expected_layer(specs, comm, process), actual))
-    return rows
+    threads = [(pid, tid, comm, _read(PROC / str(pid) / "comm") or "?")
+               for pid in pids for tid, comm in process_threads(pid)]
+    return classify(specs, threads, match_map)
 
 
 def rematch(pid: int, *, pause_s: float = 0.02) -> None:
