@@ -41,6 +41,9 @@ BASELINE = "baseline"
 ORDERS = ("abba", "shuffle")
 DEFAULT_LEVELS = (0, 1, 2, 4, 8)
 ARM_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+# After an attach, the agent re-matches the target and waits this long (s) for every target thread
+# to appear in scx_layered's match map before the first cell (a TCG guest is slow).
+SETTLE_TIMEOUT_S = 20
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,8 @@ def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
         f"SPIN_ARGS={q(spin_args)}",
         f"ATTACH_MODE={q(attach_mode)}",
         f"ATTACH_TIMEOUT={int(attach_timeout_s)}",
+        # after an attach, how long to wait for every target thread to appear in the match map
+        f"SETTLE_TIMEOUT={SETTLE_TIMEOUT_S}",
         f"SCX={q(str(scx) if scx else '')}",
     ]
     if workload.service is not None:

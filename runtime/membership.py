@@ -176,11 +176,31 @@ def membership(specs: list[dict[str, Any]], *, pids: list[int] | None = None,
     return classify(specs, threads, match_map)
 
 
-def rematch(pid: int, *, pause_s: float = 0.02) -> None:
-    """Make every thread of `pid` runnable again, so scx_layered re-matches renamed ones."""
+def _all_stopped(pid: int) -> bool:
+    """Every live thread of `pid` is in the stopped state (T, or t when traced)."""
+    try:
+        tids = os.listdir(PROC / str(pid) / "task")
+    except OSError:
+        return True  # gone: nothing left to wait for
+    for tid in tids:
+        stat = _read(PROC / str(pid) / "task" / tid / "stat")
+        if stat is not None and stat.rpartition(") ")[2][:1] not in ("T", "t"):
+            return False
+    return True
+
+
+def rematch(pid: int, *, stop_timeout_s: float = 3.0) -> None:
+    """Make every thread of `pid` runnable again, so scx_layered re-matches renamed ones.
+
+    SIGCONT discards a SIGSTOP that has not been delivered yet, and a sleeping thread that never
+    stopped is never woken: so continue only once every thread has stopped (or after a bound, on
+    a machine too loaded to deliver it; the membership check then tells).
+    """
     os.kill(pid, signal.SIGSTOP)
     try:
-        time.sleep(pause_s)
+        deadline = time.monotonic() + stop_timeout_s
+        while not _all_stopped(pid) and time.monotonic() < deadline:
+            time.sleep(0.005)
     finally:
         os.kill(pid, signal.SIGCONT)
 

@@ -90,12 +90,60 @@ attach() {
         done
     fi
     echo "$(( $(date +%s) - t0 ))" > "$OUT/arms/$1.attach_s"
-    # Threads renamed after being matched are re-matched only when they next become runnable
-    # (LAB.md): stop and continue the target processes so every thread re-enters the run queue.
-    for p in $(target_pids); do kill -STOP "$p" 2>/dev/null; done
-    sleep 0.05
-    for p in $(target_pids); do kill -CONT "$p" 2>/dev/null; done
     say "attach $1: attached after $(cat "$OUT/arms/$1.attach_s") s ($(sched_state))"
+    settle "$1"
+}
+
+# 0 when every thread of the given processes is stopped (state T or t).
+all_stopped() {
+    for p in "$@"; do
+        for s in /proc/"$p"/task/[0-9]*/stat; do
+            st=$(sed 's/.*) //' "$s" 2>/dev/null | cut -c1)
+            case "$st" in T|t|"") ;; *) return 1 ;; esac
+        done
+    done
+    return 0
+}
+
+# Threads renamed after being matched are re-matched only when they next become runnable
+# (LAB.md): stop the target processes, wait until every thread HAS stopped, then continue them,
+# so every thread leaves and re-enters the run queue. Continuing too early cancels a stop that
+# has not been delivered yet (a SIGCONT discards a pending SIGSTOP), and a sleeping thread that
+# never stopped is never woken: on a loaded 2-vCPU guest 50 ms was not always enough.
+rematch() {
+    pids=$(target_pids)
+    [ -n "$pids" ] || return 0
+    for p in $pids; do kill -STOP "$p" 2>/dev/null; done
+    i=0
+    # shellcheck disable=SC2086
+    while [ "$i" -lt 150 ] && ! all_stopped $pids; do sleep 0.02; i=$((i + 1)); done
+    for p in $pids; do kill -CONT "$p" 2>/dev/null; done
+}
+
+# Target thread ids that scx_layered's match map does not hold yet (never matched since the attach).
+unmatched() {
+    bpftool -j map dump name layer_match_dbg 2>/dev/null \
+        | grep -o '"formatted":{"key":[0-9]*' | sed 's/.*://' > "$OUT/matched.tids"
+    target_threads | while read -r _ t _; do grep -qx "$t" "$OUT/matched.tids" || echo "$t"; done
+}
+
+# settle ARM: re-match, then wait (up to SETTLE_TIMEOUT s, re-matching every 2 s) until every
+# target thread is in the match map, so no cell starts with a thread the scheduler never placed.
+# The cells still read membership mid-window and judge it; this only removes a start-up race.
+settle() {
+    rematch
+    [ -n "$(target_pids)" ] || return 0
+    t0=$(date +%s)
+    while :; do
+        missing=$(unmatched | tr '\n' ' ')
+        [ -z "$missing" ] && { say "attach $1: every target thread matched"; return 0; }
+        elapsed=$(( $(date +%s) - t0 ))
+        if [ "$elapsed" -ge "$SETTLE_TIMEOUT" ]; then
+            say "attach $1: threads still unmatched after $elapsed s: $missing"; return 0
+        fi
+        sleep 1
+        [ $(( elapsed % 2 )) -eq 1 ] && rematch
+    done
 }
 
 detach() {
