@@ -22,6 +22,8 @@ class TracerReport:
     end_ts: int | None              # when the kernel side stopped (None if never confirmed)
     stop_requested_ts: int | None = None   # when the observer asked it to stop
     kernel_counts: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] | None = None   # exact per-kind ring drops (libbpf); None: not countable
+    missed: dict[str, int] | None = None    # per kind: events a program never ran for (recursion guard)
     unparsed: int = 0               # lines the parser did not understand
     unparsed_samples: list[str] = field(default_factory=list)
     stderr_tail: str = ""
@@ -50,8 +52,9 @@ class TracerBackend(Protocol):
 def get_backend(name: str) -> TracerBackend:
     from threadwise.errors import UsageError
     from threadwise.observe.bpftrace_backend import BpftraceBackend
+    from threadwise.observe.libbpf_backend import LibbpfBackend
 
-    backends: dict[str, type] = {"bpftrace": BpftraceBackend}
+    backends: dict[str, type] = {"libbpf": LibbpfBackend, "bpftrace": BpftraceBackend}
     if name not in backends:
         raise UsageError(f"unknown tracer backend {name!r}", hint=f"choose one of: {', '.join(backends)}")
     return backends[name]()

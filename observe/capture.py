@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -107,9 +108,7 @@ def observe(target: Target, output: Path, *, duration_s: float | None, force: bo
         target.stop_launched()
         raise
     finally:
-        for leftover in workdir.iterdir():
-            leftover.unlink()
-        workdir.rmdir()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir: Path, *,
@@ -222,7 +221,8 @@ def _finish(writer: CaptureWriter, backend: TracerBackend, target: Target, *, re
             end_reason: str, warnings: list[str], target_threads: int) -> CaptureResult:
     # Loss, two independent ways: the tracer's own reports, and kernel counts
     # minus what reached the tables. The larger is stored; both are kept.
-    counted = [TracerCount(name, report.kernel_counts.get(name, 0), writer.rows[table])
+    counted = [TracerCount(name, report.kernel_counts.get(name, 0), writer.rows[table],
+                           None if report.dropped is None else report.dropped.get(name, 0))
                for name, table in COUNTED.items()]
     missing = sum(max(0, c.kernel - c.ingested) for c in counted)
     writer.insert("tracer_counts", counted)

@@ -30,7 +30,7 @@ from threadwise.observe.stream import SCHEMAS
 from threadwise.observe.topology import CpuInfo
 from threadwise.sqlfiles import identifier, placeholders, statement
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Numbered migrations: version -> description; the step that reaches it from
 # version - 1 is statement `migration_<version>` of sql/migrations.sql.
@@ -39,6 +39,7 @@ SCHEMA_VERSION = 2
 # whether it was written new or migrated.
 MIGRATIONS: dict[int, str] = {
     2: "proc_snapshot.read_ns: how long each schedstat read took",
+    3: "tracer_counts.dropped: records the tracer counted exactly as dropped (libbpf)",
 }
 
 # Raw event tables, appended as Arrow batches of the tracer stream's schemas;
@@ -90,6 +91,7 @@ class TracerCount:
     event: str
     kernel: int
     ingested: int
+    dropped: int | None = None  # counted exactly by the tracer (libbpf); None: it cannot tell
 
 
 # Metadata tables and the record type of their rows: the one statement of

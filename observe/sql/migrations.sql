@@ -10,6 +10,12 @@
 -- is from an instant in [ts, ts + read_ns]. NULL in migrated captures: unknown.
 ALTER TABLE proc_snapshot ADD COLUMN IF NOT EXISTS read_ns BIGINT;
 
+-- name: migration_3
+-- tracer_counts.dropped BIGINT: records of this kind the tracer had no buffer room for,
+-- counted exactly per CPU in the kernel (the libbpf tracer). NULL: the tracer cannot count
+-- them (bpftrace; migrated captures); then kernel - ingested is the only measure.
+ALTER TABLE tracer_counts ADD COLUMN IF NOT EXISTS dropped BIGINT;
+
 -- name: record_migration
 -- Parameters: ? INTEGER version reached, ? TIMESTAMP applied at (UTC), ? VARCHAR description.
 INSERT INTO schema_migrations (version, applied_at, description) VALUES (?, ?, ?);

@@ -1,0 +1,187 @@
+"""The libbpf backend: runs the C tracer (tracers/sched.c) and maps its binary record files.
+
+The tracer appends fixed-size records to one file per layout in the work directory and says
+on stdout when it is live, when it stopped, and what the kernel counted (seen and dropped, per
+event kind and CPU). Polling reads whole new records (observe/records.py); nothing is parsed as
+text. Drops are exact: a record the ring had no room for is counted in the kernel, so the
+capture's loss from the tracer is `dropped`, and `seen - ingested == dropped` can be checked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+from threadwise.errors import MissingTool, PermissionProblem, TracerError
+from threadwise.observe import tracer_build
+from threadwise.observe.backend import TracerReport
+from threadwise.observe.records import RecordReader
+from threadwise.observe.stream import ParsedChunk
+
+# Rings: one per CPU (benchmarks/tracer_overhead.py measured per-CPU against one shared ring).
+DEFAULT_RINGS = 0
+DEFAULT_RING_KB = 8192   # per ring: ~200k switch records of headroom per CPU between drains
+STOP_TIMEOUT_S = 30.0
+# BPF program -> the event kind it records (its recursion misses are events of that kind never seen)
+PROGRAM_KIND = {"on_switch": "switch", "on_waking": "waking", "on_wakeup_new": "waking",
+                "on_migrate": "migrate", "on_newtask": "new", "on_process_exit": "exit",
+                "on_rename": "rename"}
+
+
+class LibbpfBackend:
+    name = "libbpf"
+
+    def __init__(self, *, rings: int = DEFAULT_RINGS, ring_kb: int = DEFAULT_RING_KB,
+                 poll_ms: int = 100) -> None:
+        self.rings = rings
+        self.ring_kb = ring_kb
+        self.poll_ms = poll_ms
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._reader: RecordReader | None = None
+        self._control = b""
+        self._lines: list[str] = []
+        self._err: Path | None = None
+        self.binary: Path | None = None
+
+    # -- prerequisites -------------------------------------------------------
+    def check(self) -> None:
+        binary = tracer_build.binary_path()
+        if not binary.is_file():
+            raise MissingTool(f"the libbpf tracer is not built for these sources ({binary})",
+                              hint="run make setup (or python -m threadwise.observe.tracer_build), "
+                                   "or use --backend bpftrace")
+        if os.geteuid() != 0:
+            raise PermissionProblem(
+                "eBPF tracing needs root: the tracer loads BPF programs (CAP_BPF, CAP_PERFMON)",
+                hint="run as root, e.g. sudo .venv/bin/threadwise observe ...")
+        self.binary = binary
+
+    def version(self) -> str:
+        return f"threadwise-sched {tracer_build.source_hash()}"
+
+    # -- lifecycle -------------------------------------------------------------
+    def start(self, workdir: Path, *, attach_timeout_s: float = 60.0) -> int:
+        if self.binary is None:
+            self.check()
+        assert self.binary is not None
+        records = workdir / "records"
+        records.mkdir()
+        self._reader = RecordReader(records)
+        self._err = workdir / "tracer.err"
+        with open(self._err, "wb") as err:
+            self._proc = subprocess.Popen(
+                [str(self.binary), "--out", str(records), "--rings", str(self.rings),
+                 "--ring-kb", str(self.ring_kb), "--poll-ms", str(self.poll_ms)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+                start_new_session=True,  # the terminal's Ctrl-C is the observer's to handle
+            )
+        deadline = time.monotonic() + attach_timeout_s
+        while True:
+            for line in self._read_control(timeout_s=0.1):
+                if line.startswith("live "):
+                    return int(line.split()[1])
+            if self._proc.poll() is not None:
+                self._read_control(timeout_s=0)
+                raise TracerError(f"the libbpf tracer exited with status {self._proc.returncode} before "
+                                  f"tracing started: {self._stderr_tail()}")
+            if time.monotonic() > deadline:
+                self._kill()
+                raise TracerError(f"the libbpf tracer did not attach within {attach_timeout_s:.0f} s: "
+                                  f"{self._stderr_tail()}")
+
+    def _read_control(self, *, timeout_s: float) -> list[str]:
+        """Complete control lines that arrived on the tracer's stdout."""
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        new: list[str] = []
+        while select.select([fd], [], [], timeout_s)[0]:
+            data = os.read(fd, 65536)
+            if not data:
+                break
+            self._control += data
+            *lines, rest = self._control.split(b"\n")
+            self._control = rest
+            new += [line.decode(errors="replace") for line in lines]
+            timeout_s = 0
+        self._lines += new
+        return new
+
+    def poll(self) -> ParsedChunk:
+        assert self._reader is not None
+        return _chunk(self._reader.read())
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def stop(self) -> tuple[ParsedChunk, TracerReport]:
+        assert self._proc is not None and self._reader is not None
+        parts = [self._reader.read()]
+        stop_requested_ts = time.monotonic_ns()
+        if self._proc.poll() is None:
+            self._proc.send_signal(2)  # SIGINT: the tracer sets `stopped`, drains, reports
+            try:
+                self._proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self._kill()
+        self._read_control(timeout_s=0)
+        parts.append(self._reader.read())
+        end_ts, counts = None, {}
+        for line in self._lines:
+            if line.startswith("end "):
+                end_ts = int(line.split()[1])
+            elif line.startswith("counts "):
+                counts = json.loads(line[len("counts "):])
+        kernel_counts = {kind: value["seen"] for kind, value in counts.items()
+                         if isinstance(value, dict) and "seen" in value and kind != "seen"}
+        dropped = {kind: value["dropped"] for kind, value in counts.items()
+                   if isinstance(value, dict) and "dropped" in value}
+        chunk = _chunk(merge_parts(*parts))
+        missed = {kind: 0 for kind in dropped}
+        for program, count in counts.get("missed", {}).items():
+            if program in PROGRAM_KIND:
+                missed[PROGRAM_KIND[program]] = missed.get(PROGRAM_KIND[program], 0) + int(count)
+        # never in the kernel counts: the program did not run (the kernel's recursion guard)
+        total_lost = sum(dropped.values()) + sum(missed.values())
+        if total_lost:
+            chunk.lost.append(total_lost)
+        trailing = self._reader.trailing()
+        report = TracerReport(
+            end_ts=end_ts, stop_requested_ts=stop_requested_ts, kernel_counts=kernel_counts,
+            dropped=dropped, missed=missed,
+            unparsed=len(trailing),  # files that end in a partial record (a write cut short)
+            unparsed_samples=[f"{name}: {size} bytes of an incomplete record"
+                              for name, size in trailing.items()],
+            stderr_tail=self._stderr_tail(),
+        )
+        return chunk, report
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+    def _stderr_tail(self) -> str:
+        if self._err is None or not self._err.exists():
+            return ""
+        lines = [line for line in self._err.read_text(errors="replace").splitlines() if line.strip()]
+        return " | ".join(lines[-5:])
+
+
+def _chunk(parts: dict[str, list[pa.Table]]) -> ParsedChunk:
+    return ParsedChunk({name: tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+                        for name, tables in parts.items() if tables})
+
+
+def merge_parts(*parts: dict[str, list[pa.Table]]) -> dict[str, list[pa.Table]]:
+    merged: dict[str, list[pa.Table]] = {}
+    for part in parts:
+        for name, tables in part.items():
+            merged.setdefault(name, []).extend(tables)
+    return merged
+
