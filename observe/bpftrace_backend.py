@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import re
 import resource
@@ -33,6 +34,7 @@ PERF_RB_PAGES = "1024"   # per CPU: 4 MiB of perf ring buffer
 MAP_KEYS_MAX = "65536"   # @seen holds one key per thread seen
 DRAIN_S = 0.3            # after the stop line: let bpftrace read the other CPUs' buffers
 STALL_S = 5.0            # no output for this long while draining: bpftrace is stuck
+EVENTS_MAP = "AT_events"  # the script's @events, as bpftrace names the kernel map
 
 
 def script_path() -> Path:
@@ -126,6 +128,7 @@ class BpftraceBackend:
         assert self._proc is not None
         chunks = [self.poll()]
         stop_requested_ts = time.monotonic_ns()
+        map_counts: dict[str, int] | None = None
         if self._proc.poll() is None:
             # kill(pid, 0) is the script's stop trigger (see sched_stream.bt): the
             # kernel side stops counting and printing, then we drain the buffers
@@ -146,6 +149,8 @@ class BpftraceBackend:
                     break
             time.sleep(DRAIN_S)
             chunks.append(self._read())
+            # the kernel side has stopped counting (the E line): read the counts from the map
+            map_counts = read_event_counts(self._proc.pid) if self._parser.end_ts is not None else None
             self._proc.send_signal(signal.SIGINT)
             try:
                 self._proc.wait(timeout=30)
@@ -158,7 +163,7 @@ class BpftraceBackend:
         report = TracerReport(
             end_ts=self._parser.end_ts,
             stop_requested_ts=stop_requested_ts,
-            kernel_counts=dict(self._parser.kernel_counts),
+            kernel_counts=map_counts or dict(self._parser.kernel_counts),
             unparsed=self._parser.unparsed,
             unparsed_samples=list(self._parser.unparsed_samples),
             stderr_tail=self._stderr_tail(),
@@ -176,6 +181,52 @@ class BpftraceBackend:
         lines = [line for line in self._err.read_text(errors="replace").splitlines()
                  if "RLIMIT_MEMLOCK" not in line and line.strip()]
         return " | ".join(lines[-5:])
+
+
+def _bytes(raw: object) -> bytes:
+    return bytes(int(b, 16) for b in raw) if isinstance(raw, list) else str(raw).encode()
+
+
+def read_event_counts(pid: int) -> dict[str, int] | None:
+    """The script's @events counts read straight from the kernel map of bpftrace `pid`.
+
+    bpftrace prints its maps only while it exits, and on a loaded machine that print could come
+    late or not at all (a CI run read 0 switches). The map itself is in the kernel: find it among
+    the maps this process holds (/proc/PID/fdinfo map_id) and dump it with bpftool. None when
+    it cannot be read; the printed counts are then the fallback.
+    """
+    bpftool = shutil.which("bpftool") or next(
+        (p for p in ("/usr/sbin/bpftool", "/sbin/bpftool") if Path(p).is_file()), None)
+    ids: set[int] = set()
+    try:
+        for info in Path(f"/proc/{pid}/fdinfo").iterdir():
+            with contextlib.suppress(OSError):
+                if match := re.search(r"^map_id:\s*(\d+)", info.read_text(), re.M):
+                    ids.add(int(match.group(1)))
+    except OSError:
+        return None
+    if bpftool is None or not ids:
+        return None
+    shown = subprocess.run([bpftool, "-j", "map", "show"], capture_output=True, text=True, check=False)
+    try:
+        maps = json.loads(shown.stdout or "[]")
+    except ValueError:
+        return None
+    found = [m["id"] for m in maps if m.get("id") in ids and m.get("name") == EVENTS_MAP]
+    if not found:
+        return None
+    dumped = subprocess.run([bpftool, "-j", "map", "dump", "id", str(found[0])],
+                            capture_output=True, text=True, check=False)
+    try:
+        entries = json.loads(dumped.stdout or "[]")
+    except ValueError:
+        return None
+    counts: dict[str, int] = {}
+    for entry in entries:
+        key = _bytes(entry["key"]).split(b"\0", 1)[0].decode(errors="replace")
+        total = sum(int.from_bytes(_bytes(v["value"]), "little") for v in entry.get("values", []))
+        counts[key] = total
+    return counts
 
 
 def _merge(chunks: list[ParsedChunk]) -> ParsedChunk:

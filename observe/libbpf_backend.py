@@ -38,8 +38,9 @@ class LibbpfBackend:
     name = "libbpf"
 
     def __init__(self, *, rings: int = DEFAULT_RINGS, ring_kb: int = DEFAULT_RING_KB,
-                 poll_ms: int = 100) -> None:
+                 poll_ms: int = 100, wakeup_kb: int | None = None) -> None:
         self.rings = rings
+        self.wakeup_kb = wakeup_kb  # None: half a ring
         self.ring_kb = ring_kb
         self.poll_ms = poll_ms
         self._proc: subprocess.Popen[bytes] | None = None
@@ -77,7 +78,8 @@ class LibbpfBackend:
         with open(self._err, "wb") as err:
             self._proc = subprocess.Popen(
                 [str(self.binary), "--out", str(records), "--rings", str(self.rings),
-                 "--ring-kb", str(self.ring_kb), "--poll-ms", str(self.poll_ms)],
+                 "--ring-kb", str(self.ring_kb), "--poll-ms", str(self.poll_ms),
+                 *(["--wakeup-kb", str(self.wakeup_kb)] if self.wakeup_kb is not None else [])],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
                 start_new_session=True,  # the terminal's Ctrl-C is the observer's to handle
             )

@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="rebuild even if a build is cached")
     args = parser.parse_args(argv)
     try:
-        path = build(args.cache, force=args.force)
+        path = build(args.cache, force=args.force, progress=lambda m: print(m, file=sys.stderr))
     except (MissingTool, TracerError) as error:
         print(f"error: {error.message}", file=sys.stderr)
         if error.hint:

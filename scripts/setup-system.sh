@@ -20,7 +20,7 @@ APT_PACKAGES=(
     libbpf-dev bpftool gcc make  # the libbpf C tracer
     kmod                # depmod, needed by virtme-ng
     busybox-static      # the self-contained initramfs lab guest (refine/initramfs.py)
-    hyperfine           # benchmarks
+    hyperfine linux-perf  # benchmarks (perf sched record: the tracer's peer)
     xz-utils ca-certificates
 )
 BACKPORTS_PACKAGES=(qemu-system-x86)

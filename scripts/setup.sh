@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 ./setup-system.sh
 ./setup-python.sh
+./setup-tracer.sh
 for step in setup-scx.sh setup-lab.sh; do
     if [[ -x $step ]]; then ./$step; fi
 done

@@ -73,19 +73,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # --- live workloads, captured once per session and shared by the stages' bpf tests ---
 
 ROLESIM_ARGS = ("--hot", "2", "--workers", "3")
+# Every capture-based test runs once per tracer backend: the capture contract is the same.
+BACKENDS = ("libbpf", "bpftrace")
+
+
+def tracer_missing(backend: str) -> str | None:
+    """Why `backend` cannot trace here (beyond the bpf tier's own needs), or None."""
+    if backend == "libbpf":
+        from threadwise.observe import tracer_build
+
+        if not tracer_build.binary_path().is_file():
+            return ("the libbpf tracer is not built for these sources: run scripts/setup-tracer.sh "
+                    "(make setup does)")
+    return None
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def tracer_backend(request: pytest.FixtureRequest) -> str:
+    reason = tracer_missing(request.param)
+    if reason:
+        pytest.skip(reason)
+    return request.param
 
 
 @pytest.fixture(scope="session")
-def rolesim_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 5 s capture of the bundled workload, launched by the observer."""
+def rolesim_capture(tmp_path_factory: pytest.TempPathFactory, tracer_backend: str) -> Path:
+    """A 5 s capture of the bundled workload, launched by the observer (per backend)."""
     from threadwise.observe.capture import observe
     from threadwise.observe.target import Target
     from threadwise.refine.bundled import build
 
-    out = tmp_path_factory.mktemp("rolesim") / "rolesim.duckdb"
+    out = tmp_path_factory.mktemp(f"rolesim-{tracer_backend}") / "rolesim.duckdb"
     target = Target.from_options(pid=None, comm=None, cgroup=None,
                                  command=[str(build("rolesim")), *ROLESIM_ARGS])
-    observe(target, out, duration_s=5.0, progress=lambda _m: None)
+    observe(target, out, duration_s=5.0, backend_name=tracer_backend, progress=lambda _m: None)
     return out
 
 
@@ -111,7 +132,7 @@ def _wait_for_port(port: int, timeout_s: float = 10) -> None:
 
 
 @pytest.fixture(scope="session")
-def redis_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def redis_capture(tmp_path_factory: pytest.TempPathFactory, tracer_backend: str) -> Path:
     """Our own redis-server on loopback (io threads, AOF) under redis-benchmark, observed
     with `threadwise observe --pid` for 5 s; the server is stopped by its PID."""
     import signal
@@ -121,7 +142,7 @@ def redis_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("redis-server") is None or shutil.which("redis-benchmark") is None:
         pytest.skip("needs redis-server and redis-benchmark: run scripts/setup-system.sh")
     port = _free_port()
-    workdir = tmp_path_factory.mktemp("redis")
+    workdir = tmp_path_factory.mktemp(f"redis-{tracer_backend}")
     server = subprocess.Popen(
         ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--io-threads", "2",
          "--io-threads-do-reads", "yes", "--save", "", "--dir", str(workdir), "--daemonize", "no",
@@ -133,7 +154,7 @@ def redis_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
         out = workdir / "redis.duckdb"
         observer = subprocess.Popen(
             [sys.executable, "-m", "threadwise.cli", "observe", "--pid", str(server.pid), "-d", "5s",
-             "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             "--backend", tracer_backend, "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert observer.stderr is not None
         for line in observer.stderr:   # load starts once tracing is live
             if "tracing live" in line:

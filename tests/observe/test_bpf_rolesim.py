@@ -112,21 +112,30 @@ def test_runtime_agrees_with_schedstat(rolesim_capture):
         assert hog["diff_ns"] <= 2_000_000 + 0.02 * hog["kernel_ns"] + hog["wake_to_switch_ns"] + unknown, hog
 
 
-def test_loss_is_recorded_and_consistent(rolesim_capture):
+def test_loss_is_recorded_and_consistent(rolesim_capture, tracer_backend):
     info = summarize(rolesim_capture)
     assert info["events_lost"] is not None and info["events_lost"] >= 0
     with open_capture(rolesim_capture) as con:
-        counts = con.execute("SELECT event, kernel, ingested FROM tracer_counts").fetchall()
-    kinds = {event for event, _k, _i in counts}
+        counts = con.execute("SELECT event, kernel, ingested, dropped FROM tracer_counts").fetchall()
+    kinds = {event for event, *_ in counts}
     assert {"switch", "waking", "migrate", "new", "exit", "rename"} == kinds
-    missing = sum(max(0, k - i) for _e, k, i in counts)
+    missing = sum(max(0, k - i) for _e, k, i, _d in counts)
     assert info["events_lost"] >= missing
-    assert dict((e, k) for e, k, _ in counts)["switch"] > 1000
+    assert dict((e, k) for e, k, *_ in counts)["switch"] > 1000
+    if tracer_backend == "libbpf":
+        # exact: every record the kernel side saw is ingested or counted as dropped
+        for event, kernel, ingested, dropped in counts:
+            assert kernel - ingested == dropped, event
+        tracer_lost = info["events_lost"] - info["switch_gaps"]
+        assert tracer_lost >= sum(d for *_x, d in counts)
+    else:
+        assert all(d is None for *_x, d in counts)  # bpftrace cannot count its drops exactly
 
 
-def test_topology_and_metadata(rolesim_capture):
+def test_topology_and_metadata(rolesim_capture, tracer_backend):
     info = summarize(rolesim_capture)
-    assert info["tracer_backend"] == "bpftrace" and info["tracer_version"].startswith("0.")
+    assert info["tracer_backend"] == tracer_backend
+    assert info["tracer_version"].startswith("0." if tracer_backend == "bpftrace" else "threadwise-sched ")
     assert info["end_reason"] == "duration"
     assert 4.5e9 < info["duration_ns"] < 9e9
     assert len(info["topology"]) >= 1
