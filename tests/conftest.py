@@ -154,7 +154,8 @@ def redis_capture(tmp_path_factory: pytest.TempPathFactory, tracer_backend: str)
         out = workdir / "redis.duckdb"
         observer = subprocess.Popen(
             [sys.executable, "-m", "threadwise.cli", "observe", "--pid", str(server.pid), "-d", "5s",
-             "--backend", tracer_backend, "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             "--backend", tracer_backend, "-o", str(out)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert observer.stderr is not None
         for line in observer.stderr:   # load starts once tracing is live
             if "tracing live" in line:

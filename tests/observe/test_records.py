@@ -6,6 +6,7 @@ Fixtures in fixtures/libbpf/ are the first records of a real run of the tracer o
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import subprocess
 from pathlib import Path
@@ -71,7 +72,7 @@ def test_recorded_files_decode_into_the_raw_schemas():
     chained = breaks = 0
     for seq in by_cpu.values():
         seq.sort()
-        for (_t0, _p0, n0), (_t1, p1, _n1) in zip(seq, seq[1:], strict=False):
+        for (_t0, _p0, n0), (_t1, p1, _n1) in itertools.pairwise(seq):
             chained += n0 == p1
             breaks += n0 != p1
     assert chained > 0.95 * (chained + breaks)
