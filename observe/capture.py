@@ -96,8 +96,10 @@ class _Snapshotter:
 
 
 def observe(target: Target, output: Path, *, duration_s: float | None, force: bool = False,
-            backend_name: str = "bpftrace", progress: Progress = _stderr_progress) -> CaptureResult:
-    backend = get_backend(backend_name)
+            backend_name: str = "bpftrace", progress: Progress = _stderr_progress,
+            backend: TracerBackend | None = None) -> CaptureResult:
+    """Trace `target` into the capture `output` (`backend`, if given, wins over `backend_name`)."""
+    backend = backend or get_backend(backend_name)
     backend.check()
     writer = CaptureWriter(output, force=force)
     workdir = Path(tempfile.mkdtemp(prefix="threadwise-observe-"))

@@ -171,10 +171,19 @@ class CaptureWriter:
             raise TypeError(f"{table} takes {kind.__name__} records")
         columns = [f.name for f in dataclasses.fields(kind)]
         names = ", ".join(identifier(column, columns) for column in columns)
-        self.con.executemany(
-            f"INSERT INTO {quoted} ({names}) VALUES ({placeholders(len(columns))})",
-            [[_value(getattr(record, column)) for column in columns] for record in records],
-        )
+        if len(records) == 1:
+            self.con.execute(f"INSERT INTO {quoted} ({names}) VALUES ({placeholders(len(columns))})",
+                             [_value(getattr(records[0], column)) for column in columns])
+            return
+        # Many rows (a /proc scan of hundreds of threads): one Arrow batch, not one statement per
+        # row; executemany cost the observer ~0.2 s per scan of hackbench's 160 threads.
+        batch = pa.table({column: [_value(getattr(record, column)) for record in records]
+                          for column in columns})
+        self.con.register("_records", batch)
+        try:
+            self.con.execute(f"INSERT INTO {quoted} ({names}) SELECT {names} FROM _records")
+        finally:
+            self.con.unregister("_records")
 
     def finalize(self) -> Path:
         """Build derived tables, checkpoint, close, and rename into place."""

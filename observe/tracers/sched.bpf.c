@@ -54,11 +54,12 @@ struct {
 	__type(value, u32);
 } irq_depth SEC(".maps");
 
-/* Tasks already described by a TW_SEEN record (tid -> 1); an exit forgets the tid. */
+/* Tasks already described by a TW_SEEN record: task-local storage, one lookup in the task itself
+ * per switch (a hash map lookup cost more) and freed with the task. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, u32);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, u8);
 } seen SEC(".maps");
 
@@ -162,7 +163,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	struct tw_switch *rec;
 	void *ring;
 	u32 prev_tid = prev->pid;
-	u8 one = 1;
+	u8 *described;
 
 	/* no CPU switches tasks inside an interrupt: a depth left by a missed exit is reset here */
 	depth = bpf_map_lookup_elem(&irq_depth, &zero);
@@ -170,9 +171,12 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		*depth = 0;
 	if (stopped)
 		return 0;
-	if (prev_tid && !bpf_map_lookup_elem(&seen, &prev_tid)) {
-		bpf_map_update_elem(&seen, &prev_tid, &one, BPF_ANY);
-		task_record(TW_SEEN, prev, NULL);
+	if (prev_tid) {
+		described = bpf_task_storage_get(&seen, prev, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (described && !*described) {
+			*described = 1;
+			task_record(TW_SEEN, prev, NULL);
+		}
 	}
 	rec = reserve(TW_SWITCH, sizeof(*rec), &ring);
 	if (!rec)
@@ -277,9 +281,6 @@ int BPF_PROG(on_newtask, struct task_struct *p, unsigned long clone_flags)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_process_exit, struct task_struct *p)
 {
-	u32 tid = p->pid;
-
-	bpf_map_delete_elem(&seen, &tid);
 	if (stopped)
 		return 0;
 	task_record(TW_EXIT, p, NULL);
