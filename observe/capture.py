@@ -245,8 +245,13 @@ def _finish(writer: CaptureWriter, backend: TracerBackend, target: Target, *, re
         warnings.append("the tracer never confirmed the stop; the capture ends at its last event")
         end_ts = last_event or report.stop_requested_ts or time.monotonic_ns()
     start_ts = min(live_ts, first_event) if first_event else live_ts
-    loss_detail = (f"{backend.name} reported {lost_reported}; kernel counted "
-                   f"{sum(c.kernel for c in counted)}, ingested {sum(c.ingested for c in counted)}")
+    counted_text = (f"kernel counted {sum(c.kernel for c in counted)}, "
+                    f"ingested {sum(c.ingested for c in counted)}")
+    if report.dropped is not None:
+        loss_detail = (f"{backend.name} dropped {sum(report.dropped.values())} (exact, rings full), "
+                       f"missed {sum((report.missed or {}).values())} (recursion guard); {counted_text}")
+    else:
+        loss_detail = f"{backend.name} reported {lost_reported}; {counted_text}"
     if end_reason == "target-exited" and target.kind != "command":
         warnings.append("the target exited during the capture; the capture keeps what was recorded")
     writer.insert("capture", [CaptureMeta(
