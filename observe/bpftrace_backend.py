@@ -43,9 +43,11 @@ def script_path() -> Path:
 
 def _child_setup() -> None:
     # Die with the observer (kill -9 included) and ignore the terminal's Ctrl-C:
-    # the observer decides when tracing stops.
+    # the observer decides when tracing stops. SIGKILL, not SIGTERM: bpftrace runs END
+    # and prints its maps on SIGTERM, tracing on for nobody for up to a second; killed,
+    # its BPF links (file descriptors) are released at once.
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_MEMLOCK, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from threadwise.errors import TargetError, TracerError
-from threadwise.observe import procfs
+from threadwise.observe import leftovers, procfs
 from threadwise.observe.backend import TracerBackend, TracerReport, get_backend
 from threadwise.observe.store import (
     EVENT_TABLES,
@@ -42,6 +42,7 @@ from threadwise.observe.store import (
 from threadwise.observe.stream import ParsedChunk, table_from_rows
 from threadwise.observe.target import Target
 from threadwise.observe.topology import read_topology
+from threadwise.procs import me
 from threadwise.sqlfiles import statement
 
 POLL_INTERVAL_S = 0.25
@@ -101,8 +102,17 @@ def observe(target: Target, output: Path, *, duration_s: float | None, force: bo
     """Trace `target` into the capture `output` (`backend`, if given, wins over `backend_name`)."""
     backend = backend or get_backend(backend_name)
     backend.check()
+    found = leftovers.find([output.resolve().parent])
+    if found:
+        progress(f"observe: note: {leftovers.hint(found)}")
     writer = CaptureWriter(output, force=force)
-    workdir = Path(tempfile.mkdtemp(prefix="threadwise-observe-"))
+    workdir = Path(tempfile.mkdtemp(prefix=leftovers.WORKDIR_PREFIX))
+    pid, start = me()
+    # the owner record goes in first: a kill at any later moment leaves a directory `clean` can judge
+    leftovers.write_owner(workdir, {"pid": pid, "start": start, "output": str(output.resolve()),
+                                    "temp_capture": str(writer.temp_path.resolve()),
+                                    "backend": backend.name, "target_kind": target.kind,
+                                    "target_spec": target.spec})
     try:
         return _run(target, writer, backend, workdir, duration_s=duration_s, progress=progress)
     except BaseException:
@@ -121,6 +131,9 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
     live_ts = backend.start(workdir)
     if target.kind == "command":
         target.launch()
+    leftovers.write_owner(workdir, {"live_ts": live_ts, "start_wall": start_wall.isoformat(),
+                                    "target_tgids": sorted(target.tgids),
+                                    "tracer_version": backend.version()})
     snapper = _Snapshotter(writer)
     snapper.take(target.tgids, "start")
     progress(f"observe: tracing live; target has {len(target.tgids)} process(es), "

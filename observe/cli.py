@@ -26,7 +26,14 @@ def observe_command(
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Capture file to write. Default: <target>-<time>.duckdb here.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing capture file.")] = False,
-    backend: Annotated[str, typer.Option(help="Tracer backend.")] = "bpftrace",
+    backend: Annotated[str, typer.Option(
+        help="Tracer backend: libbpf (the fast C tracer, built by make setup) or bpftrace "
+             "(the fallback).")] = "bpftrace",
+    recover: Annotated[Path | None, typer.Option(
+        "--recover", metavar="PATH",
+        help="Do not trace: rebuild a capture from what a killed observe left (its "
+             "threadwise-observe-* work directory or its .NAME.tmp-PID-START partial capture; "
+             "`threadwise clean --keep` lists them). Writes the capture it was writing, or -o.")] = None,
 ) -> None:
     """Record a workload's threads with eBPF into one DuckDB capture file.
 
@@ -43,6 +50,20 @@ def observe_command(
     from threadwise.durations import optional_duration
     from threadwise.observe.capture import observe
     from threadwise.observe.target import Target
+
+    if recover is not None:
+        from threadwise.errors import UsageError
+        from threadwise.observe.recover import recover as rebuild
+
+        if command or pid or comm or cgroup or duration:
+            raise UsageError("--recover takes no target or duration: it traces nothing",
+                             hint="threadwise observe --recover PATH [-o OUT.duckdb]")
+        done = rebuild(recover, output, force=force, progress=lambda m: typer.echo(m, err=True))
+        typer.echo(f"recovered {done.path}: {done.events:,} events from {done.source}; "
+                   f"marked recovered (loss beyond switch-chain gaps unknown)")
+        for path in done.removed:
+            typer.echo(f"removed {path}", err=True)
+        return
 
     seconds = optional_duration(duration)
     target = Target.from_options(pid=pid, comm=comm, cgroup=cgroup, command=command)
@@ -67,12 +88,48 @@ def show_command(
     top: Annotated[int, typer.Option(help="How many threads to list.")] = 10,
 ) -> None:
     """Summarize a capture: duration, threads, events, loss, top threads, topology."""
+    from threadwise.observe import leftovers
     from threadwise.observe.summary import render, summarize
+
+    found = leftovers.find([capture.resolve().parent])
+    if found:
+        typer.echo(f"note: {leftovers.hint(found)}", err=True)
 
     info = summarize(capture, top=top)
     typer.echo(json.dumps(info, indent=2, default=str) if as_json else render(info))
 
 
+def clean_command(
+    dirs: Annotated[list[Path] | None, typer.Argument(
+        help="Directories to search for partial captures (default: the current one). The temp "
+             "directory is always searched for observe work directories.", show_default=False)] = None,
+    keep: Annotated[bool, typer.Option("--keep", help="Only list what would be removed.")] = False,
+) -> None:
+    """Find and remove what killed `observe` runs left behind.
+
+    A partial capture (.NAME.tmp-PID-START and its .wal) or a work directory
+    (threadwise-observe-* in the temp directory) is removed only when the run
+    that made it is gone (its pid and start time no longer match a live
+    process). A live run's files and files threadwise did not make are never
+    touched. To keep the data, rebuild a capture first:
+    `threadwise observe --recover PATH`.
+    """
+    from threadwise.observe import leftovers
+
+    found = leftovers.find(dirs)
+    if not found:
+        typer.echo("clean: no leftovers of killed observe runs")
+        return
+    for leftover in found:
+        typer.echo(("keep    " if keep else "remove  ") + leftover.describe())
+        if not keep:
+            leftovers.remove(leftover)
+    total = sum(leftover.size for leftover in found)
+    verb = "would free" if keep else "freed"
+    typer.echo(f"clean: {len(found)} leftover(s), {verb} {total / 1e6:.1f} MB")
+
+
 def register(app: typer.Typer) -> None:
     app.command("observe", context_settings={"allow_interspersed_args": False})(observe_command)
     app.command("show")(show_command)
+    app.command("clean")(clean_command)

@@ -112,7 +112,11 @@ def _stmt(name: str) -> str:
 
 
 def temp_path_for(final: Path) -> Path:
-    return final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    """The partial capture's name, carrying its owner (pid, start time): see leftovers.py."""
+    from threadwise.observe.leftovers import temp_capture_path
+    from threadwise.procs import me
+
+    return temp_capture_path(final, *me())
 
 
 def _now() -> dt.datetime:

@@ -35,36 +35,18 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+from threadwise.procs import is_alive_and_ours, proc_start_time
 from threadwise.runtime import scx
 from threadwise.runtime.exitinfo import ExitReport, classify
 from threadwise.runtime.state import Phase, RunFiles, RunState, read_state, write_state
 
-__all__ = ["RunFiles", "RunState", "Supervisor", "is_alive_and_ours", "read_state", "write_state"]
+__all__ = ["RunFiles", "RunState", "Supervisor", "is_alive_and_ours", "proc_start_time", "read_state",
+           "write_state"]
 
 PR_SET_PDEATHSIG = 1
 STOP_GRACE_S = 60.0  # TCG is slow: unregistering took seconds in the lab
 DISABLE_WAIT_S = 30.0
 MARKER = "threadwise.runtime.supervisor"
-
-
-def proc_start_time(pid: int) -> int | None:
-    """Field 22 of /proc/PID/stat (clock ticks since boot): a pid's identity.
-
-    None when the process is gone, or a zombie: an orphaned supervisor is
-    reparented to init, and a minimal init (the lab VM's) may never reap it.
-    """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    if fields[0] in ("Z", "X"):
-        return None
-    return int(fields[19])
-
-
-def is_alive_and_ours(pid: int | None, start: int | None) -> bool:
-    return bool(pid) and start is not None and proc_start_time(int(pid)) == start
 
 
 def _pdeathsig() -> None:  # runs in the child between fork and exec

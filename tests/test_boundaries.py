@@ -22,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("observe", "analyze", "synthesize", "refine", "runtime")
 BASICS = {"threadwise.errors", "threadwise.paths", "threadwise.scx", "threadwise.durations",
-          "threadwise.sqlfiles"}
+          "threadwise.sqlfiles", "threadwise.procs"}
 SOURCES = sorted(p for d in (*STAGES, "threadwise") for p in (ROOT / d).rglob("*.py"))
 
 

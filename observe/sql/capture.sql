@@ -22,3 +22,13 @@ SELECT min(ts) AS first_ts, max(ts) AS last_ts FROM raw_sched_switch;
 -- one per switch-chain gap.
 -- Columns: events_lost BIGINT, switch_gaps BIGINT
 SELECT events_lost, switch_gaps FROM capture;
+
+-- name: event_span
+-- The first and last event of any kind recorded (NULLs when there is none): a recovered
+-- capture (recover.py) ends at its last complete event.
+-- Columns: first_ts BIGINT, last_ts BIGINT (monotonic ns)
+SELECT min(ts) AS first_ts, max(ts) AS last_ts FROM (
+    SELECT ts FROM raw_sched_switch UNION ALL SELECT ts FROM raw_sched_waking
+    UNION ALL SELECT ts FROM raw_sched_migrate UNION ALL SELECT ts FROM raw_task_new
+    UNION ALL SELECT ts FROM raw_task_exit UNION ALL SELECT ts FROM raw_task_rename);
+

@@ -323,6 +323,9 @@ int main(int argc, char **argv)
 			fprintf(stderr, "threadwise-sched: polling the rings: %s\n", strerror(-n));
 			break;
 		}
+		/* records submitted without a wakeup are not signalled to epoll: drain every ring on
+		 * each tick, so the files trail the kernel by at most --poll-ms */
+		ring_buffer__consume(rb);
 		flush_all();
 	}
 	skel->bss->stopped = true;
