@@ -93,7 +93,7 @@ class BpftraceBackend:
                    BPFTRACE_MAP_KEYS_MAX=MAP_KEYS_MAX)
         with open(self._err, "wb") as err:
             self._proc = subprocess.Popen(
-                ["bpftrace", "-o", str(self._out), str(script_path())],
+                ["bpftrace", "-o", str(self._out), str(script_path()), str(os.getpid())],
                 stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env,
                 preexec_fn=_child_setup,  # noqa: PLW1509 - prctl must run in the child
             )
