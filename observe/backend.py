@@ -8,6 +8,7 @@ implementing it and registering in BACKENDS.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -47,6 +48,31 @@ class TracerBackend(Protocol):
 
     def stop(self) -> tuple[ParsedChunk, TracerReport]:
         """Stop tracing; return the remaining events and the final report."""
+
+
+# The default tracer (benchmarks/RESULTS.md, "Tracer overhead", is why); FALLBACK runs when the
+# default cannot (not built, no BTF) and the user did not ask for a backend by name.
+DEFAULT_BACKEND = "libbpf"
+FALLBACK_BACKEND = "bpftrace"
+
+
+def choose_backend(name: str | None, progress: Callable[[str], None]) -> TracerBackend:
+    """The backend `name`, or with None the default, falling back when it cannot run here."""
+    from threadwise.errors import MissingTool
+
+    if name is not None:
+        backend = get_backend(name)
+        backend.check()
+        return backend
+    backend = get_backend(DEFAULT_BACKEND)
+    try:
+        backend.check()
+    except MissingTool as missing:
+        progress(f"observe: {missing.message}; using {FALLBACK_BACKEND} instead "
+                 f"({missing.hint or 'see docs/capture.md'})")
+        backend = get_backend(FALLBACK_BACKEND)
+        backend.check()
+    return backend
 
 
 def get_backend(name: str) -> TracerBackend:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from threadwise.errors import TargetError, TracerError
 from threadwise.observe import leftovers, procfs
-from threadwise.observe.backend import TracerBackend, TracerReport, get_backend
+from threadwise.observe.backend import TracerBackend, TracerReport, choose_backend
 from threadwise.observe.store import (
     EVENT_TABLES,
     SCHEMA_VERSION,
@@ -97,11 +97,13 @@ class _Snapshotter:
 
 
 def observe(target: Target, output: Path, *, duration_s: float | None, force: bool = False,
-            backend_name: str = "bpftrace", progress: Progress = _stderr_progress,
+            backend_name: str | None = None, progress: Progress = _stderr_progress,
             backend: TracerBackend | None = None) -> CaptureResult:
-    """Trace `target` into the capture `output` (`backend`, if given, wins over `backend_name`)."""
-    backend = backend or get_backend(backend_name)
-    backend.check()
+    """Trace `target` into the capture `output` with `backend`, or the one named, or the default."""
+    if backend is None:
+        backend = choose_backend(backend_name, progress)
+    else:
+        backend.check()
     found = leftovers.find([output.resolve().parent])
     if found:
         progress(f"observe: note: {leftovers.hint(found)}")

@@ -26,9 +26,10 @@ def observe_command(
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Capture file to write. Default: <target>-<time>.duckdb here.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing capture file.")] = False,
-    backend: Annotated[str, typer.Option(
-        help="Tracer backend: libbpf (the fast C tracer, built by make setup) or bpftrace "
-             "(the fallback).")] = "bpftrace",
+    backend: Annotated[str | None, typer.Option(
+        help="Tracer backend: libbpf (the C tracer, built by make setup; the default) or bpftrace. "
+             "Without this option observe uses libbpf and falls back to bpftrace where libbpf "
+             "cannot run.", show_default=False)] = None,
     recover: Annotated[Path | None, typer.Option(
         "--recover", metavar="PATH",
         help="Do not trace: rebuild a capture from what a killed observe left (its "

@@ -52,15 +52,19 @@ class LibbpfBackend:
 
     # -- prerequisites -------------------------------------------------------
     def check(self) -> None:
-        binary = tracer_build.binary_path()
-        if not binary.is_file():
-            raise MissingTool(f"the libbpf tracer is not built for these sources ({binary})",
-                              hint="run make setup (or python -m threadwise.observe.tracer_build), "
-                                   "or use --backend bpftrace")
         if os.geteuid() != 0:
             raise PermissionProblem(
                 "eBPF tracing needs root: the tracer loads BPF programs (CAP_BPF, CAP_PERFMON)",
                 hint="run as root, e.g. sudo .venv/bin/threadwise observe ...")
+        binary = tracer_build.binary_path()
+        try:
+            built = binary.is_file()
+        except OSError:
+            built = False
+        if not built:
+            raise MissingTool(f"the libbpf tracer is not built for these sources ({binary})",
+                              hint="run make setup (or python -m threadwise.observe.tracer_build), "
+                                   "or use --backend bpftrace")
         self.binary = binary
 
     def version(self) -> str:

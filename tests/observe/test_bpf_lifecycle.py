@@ -78,6 +78,11 @@ def test_kill_9_leaves_nothing_under_the_final_name(tmp_path, sleeper):
     # the half-written file, if any, is only under the temporary name
     leftovers = [p.name for p in tmp_path.iterdir()]
     assert all(name.startswith(".c.duckdb.tmp-") for name in leftovers), leftovers
+    # and `clean` removes it with the run's work directory
+    cleaned = subprocess.run([sys.executable, "-m", "threadwise.cli", "clean", str(tmp_path)],
+                             capture_output=True, text=True, check=False)
+    assert "work directory" in cleaned.stdout, cleaned.stdout
+    assert list(tmp_path.iterdir()) == []
     assert temp_path_for(out).name.startswith(".c.duckdb.tmp-")
 
 

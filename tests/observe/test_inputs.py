@@ -95,10 +95,22 @@ def test_cli_missing_bpftrace(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     env = dict(os.environ, PATH=str(bin_dir))
+    result = run_cli("observe", "--backend", "bpftrace", "--pid", str(os.getpid()), "-d", "1s",
+                     "-o", str(tmp_path / "c.duckdb"), env=env)
+    assert result.returncode == 5
+    assert "bpftrace is not installed" in result.stderr and "setup-system.sh" in result.stderr
+
+
+def test_cli_falls_back_from_an_unbuilt_libbpf_tracer_and_says_so(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # no tracer in this cache, and no bpftrace on PATH: both are named, with what to do
+    env = dict(os.environ, PATH=str(bin_dir), THREADWISE_CACHE=str(tmp_path / "empty-cache"))
     result = run_cli("observe", "--pid", str(os.getpid()), "-d", "1s", "-o", str(tmp_path / "c.duckdb"),
                      env=env)
     assert result.returncode == 5
-    assert "bpftrace is not installed" in result.stderr and "setup-system.sh" in result.stderr
+    assert "libbpf tracer is not built" in result.stderr and "using bpftrace instead" in result.stderr
+    assert "bpftrace is not installed" in result.stderr
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
