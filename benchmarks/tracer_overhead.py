@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import re
 import shutil
@@ -34,13 +35,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from threadwise.observe import tracer_build
 from threadwise.observe.capture import observe
 from threadwise.observe.libbpf_backend import LibbpfBackend
 from threadwise.observe.target import Target
 
 HACKBENCH = ["hackbench", "-g", "4", "-l", "2000"]
 REDIS_REQUESTS = 300_000
-ARMS = ("untraced", "perf", "libbpf", "libbpf-1ring", "bpftrace")
+# libbpf-raw: the C tracer alone, writing its record files, no observer (no ingest, no /proc
+# scans): what the kernel side and the record writer cost, apart from threadwise's Python side.
+ARMS = ("untraced", "perf", "libbpf-raw", "libbpf", "libbpf-1ring", "bpftrace")
 
 
 @dataclass
@@ -96,6 +100,29 @@ def _threadwise(arm: str, target: Target, out: Path) -> tuple[float, int, int]:
     return result.events_per_s, result.events_lost - result.switch_gaps, result.switch_gaps
 
 
+def _raw_tracer(work: Path, run: Callable[[], float]) -> Run:
+    """The libbpf tracer binary alone around run(): its record files, no observer."""
+    out = work / "raw-records"
+    out.mkdir(exist_ok=True)
+    tracer = subprocess.Popen([str(tracer_build.binary_path()), "--out", str(out)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert tracer.stdout is not None
+    live = tracer.stdout.readline()
+    if not live.startswith("live "):
+        detail = tracer.stderr.read() if tracer.stderr else ""
+        raise RuntimeError(f"the tracer did not start: {live!r} {detail}")
+    started = time.monotonic()
+    value = run()
+    elapsed = time.monotonic() - started
+    tracer.send_signal(signal.SIGINT)
+    stdout, _stderr = tracer.communicate(timeout=60)
+    counts = json.loads(next(line for line in stdout.splitlines() if line.startswith("counts "))[7:])
+    seen = sum(v["seen"] for k, v in counts.items() if isinstance(v, dict) and "seen" in v and k != "seen")
+    dropped = sum(v["dropped"] for v in counts.values() if isinstance(v, dict) and "dropped" in v)
+    shutil.rmtree(out, ignore_errors=True)
+    return Run(value, seen / elapsed if elapsed else 0.0, dropped)
+
+
 def hackbench_run(arm: str, work: Path, index: int) -> Run:
     if arm == "untraced":
         done = subprocess.run(HACKBENCH, capture_output=True, text=True, check=True)
@@ -104,6 +131,9 @@ def hackbench_run(arm: str, work: Path, index: int) -> Run:
         seconds, rate, lost = _perf_record(HACKBENCH, work / f"perf-{index}.data")
         (work / f"perf-{index}.data").unlink(missing_ok=True)
         return Run(seconds, rate, lost)
+    if arm == "libbpf-raw":
+        return _raw_tracer(work, lambda: _hackbench_seconds(
+            subprocess.run(HACKBENCH, capture_output=True, text=True, check=True).stdout))
     log = work / f"hackbench-{arm}-{index}.txt"
     target = Target.from_options(pid=None, comm=None, cgroup=None,
                                  command=["sh", "-c", f"exec {' '.join(HACKBENCH)} > {log}"])
@@ -154,6 +184,8 @@ def redis_run(arm: str, work: Path, index: int, redis: Redis) -> Run:
         value, rate, lost = _perf_record([], data, run=redis.load)
         data.unlink(missing_ok=True)
         return Run(value, rate, lost)
+    if arm == "libbpf-raw":
+        return _raw_tracer(work, redis.load)
     out = work / f"redis-{arm}-{index}.duckdb"
     cli = [sys.executable, "-m", "threadwise.cli", "observe", "--pid", str(redis.proc.pid),
            "--backend", "bpftrace" if arm == "bpftrace" else "libbpf", "-o", str(out)]
@@ -252,7 +284,8 @@ def main() -> int:
             f"({os.cpu_count()} CPUs, kernel {os.uname().release}) with:", "", f"    {command}", "",
             f"hackbench: `{' '.join(HACKBENCH)}`; redis: redis-benchmark -c 50 -n {REDIS_REQUESTS} "
             "-t set,get on loopback. perf: `perf sched record` (system-wide). libbpf: one ring per CPU; "
-            "libbpf-1ring: one shared ring. Arm order rotates every round.", "", *sections])
+            "libbpf-1ring: one shared ring; libbpf-raw: the tracer binary alone (no observer, no "
+            "ingest). Arm order rotates every round.", "", *sections])
     return 0
 
 
