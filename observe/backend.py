@@ -46,6 +46,9 @@ class TracerBackend(Protocol):
 
     def alive(self) -> bool: ...
 
+    def pending(self) -> int:
+        """Events recorded but not yet returned by poll (a backend that defers ingest)."""
+
     def stop(self) -> tuple[ParsedChunk, TracerReport]:
         """Stop tracing; return the remaining events and the final report."""
 

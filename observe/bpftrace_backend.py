@@ -114,6 +114,8 @@ class BpftraceBackend:
 
     def _read(self) -> ParsedChunk:
         assert self._fh is not None
+        if self._fh.closed:   # stopped: stop() handed over everything
+            return ParsedChunk({})
         return self._parser.feed(self._fh.read())
 
     def poll(self) -> ParsedChunk:
@@ -122,6 +124,9 @@ class BpftraceBackend:
             chunk = _merge([*self._pending, chunk])
             self._pending = []
         return chunk
+
+    def pending(self) -> int:
+        return 0   # bpftrace's stream is parsed as it arrives
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None

@@ -161,7 +161,8 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
                 next_scan = now + SCAN_INTERVAL_S
             if now >= next_report + 5:
                 next_report = now
-                progress(f"observe: {now - started:5.1f} s, {events:,} events, {lost_reported:,} lost")
+                progress(f"observe: {now - started:5.1f} s, {events + backend.pending():,} events, "
+                         f"{lost_reported:,} lost so far")
             if not backend.alive():
                 end_reason = "tracer-failed"
                 warnings.append("the tracer stopped unexpectedly; the capture keeps what it recorded")
@@ -182,6 +183,8 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
         progress(f"observe: stopping {backend.name} and draining its buffers ...")
         chunk, report = backend.stop()
         events += _ingest(writer, chunk)
+        while (rest := backend.poll()).tables:   # a backend that deferred ingest hands over the rest
+            events += _ingest(writer, rest)
         progress(f"observe: {events:,} events; building thread, slice and state tables ...")
         lost_reported += sum(chunk.lost)
         target.refresh()

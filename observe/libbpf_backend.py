@@ -28,6 +28,8 @@ from threadwise.observe.stream import ParsedChunk
 DEFAULT_RINGS = 0
 DEFAULT_RING_KB = 8192   # per ring: ~200k switch records of headroom per CPU between drains
 STOP_TIMEOUT_S = 30.0
+DEFER_BYTES = 256 << 20  # ~6M records: ingest during tracing only beyond this much on disk
+SLICE_BYTES = 32 << 20   # per file and poll: bounds the observer's memory while it ingests
 # BPF program -> the event kind it records (its recursion misses are events of that kind never seen)
 PROGRAM_KIND = {"on_switch": "switch", "on_waking": "waking", "on_wakeup_new": "waking",
                 "on_migrate": "migrate", "on_newtask": "new", "on_process_exit": "exit",
@@ -41,6 +43,8 @@ class LibbpfBackend:
                  poll_ms: int = 100, wakeup_kb: int | None = None) -> None:
         self.rings = rings
         self.wakeup_kb = wakeup_kb  # None: half a ring
+        self.defer_bytes = DEFER_BYTES
+        self._stopped = False
         self.ring_kb = ring_kb
         self.poll_ms = poll_ms
         self._proc: subprocess.Popen[bytes] | None = None
@@ -119,15 +123,34 @@ class LibbpfBackend:
         return new
 
     def poll(self) -> ParsedChunk:
+        """Nothing until DEFER_BYTES of records are pending: ingest waits for the capture's end.
+
+        Decoding and appending to DuckDB while tracing runs on the workload's CPUs (on 2 cores,
+        several percent of its time); deferred, it costs the workload nothing. The files are
+        the buffer, bounded by DEFER_BYTES on disk; a killed run is recoverable from them.
+        """
         assert self._reader is not None
-        return _chunk(self._reader.read())
+        if self._stopped:
+            return _chunk(self._reader.read(max_bytes=SLICE_BYTES))
+        if self.pending_bytes() < self.defer_bytes:
+            return ParsedChunk({})
+        return _chunk(self._reader.read(max_bytes=SLICE_BYTES))
+
+    def pending_bytes(self) -> int:
+        assert self._reader is not None
+        return sum(self._reader.trailing().values())
+
+    def pending(self) -> int:
+        """Records written by the tracer and not yet handed over (for progress lines)."""
+        assert self._reader is not None
+        return self._reader.pending_records()
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
     def stop(self) -> tuple[ParsedChunk, TracerReport]:
+        """Stop tracing and report; the records still on disk follow through `poll` in slices."""
         assert self._proc is not None and self._reader is not None
-        parts = [self._reader.read()]
         stop_requested_ts = time.monotonic_ns()
         if self._proc.poll() is None:
             self._proc.send_signal(2)  # SIGINT: the tracer sets `stopped`, drains, reports
@@ -136,7 +159,7 @@ class LibbpfBackend:
             except subprocess.TimeoutExpired:
                 self._kill()
         self._read_control(timeout_s=0)
-        parts.append(self._reader.read())
+        self._stopped = True
         end_ts, counts = None, {}
         for line in self._lines:
             if line.startswith("end "):
@@ -147,7 +170,7 @@ class LibbpfBackend:
                          if isinstance(value, dict) and "seen" in value and kind != "seen"}
         dropped = {kind: value["dropped"] for kind, value in counts.items()
                    if isinstance(value, dict) and "dropped" in value}
-        chunk = _chunk(merge_parts(*parts))
+        chunk = ParsedChunk({})
         missed = {kind: 0 for kind in dropped}
         for program, count in counts.get("missed", {}).items():
             if program in PROGRAM_KIND:
@@ -156,7 +179,7 @@ class LibbpfBackend:
         total_lost = sum(dropped.values()) + sum(missed.values())
         if total_lost:
             chunk.lost.append(total_lost)
-        trailing = self._reader.trailing()
+        trailing = self._reader.incomplete()
         report = TracerReport(
             end_ts=end_ts, stop_requested_ts=stop_requested_ts, kernel_counts=kernel_counts,
             dropped=dropped, missed=missed,
@@ -182,12 +205,3 @@ class LibbpfBackend:
 def _chunk(parts: dict[str, list[pa.Table]]) -> ParsedChunk:
     return ParsedChunk({name: tables[0] if len(tables) == 1 else pa.concat_tables(tables)
                         for name, tables in parts.items() if tables})
-
-
-def merge_parts(*parts: dict[str, list[pa.Table]]) -> dict[str, list[pa.Table]]:
-    merged: dict[str, list[pa.Table]] = {}
-    for part in parts:
-        for name, tables in part.items():
-            merged.setdefault(name, []).extend(tables)
-    return merged
-

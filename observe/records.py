@@ -143,6 +143,24 @@ class RecordReader:
             self.records[name] += whole // dtype.itemsize
         return out
 
+    def pending_records(self) -> int:
+        """Whole records in the files that `read` has not returned yet."""
+        total = 0
+        for name, dtype in FILES.items():
+            path = self.directory / name
+            if path.exists():
+                total += (path.stat().st_size - self.offsets[name]) // dtype.itemsize
+        return total
+
+    def incomplete(self) -> dict[str, int]:
+        """Bytes of a partial last record per file (a write cut short), wherever reading is."""
+        result = {}
+        for name, dtype in FILES.items():
+            path = self.directory / name
+            if path.exists() and path.stat().st_size % dtype.itemsize:
+                result[name] = path.stat().st_size % dtype.itemsize
+        return result
+
     def trailing(self) -> dict[str, int]:
         """Bytes of an incomplete last record per file (a writer that died mid-record)."""
         result = {}
