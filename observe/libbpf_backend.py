@@ -27,6 +27,16 @@ from threadwise.observe.stream import ParsedChunk
 # Rings: one per CPU (benchmarks/tracer_overhead.py measured per-CPU against one shared ring).
 DEFAULT_RINGS = 0
 DEFAULT_RING_KB = 8192   # per ring: ~200k switch records of headroom per CPU between drains
+RING_BUDGET_KB = 256 * 1024   # all rings together; a machine with many CPUs gets smaller rings
+
+
+def default_ring_kb(rings: int = DEFAULT_RINGS) -> int:
+    """Per-ring size: DEFAULT_RING_KB, halved until all rings fit RING_BUDGET_KB (>= 1 MiB)."""
+    count = rings or (os.cpu_count() or 1)
+    size = DEFAULT_RING_KB
+    while size > 1024 and size * count > RING_BUDGET_KB:
+        size //= 2
+    return size
 STOP_TIMEOUT_S = 30.0
 DEFER_BYTES = 256 << 20  # ~6M records: ingest during tracing only beyond this much on disk
 SLICE_BYTES = 32 << 20   # per file and poll: bounds the observer's memory while it ingests
@@ -39,13 +49,13 @@ PROGRAM_KIND = {"on_switch": "switch", "on_waking": "waking", "on_wakeup_new": "
 class LibbpfBackend:
     name = "libbpf"
 
-    def __init__(self, *, rings: int = DEFAULT_RINGS, ring_kb: int = DEFAULT_RING_KB,
+    def __init__(self, *, rings: int = DEFAULT_RINGS, ring_kb: int | None = None,
                  poll_ms: int = 100, wakeup_kb: int | None = None) -> None:
         self.rings = rings
         self.wakeup_kb = wakeup_kb  # None: half a ring
         self.defer_bytes = DEFER_BYTES
         self._stopped = False
-        self.ring_kb = ring_kb
+        self.ring_kb = ring_kb or default_ring_kb(rings)
         self.poll_ms = poll_ms
         self._proc: subprocess.Popen[bytes] | None = None
         self._reader: RecordReader | None = None
