@@ -26,11 +26,11 @@ Approach:
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 from threadwise.analyze.contract import AnalysisRecord, GroupRow, Role
 from threadwise.errors import InputError
+from threadwise.synthesize.compact import DEFAULT_MAX_GROUPS, compact, readable_name
 from threadwise.synthesize.fit import clean_prefix, fit
 from threadwise.synthesize.rules import CATCH_ALL
 from threadwise.synthesize.schema import (
@@ -99,8 +99,7 @@ def _pattern(prefix: str, names: list[str]) -> str:
 
 
 def _group_name(pattern: str, taken: set[str]) -> str:
-    base = re.sub(r"[^A-Za-z0-9_.-]+", "-", pattern.rstrip("*")).strip("-_.") or "group"
-    base = base[:60]
+    base = readable_name(pattern)
     name, n = base, 2
     while name in taken or name == CATCH_ALL:
         name, n = f"{base}-{n}", n + 1
@@ -159,16 +158,26 @@ def _group(row: GroupRow, taken: set[str], requests: dict[str, int],
 
 
 def build_profile(analysis: AnalysisRecord, name: str, *, capture: str | None = None,
-                  requests: dict[str, int] | None = None) -> Profile:
-    """The profile for one analysed workload (deterministic for the same input)."""
+                  requests: dict[str, int] | None = None,
+                  max_groups: int = DEFAULT_MAX_GROUPS) -> Profile:
+    """The profile for one analysed workload (deterministic for the same input).
+
+    `max_groups` is the group budget of `compact.py` (the workload's catch-all included).
+    """
     rows = sorted(
         analysis.groups,
         key=lambda r: (_ORDER.index(treatment_for(r)[0]), -r.cpu_share, r.pattern),
     )
     taken: set[str] = set()
     notes: list[str] = []
-    built = [_group(row, taken, requests or {}, notes) for row in rows]
-    groups = fit([g for g in built if g is not None], notes)
+    built = [g for g in (_group(row, taken, requests or {}, notes) for row in rows) if g is not None]
+    compacted = compact(built, max_groups=max_groups)
+    if compacted.merged or compacted.folded:
+        notes.insert(0, f"compact: {len(built)} analysis groups -> {len(compacted.groups)} groups "
+                        f"(budget {max_groups}); {compacted.merged} merged into others, "
+                        f"{compacted.folded} folded into the workload's catch-all; "
+                        "each group's comment says what it took in and why")
+    groups = fit(compacted.groups, notes)
     source = Source(
         capture=capture, duration_s=round(analysis.duration_ns / 1e9, 3),
         nr_cpus=analysis.nr_cpus, events_lost=analysis.events_lost,

@@ -45,6 +45,9 @@ def synthesize_command(
     request: Annotated[list[str] | None, typer.Option(
         "--request", help="CPU request of a group's pod: PATTERN=MILLICORES (repeatable).")] = None,
     example: Annotated[bool, typer.Option("--example", help="Write a valid sample profile.")] = False,
+    max_groups: Annotated[int, typer.Option(
+        "--max-groups", min=1, max=15,
+        help="Group budget (the workload's catch-all included): idle groups fold, look-alikes merge.")] = 6,
 ) -> None:
     """Write a profile TOML for a captured workload (or a sample with --example)."""
     from threadwise.synthesize.build import build_profile, from_analysis
@@ -64,7 +67,8 @@ def synthesize_command(
             raise MissingTool(f"the analyze stage is not available ({missing})",
                               hint="install threadwise with its analyze stage") from None
         analysis = from_analysis(analyze_capture(capture))
-        profile = build_profile(analysis, name, capture=str(capture), requests=_requests(request))
+        profile = build_profile(analysis, name, capture=str(capture), requests=_requests(request),
+                                max_groups=max_groups)
     problems = validate(profile)
     for diag in problems:
         typer.echo(diag.render(), err=True)

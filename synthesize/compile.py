@@ -7,7 +7,8 @@ catch-all. And it silently drops option keys it does not know.
 
 Approach: one layer per group, in profile order, then the catch-all `rest`.
 Every match block is [PcommPrefix(process), CommPrefix(pattern), the group's
-CommPrefixExclude..., AvgRuntime?], one block per pattern (OR).
+CommPrefixExclude..., AvgRuntime?], one block per pattern (OR); the last
+group's `*` (the workload's own catch-all) has no CommPrefix.
 - exclusive: Confined, `exclusive` and `protected`, cpus_range fixed at
   cores x threads-per-core, so it is allocated whole physical cores with their
   SMT siblings kept idle. Cores are handed out in profile order from the
@@ -37,7 +38,7 @@ from threadwise.synthesize.layered import (
     LayerOptions,
     LayerSpec,
 )
-from threadwise.synthesize.patterns import prefix_of
+from threadwise.synthesize.patterns import WORKLOAD_REST, prefix_of
 from threadwise.synthesize.rules import CATCH_ALL
 from threadwise.synthesize.schema import Group, Profile, Treatment
 from threadwise.synthesize.shape import Shape
@@ -90,8 +91,9 @@ def match_blocks(profile: Profile, group: Group) -> tuple[tuple[LayerMatch, ...]
     """The OR blocks of AND-ed matches for one group."""
     blocks = []
     for pattern in group.match:
-        block = [LayerMatch.pcomm_prefix(profile.workload.process),
-                 LayerMatch.comm_prefix(prefix_of(pattern))]
+        block = [LayerMatch.pcomm_prefix(profile.workload.process)]
+        if pattern != WORKLOAD_REST:   # `*`: every other thread of the workload
+            block.append(LayerMatch.comm_prefix(prefix_of(pattern)))
         block += [LayerMatch.comm_prefix_exclude(prefix_of(e)) for e in group.exclude]
         if group.avg_runtime_us is not None:
             block.append(LayerMatch.avg_runtime(*group.avg_runtime_us))

@@ -7,6 +7,11 @@ a prefix, written either bare (`redis-server`) or with one trailing `*`
 (`io_thd_*`); both compile to the same `CommPrefix`. Anything else a glob can
 say (a leading `*`, `?`, `[...]`, a `*` in the middle) has no matcher, and a
 prefix longer than 15 bytes can never match.
+
+One exception: `*` alone as the only pattern of a profile's LAST group means
+"every other thread of the workload" (the workload's own catch-all: the
+layer matches the process by `PcommPrefix` and no comm prefix). Anywhere
+else `*` alone is the `match_all` error (`rules.py` decides where it stands).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from dataclasses import dataclass
 from threadwise.synthesize.matchers import matcher_set
 
 GLOB_CHARS = "*?["
+WORKLOAD_REST = "*"   # the whole-workload pattern (last group only)
 
 
 @dataclass(frozen=True)
@@ -33,8 +39,15 @@ def prefix_of(pattern: str) -> str:
     return pattern[:-1] if pattern.endswith("*") else pattern
 
 
-def check_pattern(pattern: str, observed: list[str] | None = None) -> PatternProblem | None:
-    """None when `pattern` is expressible as a comm prefix, else the problem."""
+def check_pattern(pattern: str, observed: list[str] | None = None, *,
+                  rest_allowed: bool = False) -> PatternProblem | None:
+    """None when `pattern` is expressible as a comm prefix, else the problem.
+
+    `rest_allowed`: the pattern is the only one of the profile's last group, where
+    `*` alone takes every other thread of the workload.
+    """
+    if rest_allowed and pattern == WORKLOAD_REST:
+        return None
     limit = matcher_set().limits.max_comm_bytes
     body = prefix_of(pattern)
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in pattern):
@@ -55,7 +68,8 @@ def check_pattern(pattern: str, observed: list[str] | None = None) -> PatternPro
         return PatternProblem(
             "match_all",
             f"pattern {pattern!r} matches every thread",
-            "leave such threads to the catch-all layer (no group), or name a prefix",
+            "only the last group may match every other thread of the workload (`match = "
+            "[\"*\"]`, alone); elsewhere name a prefix",
         )
     if any(ch in body for ch in GLOB_CHARS):
         return PatternProblem(

@@ -37,11 +37,13 @@ def _patterns(profile: Profile) -> Iterator[Diagnostic]:
     if process_problem:
         yield Diagnostic(process_problem.rule, "workload.process: " + process_problem.message,
                          process_problem.hint, path=("workload", "process"))
+    last = len(profile.groups) - 1
     for i, group in enumerate(profile.groups):
         names = group.evidence.names if group.evidence else None
         for field in ("match", "exclude"):
             for k, pattern in enumerate(getattr(group, field)):
-                problem = check_pattern(pattern, names)
+                rest = field == "match" and i == last and len(group.match) == 1
+                problem = check_pattern(pattern, names, rest_allowed=rest)
                 if problem:
                     yield Diagnostic(problem.rule, f"group {group.name!r}: {problem.message}",
                                      problem.hint, path=("group", i, field, k))

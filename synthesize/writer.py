@@ -147,6 +147,11 @@ def _add_fields(table: Table, data: dict[str, Any]) -> None:
 
 
 def _add(table: Table, key: str, value: Any) -> None:
+    if isinstance(value, str) and "\n" in value:
+        # several lines (what compact merged or folded, one per line): a multi-line
+        # string, so the TOML reads as the lines (it reads back as the same value)
+        table.add(key, tomlkit.string(value, multiline=True))
+        return
     if isinstance(value, list) and len(value) > 1 and (
         len(value) > 4 or sum(len(str(v)) for v in value) > 60
     ):

@@ -205,7 +205,7 @@ def test_merge_concatenates_adjacent_groups_of_one_treatment() -> None:
     (merged,) = merges(rolesim, SMT4)
     assert merged.name == "merge:worker+feeder"
     names = [g.name for g in merged.profile.groups]
-    assert names == ["hot", "worker-feeder", "housekeep", "rolesim"]
+    assert names == ["hot", "worker-feeder", "housekeep", "other"]
     both = group(merged.profile, "worker-feeder")
     assert both.match == ["worker-*", "feeder"]
     assert both.treatment is Treatment.LATENCY

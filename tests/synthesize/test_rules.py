@@ -56,8 +56,22 @@ def test_glob_pattern() -> None:
 
 
 def test_match_all() -> None:
-    diag = only(check(profile(group("w", "*")))[0], "match_all")
-    assert diag.message == "group 'w': pattern '*' matches every thread"
+    # `*` alone is the workload's catch-all only as the single pattern of the LAST group
+    for bad in (profile(group("w", "*"), group("x", "x")), profile(group("w", "w", "*"))):
+        diag = only(check(bad)[0], "match_all")
+        assert diag.message == "group 'w': pattern '*' matches every thread"
+        assert "only the last group" in diag.hint
+
+
+def test_workload_catch_all_is_the_last_group() -> None:
+    from threadwise.synthesize.compile import compile_profile
+    from threadwise.synthesize.shape import parse_shape
+
+    p = profile(group("x", "x*"), group("other", "*"))
+    assert check(p)[0] == []
+    layers = compile_profile(p, parse_shape("cores=2,threads-per-core=1")).specs
+    assert [layer["name"] for layer in layers] == ["x", "other", "rest"]
+    assert layers[1]["matches"] == [[{"PcommPrefix": "svc"}]]
 
 
 def test_prefix_too_long() -> None:
