@@ -76,11 +76,12 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
     spinners = frozenset(threads.filter(
         (pl.col("demand") >= SPINNER_DEMAND) & (pl.col("involuntary") >= SPINNER_DEMAND * pl.col("slices"))
     )["utid"].to_list())
-    edges = wg.classify_edges(edges_raw, who, duration_ns=info.duration_ns, spinners=spinners)
-
     pattern_of_name = nm.patterns_of(threads["name"].fill_null("?").to_list())
     first_patterns = {u: pattern_of_name[n or "?"] for u, n in zip(threads["utid"], threads["name"],
                                                                   strict=True)}
+    wake_cv = dict(zip(threads["utid"].to_list(), threads["wake_interval_cv"].to_list(), strict=True))
+    edges = wg.classify_edges(edges_raw, who, duration_ns=info.duration_ns, spinners=spinners,
+                              pattern_of=first_patterns, wake_cv=wake_cv)
     chains = wg.find_chains(edges, first_patterns)
     members = wg.chain_members(chains)
     grouping = gr.assign(threads, process_name=info.process_name, duration_ns=info.duration_ns,

@@ -66,8 +66,9 @@ def render(analysis: Analysis, *, top_edges: int = 10) -> str:
     lines += ["", f"top causal wake edges (of {a.wake_edges.height} seen):"]
     rows = [[f"{e['waker']} ({e['waker_utid']})", f"{e['wakee']} ({e['wakee_utid']})",
              f"{e['wakeups_per_s']:,.1f}", f"{e['share_of_wakee']:.2f}", f"{e['lift']:.1f}",
-             _us(e["latency_p50_ns"])] for e in edges.iter_rows(named=True)]
-    lines += _table(["waker", "wakee", "wake/s", "share", "lift", "lat50us"], rows, right={2, 3, 4, 5}) \
+             _us(e["latency_p50_ns"]), e.get("judged_by") or "-"] for e in edges.iter_rows(named=True)]
+    lines += _table(["waker", "wakee", "wake/s", "share", "lift", "lat50us", "by"], rows,
+                    right={2, 3, 4, 5}) \
         if rows else ["  (none)"]
     if not a.preemptors.is_empty():
         by_process = (a.preemptors.group_by("preemptor_process")

@@ -18,7 +18,20 @@ landing on it. (A spinning producer that signals consumers is missed: the
 price of not seeing hardirq context in sched_waking.) An edge is
 causal when it carries enough wakeups (`min_wakeups`, `min_rate`), a real
 part of the wakee's wakeups (`min_share`), and a lift of at least
-`min_lift`. Chains are the simple paths of the causal graph (depth-limited,
+`min_lift`.
+
+Pools: a pool of CPU-busy producers feeding one consumer through a queue
+fails every per-thread test (each member is a spinner by the rule above,
+holds a third of the wakeups, and its lift is the chance any busy thread
+has). So wakers are also judged by pattern group (`pattern_of`, the
+workload's own threads): the members of one group together wake a thread
+of another group (`judged_by = "pool"`) when two or more members carry at
+least `pool_min_share` of its wakeups at `pool_min_rate` or more, and the
+wakee is not a periodic sleeper (its wake-interval CV >= `pool_min_cv`):
+timer wakeups that land on a busy pool arrive at the timer's period, a
+queue's wakeups arrive when the producers finish work.
+
+Chains are the simple paths of the causal graph (depth-limited,
 cycles cut; a chain inside a longer one is kept only when it carries more
 than twice the longer one's rate) that wake at least one target thread,
 ranked by their bottleneck
@@ -36,7 +49,7 @@ EDGE_SCHEMA = {"waker_utid": pl.Int64, "wakee_utid": pl.Int64, "waker": pl.Strin
                "waker_process": pl.String, "wakee_process": pl.String, "waker_is_target": pl.Boolean,
                "wakee_is_target": pl.Boolean, "wakeups": pl.Int64, "wakeups_per_s": pl.Float64,
                "share_of_wakee": pl.Float64, "lift": pl.Float64, "latency_p50_ns": pl.Int64,
-               "latency_p99_ns": pl.Int64, "causal": pl.Boolean}
+               "latency_p99_ns": pl.Int64, "causal": pl.Boolean, "judged_by": pl.String}
 CHAIN_SCHEMA = {"chain_id": pl.Int64, "utids": pl.List(pl.Int64), "names": pl.List(pl.String),
                 "patterns": pl.List(pl.String), "length": pl.Int64, "rate_per_s": pl.Float64,
                 "latency_p50_ns": pl.Int64, "latency_p99_ns": pl.Int64, "busiest": pl.Boolean}
@@ -52,11 +65,21 @@ class WakeParams:
     max_chains: int = 500
     busiest: int = 5               # chains whose members count as "in a wake chain"
     busiest_min_rate: float = 10.0
+    pool_min_members: int = 2      # wakers of one pattern group that share the wakee's wakeups
+    pool_min_share: float = 0.5    # of the wakee's wakeups, all members together
+    pool_min_rate: float = 10.0    # wakeups per second, all members together
+    pool_min_cv: float = 0.5       # wakee's wake-interval CV: below this it sleeps on a timer
 
 
 def classify_edges(edges: pl.DataFrame, names: pl.DataFrame, *, duration_ns: int,
-                   spinners: frozenset[int] = frozenset(), params: WakeParams = WakeParams()) -> pl.DataFrame:
-    """Edges with names, rates, lift and the causal flag (EDGE_SCHEMA)."""
+                   spinners: frozenset[int] = frozenset(), params: WakeParams = WakeParams(),
+                   pattern_of: dict[int, str] | None = None,
+                   wake_cv: dict[int, float | None] | None = None) -> pl.DataFrame:
+    """Edges with names, rates, lift, the causal flag and what judged it (EDGE_SCHEMA).
+
+    `pattern_of` (utid -> name pattern of the workload's threads) and `wake_cv` (utid ->
+    wake-interval CV) turn on the pool judgment (module note).
+    """
     if edges.is_empty() or duration_ns <= 0:
         return pl.DataFrame(schema=EDGE_SCHEMA)
     capacity = float(duration_ns)
@@ -79,8 +102,45 @@ def classify_edges(edges: pl.DataFrame, names: pl.DataFrame, *, duration_ns: int
                          & (pl.col("lift") >= params.min_lift)
                          & ~pl.col("waker_utid").is_in(list(spinners))
                          & (pl.col("waker_utid") != pl.col("wakee_utid"))))
+    out = out.with_columns(judged_by=pl.when(pl.col("causal")).then(pl.lit("thread"))
+                           .otherwise(pl.lit(None, pl.String)))
+    if pattern_of:
+        out = _judge_pools(out, pattern_of, wake_cv or {}, duration_ns, params)
     return (out.select(list(EDGE_SCHEMA)).cast(EDGE_SCHEMA)  # type: ignore[arg-type]
             .sort(["causal", "wakeups", "waker_utid", "wakee_utid"], descending=[True, True, False, False]))
+
+
+def _judge_pools(out: pl.DataFrame, pattern_of: dict[int, str], wake_cv: dict[int, float | None],
+                 duration_ns: int, params: WakeParams) -> pl.DataFrame:
+    """Mark the edges of pattern groups that together wake a non-periodic thread (module note)."""
+    tagged = out.with_columns(
+        waker_pattern=pl.col("waker_utid").replace_strict(pattern_of, default=None, return_dtype=pl.String),
+        wakee_pattern=pl.col("wakee_utid").replace_strict(pattern_of, default=None, return_dtype=pl.String),
+        wakee_cv=pl.col("wakee_utid").replace_strict(wake_cv, default=None, return_dtype=pl.Float64))
+    candidates = tagged.filter(
+        pl.col("waker_pattern").is_not_null() & (pl.col("waker_utid") != pl.col("wakee_utid"))
+        & (pl.col("wakee_pattern").is_null() | (pl.col("wakee_pattern") != pl.col("waker_pattern"))))
+    if candidates.is_empty():
+        return out
+    pools = (candidates.group_by("waker_pattern", "wakee_utid")
+             .agg(members=pl.col("waker_utid").n_unique(), pool_wakeups=pl.col("wakeups").sum(),
+                  pool_share=pl.col("share_of_wakee").sum(), wakee_cv=pl.col("wakee_cv").first())
+             .filter((pl.col("members") >= params.pool_min_members)
+                     & (pl.col("pool_wakeups") >= params.min_wakeups)
+                     & (pl.col("pool_wakeups") * 1e9 / duration_ns >= params.pool_min_rate)
+                     & (pl.col("pool_share") >= params.pool_min_share)
+                     & (pl.col("wakee_cv").fill_null(0.0) >= params.pool_min_cv))
+             .select("waker_pattern", "wakee_utid", pool=pl.lit(True)))
+    if pools.is_empty():
+        return out
+    judged = (tagged.join(pools, on=["waker_pattern", "wakee_utid"], how="left")
+              .with_columns(pool=pl.col("pool").fill_null(False)
+                            & (pl.col("waker_utid") != pl.col("wakee_utid")))
+              .with_columns(judged_by=pl.when(pl.col("causal")).then(pl.col("judged_by"))
+                            .when(pl.col("pool")).then(pl.lit("pool"))
+                            .otherwise(pl.lit(None, pl.String)),
+                            causal=pl.col("causal") | pl.col("pool")))
+    return judged.drop("waker_pattern", "wakee_pattern", "wakee_cv", "pool")
 
 
 def find_chains(edges: pl.DataFrame, pattern_of: dict[int, str], *,
