@@ -175,3 +175,42 @@ def redis_capture(tmp_path_factory: pytest.TempPathFactory, tracer_backend: str)
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+JVM_SOURCE = Path(__file__).parent / "jvm" / "PoolService.java"
+
+
+@pytest.fixture(scope="session")
+def jvm_capture(tmp_path_factory: pytest.TempPathFactory, tracer_backend: str) -> Path:
+    """Our JVM service with named pools (tests/jvm/PoolService.java: a CPU-busy request pool
+    feeding a writer and an acceptor through queues, a periodic flusher, the JVM's own
+    threads), observed with `threadwise observe --pid` for 5 s once it serves; stopped by PID."""
+    import signal
+    import subprocess
+    import sys
+
+    if shutil.which("javac") is None or shutil.which("java") is None:
+        pytest.skip("needs a JDK (javac, java): apt-get install openjdk-17-jdk-headless")
+    workdir = tmp_path_factory.mktemp(f"jvm-{tracer_backend}")
+    subprocess.run(["javac", "-d", str(workdir), str(JVM_SOURCE)], check=True, timeout=120)
+    service = subprocess.Popen(["java", "-Xmx256m", "-cp", str(workdir), "PoolService", "60"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert service.stdout is not None
+        for line in service.stdout:   # "ready", then one line a second: past JVM start-up
+            if line.startswith("requests/s"):
+                break
+        out = workdir / "jvm.duckdb"
+        done = subprocess.run(
+            [sys.executable, "-m", "threadwise.cli", "observe", "--pid", str(service.pid), "-d", "5s",
+             "--backend", tracer_backend, "-o", str(out)],
+            capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        return out
+    finally:
+        service.send_signal(signal.SIGTERM)
+        try:
+            service.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            service.kill()
+            service.wait()

@@ -1,0 +1,118 @@
+// PoolService: a small JVM service with named thread pools, for threadwise's bpf tests.
+//
+// Threads (their comms, as the kernel sees them):
+//   acceptor     hands requests to the pool, one per completion it is told about
+//   request-N    the request pool: CPU-busy workers; each finished request goes to the
+//                writer's queue and a completion back to the acceptor (both wake a sleeper)
+//   writer       drains the writer queue (the pool's results), little CPU of its own
+//   flusher      wakes every 100 ms and "flushes" what the writer counted
+// plus the JVM's own threads (GC, C1/C2 compilers, VM Thread, ...), which sit idle.
+//
+// Usage: java PoolService [seconds] [workers] [work_us]; prints "ready" once the pool runs,
+// then one line per second with the requests done. Exits after `seconds`.
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+
+public final class PoolService {
+    static final AtomicLong written = new AtomicLong();
+    static volatile boolean stop;
+    static volatile long sink;
+
+    static long work(long seed, long workNs) {
+        long end = System.nanoTime() + workNs, x = seed;
+        while (System.nanoTime() < end) {
+            for (int i = 0; i < 200; i++) {
+                x ^= x << 13; x ^= x >>> 7; x ^= x << 17;
+            }
+        }
+        return x;
+    }
+
+    static Thread named(String name, Runnable body) {
+        Thread t = new Thread(body, name);
+        t.setDaemon(true);
+        return t;
+    }
+
+    public static void main(String[] args) throws Exception {
+        long seconds = args.length > 0 ? Long.parseLong(args[0]) : 30;
+        int workers = args.length > 1 ? Integer.parseInt(args[1]) : 3;
+        long workNs = (args.length > 2 ? Long.parseLong(args[2]) : 300) * 1000;
+        BlockingQueue<Long> requests = new ArrayBlockingQueue<>(4 * workers);
+        BlockingQueue<Long> results = new ArrayBlockingQueue<>(1024);
+        BlockingQueue<Long> completions = new ArrayBlockingQueue<>(1024);
+
+        AtomicInteger n = new AtomicInteger();
+        ThreadFactory pool = r -> named("request-" + n.getAndIncrement(), r);
+        ExecutorService requestPool = Executors.newFixedThreadPool(workers, pool);
+        for (int i = 0; i < workers; i++) {
+            requestPool.execute(() -> {
+                try {
+                    while (!stop) {
+                        long req = requests.take();
+                        long out = work(req, workNs);
+                        results.put(out);
+                        completions.put(req);
+                    }
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            });
+        }
+        Thread acceptor = named("acceptor", () -> {
+            long next = 1;
+            try {
+                for (int i = 0; i < 4 * workers; i++) requests.put(next++);
+                while (!stop) {
+                    completions.take();
+                    requests.put(next++);
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        });
+        Thread writer = named("writer", () -> {
+            try {
+                while (!stop) {
+                    sink += results.take();
+                    written.incrementAndGet();
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        });
+        Thread flusher = named("flusher", () -> {
+            long flushed = 0;
+            try {
+                while (!stop) {
+                    Thread.sleep(100);
+                    flushed = written.get();
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            sink += flushed;
+        });
+        acceptor.start();
+        writer.start();
+        flusher.start();
+        System.out.println("ready");
+        System.out.flush();
+        long last = 0;
+        for (long s = 0; s < seconds; s++) {
+            Thread.sleep(1000);
+            long now = written.get();
+            System.out.println("requests/s " + (now - last));
+            System.out.flush();
+            last = now;
+        }
+        stop = true;
+        requestPool.shutdownNow();
+        System.exit(0);
+    }
+}
