@@ -31,6 +31,8 @@ from typing import Any
 from threadwise.analyze.contract import AnalysisRecord, GroupRow, Role
 from threadwise.errors import InputError
 from threadwise.synthesize.compact import DEFAULT_MAX_GROUPS, compact, readable_name
+from threadwise.synthesize.families import MIN_CONFIDENCE, Families, decide
+from threadwise.synthesize.families import bundled as bundled_families
 from threadwise.synthesize.fit import clean_prefix, fit
 from threadwise.synthesize.rules import CATCH_ALL
 from threadwise.synthesize.schema import (
@@ -43,7 +45,6 @@ from threadwise.synthesize.schema import (
     Workload,
 )
 
-MIN_CONFIDENCE = 0.5
 MAX_NAMES = 64  # observed names kept as evidence per group
 START_FRACTION = 0.90
 FRACTION_STEP = 0.05
@@ -75,6 +76,15 @@ def treatment_for(row: GroupRow) -> tuple[Treatment, str | None]:
             return Treatment.EXCLUSIVE, None
         return Treatment.DEFAULT, "compute role but no thread keeps half a CPU busy"
     return Treatment(role.value), None
+
+
+def thin_evidence(row: GroupRow) -> str | None:
+    """Why the capture says little about a group's role (None: it says enough)."""
+    if row.role is Role.DEFAULT:
+        return "no role: too little activity in the capture"
+    if row.confidence < MIN_CONFIDENCE:
+        return f"role {row.role.value} at confidence {row.confidence:.2f}"
+    return None
 
 
 def fraction_for(request_millicores: int, hot_threads: int) -> tuple[float, str | None]:
@@ -128,7 +138,7 @@ def _evidence(row: GroupRow) -> Evidence:
 
 
 def _group(row: GroupRow, taken: set[str], requests: dict[str, int],
-           notes: list[str]) -> Group | None:
+           notes: list[str], families: Families) -> Group | None:
     prefixes = list(dict.fromkeys(p for p in map(clean_prefix, row.match_prefixes) if p))
     if prefixes != list(row.match_prefixes):
         notes.append(f"pattern {row.pattern!r}: prefixes {row.match_prefixes} made "
@@ -136,6 +146,13 @@ def _group(row: GroupRow, taken: set[str], requests: dict[str, int],
     if not prefixes:
         return None
     treatment, why = treatment_for(row)
+    family = families.family_of(list(row.names))
+    if family is not None and (row.separable or row.avg_runtime_range_ns is not None):
+        decision = decide(family, treatment, thin=thin_evidence(row))
+        if decision.treatment is not treatment:
+            why = None
+        treatment = decision.treatment
+        why = "; ".join(x for x in (why, decision.note) if x) or None
     notes = [why] if why else []
     sizing: dict[str, Any] = {"hot_threads": row.hot_threads}
     request = requests.get(row.pattern)
@@ -151,6 +168,7 @@ def _group(row: GroupRow, taken: set[str], requests: dict[str, int],
         avg_runtime_us=None if runtime is None else [runtime[0] // 1000,
                                                      -(-runtime[1] // 1000)],
         treatment=treatment,
+        family=family.name if family is not None else None,
         comment="; ".join(notes) or None,
         evidence=_evidence(row),
         **sizing,
@@ -159,18 +177,23 @@ def _group(row: GroupRow, taken: set[str], requests: dict[str, int],
 
 def build_profile(analysis: AnalysisRecord, name: str, *, capture: str | None = None,
                   requests: dict[str, int] | None = None,
-                  max_groups: int = DEFAULT_MAX_GROUPS) -> Profile:
+                  max_groups: int = DEFAULT_MAX_GROUPS,
+                  families: Families | None = None) -> Profile:
     """The profile for one analysed workload (deterministic for the same input).
 
     `max_groups` is the group budget of `compact.py` (the workload's catch-all included).
     """
+    taken: set[str] = set()
+    notes: list[str] = []
+    known = families if families is not None else bundled_families()
     rows = sorted(
         analysis.groups,
         key=lambda r: (_ORDER.index(treatment_for(r)[0]), -r.cpu_share, r.pattern),
     )
-    taken: set[str] = set()
-    notes: list[str] = []
-    built = [g for g in (_group(row, taken, requests or {}, notes) for row in rows) if g is not None]
+    built = [g for g in (_group(row, taken, requests or {}, notes, known) for row in rows)
+             if g is not None]
+    # a family may have changed a treatment: order again (stable: ties keep the order above)
+    built.sort(key=lambda g: (_ORDER.index(g.treatment), -(g.evidence.cpu_share if g.evidence else 0.0)))
     compacted = compact(built, max_groups=max_groups)
     if compacted.merged or compacted.folded:
         notes.insert(0, f"compact: {len(built)} analysis groups -> {len(compacted.groups)} groups "

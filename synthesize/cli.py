@@ -48,6 +48,8 @@ def synthesize_command(
     max_groups: Annotated[int, typer.Option(
         "--max-groups", min=1, max=15,
         help="Group budget (the workload's catch-all included): idle groups fold, look-alikes merge.")] = 6,
+    families: Annotated[Path | None, typer.Option(
+        "--families", help="Runtime families file (default: synthesize/data/families-1.toml).")] = None,
 ) -> None:
     """Write a profile TOML for a captured workload (or a sample with --example)."""
     from threadwise.synthesize.build import build_profile, from_analysis
@@ -66,9 +68,12 @@ def synthesize_command(
         except ImportError as missing:
             raise MissingTool(f"the analyze stage is not available ({missing})",
                               hint="install threadwise with its analyze stage") from None
+        from threadwise.synthesize.families import load_families
+
+        known = load_families(families)
         analysis = from_analysis(analyze_capture(capture))
         profile = build_profile(analysis, name, capture=str(capture), requests=_requests(request),
-                                max_groups=max_groups)
+                                max_groups=max_groups, families=known)
     problems = validate(profile)
     for diag in problems:
         typer.echo(diag.render(), err=True)

@@ -32,6 +32,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from threadwise.synthesize.families import family_decided
 from threadwise.synthesize.patterns import WORKLOAD_REST, prefix_of
 from threadwise.synthesize.schema import Evidence, Group, Treatment
 
@@ -69,6 +70,8 @@ def describe(group: Group) -> str:
         parts.append(f"slice p50 {ev.slice_p50_us:.0f} us")
     if ev.in_wake_chain:
         parts.append("wake chain")
+    if group.family:
+        parts.append(f"family {group.family}")
     return f"{label} ({', '.join(parts)})"
 
 
@@ -77,6 +80,8 @@ def idle_reason(group: Group) -> str | None:
     ev = group.evidence
     if ev is None or group.treatment is Treatment.EXCLUSIVE or group.avg_runtime_us is not None:
         return None
+    if family_decided(group):
+        return None   # idle here, but a known family gave it a treatment: it keeps a layer
     if ev.cpu_share < IDLE_CPU_SHARE and not ev.in_wake_chain:
         return f"< {IDLE_CPU_SHARE:g} CPUs and on no wake chain"
     return None
@@ -162,6 +167,9 @@ def _unique(base: str, taken: set[str]) -> str:
 
 
 def _merged_name(parts: Sequence[Group], taken: set[str]) -> str:
+    families = {p.family for p in parts}
+    if len(families) == 1 and None not in families:
+        return _unique(str(families.pop()), taken)
     if len(parts) == 2:
         base = f"{parts[0].name}-and-{parts[1].name}"
         if len(base) <= 40:
@@ -179,6 +187,7 @@ def _merge(parts: Sequence[Group], taken: set[str], why: str) -> Group:
     return Group(
         name=name, match=list(dict.fromkeys(m for p in parts for m in p.match)),
         treatment=parts[0].treatment,
+        family=parts[0].family if len({p.family for p in parts}) == 1 else None,
         hot_threads=sum(p.hot_threads for p in parts),
         comment="\n".join([note, *earlier]),
         evidence=_sum_evidence([p.evidence for p in parts]),

@@ -91,6 +91,7 @@ class Group(_Model):
     exclude: list[str] = []
     avg_runtime_us: list[NonNegInt] | None = None
     treatment: Annotated[Treatment, Field(strict=False)]
+    family: str | None = None     # the known runtime family of its threads (families.py)
     hot_threads: NonNegInt = 0
     cpu_fraction: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
     request_millicores: Annotated[int, Field(ge=1)] | None = None

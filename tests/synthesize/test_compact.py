@@ -46,17 +46,21 @@ def jvm_like() -> AnalysisRecord:
 def test_jvm_like_profile_is_compact_and_says_why() -> None:
     profile = build_profile(jvm_like(), "jvm")
     names = [g.name for g in profile.groups]
-    assert names == ["request", "writer-and-acceptor", "flusher", "other"], names
+    assert names == ["request", "writer-and-acceptor", "GC-Thread", "flusher", "other"], names
     merged, rest = profile.groups[1], profile.groups[-1]
     assert merged.match == ["writer", "acceptor"] and merged.treatment.value == "latency"
     assert merged.evidence is not None and merged.evidence.threads == 2
     assert merged.comment is not None and merged.comment.startswith("merged: same treatment")
     assert rest.match == ["*"] and rest.treatment.value == "default"
     assert rest.comment is not None
-    for internal in ("C1 CompilerThre", "VM Periodic Tas", "GC Thread#", "java"):
+    for internal in ("C1 CompilerThre", "VM Periodic Tas", "java"):
         assert f"  {internal} (default, 1 thr, 0 CPUs" in rest.comment, rest.comment
+    # idle, but a known family (GC) gives it a treatment of its own, and the comment says so
+    gc = profile.groups[2]
+    assert gc.treatment.value == "batch" and gc.family == "jvm-gc" and gc.match == ["GC Thread#"]
+    assert "the family decided: the evidence is thin" in (gc.comment or "")
     assert "folded, < 0.001 CPUs and on no wake chain:" in rest.comment
-    assert profile.comment is not None and "13 analysis groups -> 4 groups" in profile.comment
+    assert profile.comment is not None and "13 analysis groups -> 5 groups" in profile.comment
     text = dumps(profile)
     assert [d for d in validate(parse_profile(text, "jvm.toml")[0]) if d.severity == "error"] == []
     assert parse_profile(text, "jvm.toml")[0] == profile and dumps(parse_profile(text, "x")[0]) == text
