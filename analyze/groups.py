@@ -145,11 +145,24 @@ def _split_unnamed(threads: pl.DataFrame, grouping: Grouping, *, process_name: s
         grouping.pattern_of_key.pop(key, None)
 
 
+MIN_SLICES = 20   # a role read from fewer on-CPU slices than this is thin evidence
+
+
+def evidence_weight(slices: int) -> float:
+    """How much a role's confidence keeps with `slices` samples: 1 from MIN_SLICES up,
+    sqrt(slices / MIN_SLICES) below (1 slice keeps 22%, none keeps nothing)."""
+    return min(1.0, max(slices, 0) / MIN_SLICES) ** 0.5
+
+
 def finish(groups: pl.DataFrame, grouping: Grouping, *, other_names: list[str]) -> pl.DataFrame:
     """Roles, prefixes, separability and contract column order for aggregated groups."""
     if groups.is_empty():
         return pl.DataFrame(schema=GROUP_SCHEMA)
     roles, confidence = roles_for(groups)
+    # the clusterer's responsibility says how well a group fits its role; how much there
+    # was to see (slices) says how far to trust that: thin evidence lowers the confidence
+    weights = [evidence_weight(int(n or 0)) for n in groups["slices"].to_list()]
+    confidence = [c * w if r != "default" else c for c, w, r in zip(confidence, weights, roles, strict=True)]
     keys = groups["pattern"].to_list()
     names_of = dict(zip(keys, groups["names"].to_list(), strict=True))
     rows = []
@@ -159,6 +172,9 @@ def finish(groups: pl.DataFrame, grouping: Grouping, *, other_names: list[str]) 
         selection = nm.select_prefixes(mine, [n for k in keys if k != key for n in names_of[k]],
                                        pattern=grouping.pattern_of_key.get(key, key))
         note = grouping.notes.get(key) or selection.note
+        if weights[i] < 1 and roles[i] != "default" and not note:
+            note = (f"role {roles[i]} read from {int(groups['slices'][i] or 0)} slices (< {MIN_SLICES}): "
+                    "thin evidence, confidence lowered")
         leak = nm.collisions(selection.match_prefixes, selection.exclude_prefixes,
                              [n for n in others if n not in mine])
         if leak and selection.separable:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from threadwise.analyze.contract import AnalysisRecord, GroupRow, Role
+from threadwise.analyze.contract import HOT_SHARE, AnalysisRecord, GroupRow, Role
 from threadwise.errors import InputError
 from threadwise.synthesize.compact import DEFAULT_MAX_GROUPS, compact, readable_name
 from threadwise.synthesize.families import MIN_CONFIDENCE, Families, decide
@@ -84,6 +84,17 @@ def thin_evidence(row: GroupRow) -> str | None:
         return "no role: too little activity in the capture"
     if row.confidence < MIN_CONFIDENCE:
         return f"role {row.role.value} at confidence {row.confidence:.2f}"
+    return None
+
+
+NEAR_HOT = 0.2   # a busiest thread within 20% of the hot cutoff could go either way
+
+
+def near_hot_cutoff(row: GroupRow) -> str | None:
+    """A note when the busiest thread sits near the hot cutoff (refine should try both)."""
+    if abs(row.max_thread_share - HOT_SHARE) <= NEAR_HOT * HOT_SHARE:
+        return (f"busiest thread {row.max_thread_share:.2f} CPU is near the hot cutoff "
+                f"({HOT_SHARE} CPU): a candidate for refine to try both ways")
     return None
 
 
@@ -153,7 +164,7 @@ def _group(row: GroupRow, taken: set[str], requests: dict[str, int],
             why = None
         treatment = decision.treatment
         why = "; ".join(x for x in (why, decision.note) if x) or None
-    notes = [why] if why else []
+    notes = [x for x in (why, near_hot_cutoff(row)) if x]
     sizing: dict[str, Any] = {"hot_threads": row.hot_threads}
     request = requests.get(row.pattern)
     if treatment is Treatment.EXCLUSIVE and request:
@@ -176,6 +187,7 @@ def _group(row: GroupRow, taken: set[str], requests: dict[str, int],
 
 
 def build_profile(analysis: AnalysisRecord, name: str, *, capture: str | None = None,
+                  capture_sha256: str | None = None,
                   requests: dict[str, int] | None = None,
                   max_groups: int = DEFAULT_MAX_GROUPS,
                   families: Families | None = None) -> Profile:
@@ -202,7 +214,7 @@ def build_profile(analysis: AnalysisRecord, name: str, *, capture: str | None = 
                         "each group's comment says what it took in and why")
     groups = fit(compacted.groups, notes)
     source = Source(
-        capture=capture, duration_s=round(analysis.duration_ns / 1e9, 3),
+        capture=capture, capture_sha256=capture_sha256, duration_s=round(analysis.duration_ns / 1e9, 3),
         nr_cpus=analysis.nr_cpus, events_lost=analysis.events_lost,
         caveats=list(analysis.caveats),
     )

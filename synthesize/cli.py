@@ -36,6 +36,25 @@ def _requests(items: list[str] | None) -> dict[str, int]:
     return out
 
 
+def _relative(path: Path, base: Path) -> str:
+    """`path` as seen from `base` (the profile's directory), so the profile travels with it."""
+    import os
+
+    return Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
+
+
+def _sha256(path: Path) -> str | None:
+    import hashlib
+
+    if not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    with path.open("rb") as data:
+        for block in iter(lambda: data.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def synthesize_command(
     capture: Annotated[Path | None, typer.Argument(help="A capture written by `threadwise observe`.",
                                                    show_default=False)] = None,
@@ -72,7 +91,9 @@ def synthesize_command(
 
         known = load_families(families)
         analysis = from_analysis(analyze_capture(capture))
-        profile = build_profile(analysis, name, capture=str(capture), requests=_requests(request),
+        where = output or Path("profiles") / f"{name}.toml"
+        profile = build_profile(analysis, name, capture=_relative(capture, where.parent),
+                                capture_sha256=_sha256(capture), requests=_requests(request),
                                 max_groups=max_groups, families=known)
     problems = validate(profile)
     for diag in problems:

@@ -130,6 +130,12 @@ def _exclusive(group: Group, shape: Shape, budget: int,
 def compile_profile(profile: Profile, shape: Shape) -> Compiled:
     """The scx_layered layer config of `profile` on `shape` (profile must be valid)."""
     result = Compiled(LayerConfig(()))
+    captured = profile.source.nr_cpus if profile.source else None
+    if captured and shape.nr_cpus > captured:
+        result.notes.append(
+            f"compiled for {shape.nr_cpus} CPUs, but the capture ran on {captured}: shares, "
+            "contention and hot threads were measured on a smaller machine; capture on this "
+            "shape before trusting the sizing")
     specs: list[LayerSpec] = []
     budget = shape.exclusive_budget
     for group in profile.groups:

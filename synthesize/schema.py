@@ -58,7 +58,8 @@ class Workload(_Model):
 class Source(_Model):
     """The capture a generated profile was trained on (evidence only; not compiled)."""
 
-    capture: str | None = None
+    capture: str | None = None       # path relative to the profile's directory
+    capture_sha256: str | None = None  # content hash of the capture file
     duration_s: NonNegFloat | None = None
     nr_cpus: Annotated[int, Field(ge=1)] | None = None
     events_lost: NonNegInt | None = None

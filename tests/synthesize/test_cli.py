@@ -136,7 +136,8 @@ def test_synthesize_from_a_capture_calls_analyze(tmp_path: Path, monkeypatch) ->
     hot = profile.groups[0]
     assert (hot.name, hot.request_millicores, hot.cpu_fraction, hot.exclusive_cores()) == (
         "hot", 2250, 0.85, 2)
-    assert profile.source is not None and profile.source.capture == "r.duckdb"
+    # stored relative to the profile (profiles/rs.toml), so the two travel together
+    assert profile.source is not None and profile.source.capture == "../r.duckdb"
 
 
 def test_lint_with_a_capture(tmp_path: Path) -> None:
