@@ -216,8 +216,29 @@ def lint_command(
         typer.echo(f"{profile}: no placement problems on {machine.describe()}")
 
 
+def diff_command(
+    old: Annotated[Path, typer.Argument(help="The profile before (e.g. the base branch's).")],
+    new: Annotated[Path, typer.Argument(help="The profile after.")],
+    shape: Annotated[str | None, typer.Option(
+        "--shape", "-s", help="Also compare the compiled layers on this shape. " + SHAPE_HELP)] = None,
+    capture: Annotated[Path | None, typer.Option(
+        "--capture", help="Place a capture's threads (default: the profiles' evidence names).")] = None,
+    output_format: Annotated[str, typer.Option(
+        "--format", help="text, or markdown (a pull-request comment).")] = "text",
+) -> None:
+    """Semantic diff of two profiles: groups, treatments, sizing, threads that change layer."""
+    from threadwise.synthesize.diff import diff_profiles, render_markdown, render_text
+    from threadwise.synthesize.shape import parse_shape
+
+    if output_format not in ("text", "markdown"):
+        raise UsageError(f"--format {output_format!r} is not known", hint="use text or markdown")
+    result = diff_profiles(old, new, shape=parse_shape(shape) if shape else None, capture=capture)
+    typer.echo(render_markdown(result) if output_format == "markdown" else render_text(result), nl=False)
+
+
 def register(app: typer.Typer) -> None:
     app.command("synthesize")(synthesize_command)
     app.command("validate")(validate_command)
     app.command("compile")(compile_command)
     app.command("lint")(lint_command)
+    app.command("diff")(diff_command)
