@@ -115,6 +115,7 @@ class AnalysisRecord:
     groups: list[GroupRow]
     events_lost: int = 0
     caveats: list[str] = field(default_factory=list)
+    cgroup: str | None = None      # the cgroup observe targeted (`observe --cgroup`), if any
 
     @classmethod
     def of(cls, analysis: _AnalysisLike) -> AnalysisRecord:
@@ -122,7 +123,8 @@ class AnalysisRecord:
         return cls(process_name=analysis.process_name, duration_ns=int(analysis.duration_ns),
                    nr_cpus=int(analysis.nr_cpus),
                    groups=[GroupRow.from_row(row) for row in analysis.groups.to_dicts()],
-                   events_lost=int(analysis.events_lost or 0), caveats=list(analysis.caveats))
+                   events_lost=int(analysis.events_lost or 0), caveats=list(analysis.caveats),
+                   cgroup=getattr(analysis, "cgroup", None))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (what the golden fixtures hold)."""

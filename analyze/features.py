@@ -58,6 +58,7 @@ class CaptureInfo:
     end_reason: str | None
     notes: str | None
     process_name: str
+    cgroup: str | None = None   # the cgroup v2 path observe targeted (`observe --cgroup`)
 
 
 def capture_info(con: duckdb.DuckDBPyConnection) -> CaptureInfo:
@@ -85,6 +86,7 @@ def capture_info(con: duckdb.DuckDBPyConnection) -> CaptureInfo:
         events_recorded=int(row[4]), events_lost=int(row[5]), target_tgids=list(row[6]),
         target_spec=row[7], end_reason=row[8], notes=row[9],
         process_name=proc[0] if proc and proc[0] else "",
+        cgroup=row[7] if row[10] == "cgroup" else None,
     )
 
 

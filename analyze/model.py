@@ -66,6 +66,7 @@ class Analysis:
     capture_id: str = ""
     capture_path: Path | None = None
     names_separate_roles: bool = True
+    cgroup: str | None = None   # the cgroup observe targeted (a pod's), else None
 
     def record(self) -> AnalysisRecord:
         """The contract part as typed rows (what synthesize builds a profile from)."""
@@ -80,6 +81,7 @@ class Analysis:
             "process_name": self.process_name, "duration_ns": self.duration_ns,
             "nr_cpus": self.nr_cpus, "events_lost": self.events_lost,
             "names_separate_roles": self.names_separate_roles, "caveats": self.caveats,
+            "cgroup": self.cgroup,
             "groups": _rows(self.groups),
             "pattern_chains": _rows(self.pattern_chains),
             "wake_edges": _rows(self.wake_edges.filter(pl.col("causal")) if "causal" in self.wake_edges

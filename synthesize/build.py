@@ -219,10 +219,11 @@ def build_profile(analysis: AnalysisRecord, name: str, *, capture: str | None = 
         caveats=list(analysis.caveats),
     )
     process = clean_prefix(analysis.process_name)
-    if not process or not groups:
+    if (not process and not analysis.cgroup) or not groups:
         what = "process name" if not process else "thread group"
         raise InputError(f"no {what} of the analysis can be written as a comm prefix "
                          f"(process {analysis.process_name!r})",
                          hint="scx_layered matches names by prefix; see docs/profile-schema.md")
     return Profile(schema_version=SCHEMA_VERSION, name=name, comment="; ".join(notes) or None,
-                   workload=Workload(process=process), source=source, group=groups)
+                   workload=Workload(process=process or None, cgroup=analysis.cgroup),
+                   source=source, group=groups)

@@ -6,7 +6,7 @@ CPU ranges in logical CPUs and options, in first-match order, ending in a
 catch-all. And it silently drops option keys it does not know.
 
 Approach: one layer per group, in profile order, then the catch-all `rest`.
-Every match block is [PcommPrefix(process), CommPrefix(pattern), the group's
+Every match block is [PcommPrefix(process) and/or CgroupPrefix(cgroup), CommPrefix(pattern), the group's
 CommPrefixExclude..., AvgRuntime?], one block per pattern (OR); the last
 group's `*` (the workload's own catch-all) has no CommPrefix.
 - exclusive: Confined, `exclusive` and `protected`, cpus_range fixed at
@@ -90,8 +90,13 @@ class Compiled:
 def match_blocks(profile: Profile, group: Group) -> tuple[tuple[LayerMatch, ...], ...]:
     """The OR blocks of AND-ed matches for one group."""
     blocks = []
+    workload: list[LayerMatch] = []
+    if profile.workload.process is not None:
+        workload.append(LayerMatch.pcomm_prefix(profile.workload.process))
+    if profile.workload.cgroup is not None:
+        workload.append(LayerMatch.cgroup_prefix(profile.workload.cgroup))
     for pattern in group.match:
-        block = [LayerMatch.pcomm_prefix(profile.workload.process)]
+        block = list(workload)
         if pattern != WORKLOAD_REST:   # `*`: every other thread of the workload
             block.append(LayerMatch.comm_prefix(prefix_of(pattern)))
         block += [LayerMatch.comm_prefix_exclude(prefix_of(e)) for e in group.exclude]

@@ -62,6 +62,10 @@ class LayerMatch:
         return cls("PcommPrefix", prefix)
 
     @classmethod
+    def cgroup_prefix(cls, path: str) -> LayerMatch:
+        return cls("CgroupPrefix", path)
+
+    @classmethod
     def avg_runtime(cls, low_us: int, high_us: int) -> LayerMatch:
         return cls("AvgRuntime", [low_us, high_us])
 

@@ -32,8 +32,31 @@ CATCH_ALL = "rest"
 Rule = Callable[[Profile], Iterator[Diagnostic]]
 
 
+def _cgroup(profile: Profile) -> Iterator[Diagnostic]:
+    path = profile.workload.cgroup
+    if path is None:
+        return
+    limit = matcher_set().limits.max_path
+    problem = None
+    if not path.startswith("/"):
+        problem = (f"cgroup {path!r} is not an absolute cgroup v2 path",
+                   "write it as /proc/PID/cgroup shows it after '0::', e.g. /kubepods.slice/...")
+    elif any(ord(ch) < 32 or ord(ch) == 127 for ch in path):
+        problem = (f"cgroup {path!r} holds a control character", "remove it")
+    elif any(ch in path for ch in "*?["):
+        problem = (f"cgroup {path!r} uses glob syntax; CgroupPrefix matches by prefix only",
+                   "give the common parent path: every cgroup below it matches")
+    elif len(path.encode("utf-8")) > limit:
+        problem = (f"cgroup path is {len(path.encode('utf-8'))} bytes; scx_layered allows {limit}",
+                   "use a shorter parent path")
+    if problem:
+        yield Diagnostic("cgroup_path", f"workload.cgroup: {problem[0]}", problem[1],
+                         path=("workload", "cgroup"))
+
+
 def _patterns(profile: Profile) -> Iterator[Diagnostic]:
-    process_problem = check_pattern(profile.workload.process)
+    process_problem = (check_pattern(profile.workload.process)
+                       if profile.workload.process is not None else None)
     if process_problem:
         yield Diagnostic(process_problem.rule, "workload.process: " + process_problem.message,
                          process_problem.hint, path=("workload", "process"))
@@ -164,7 +187,7 @@ def _evidence(profile: Profile) -> Iterator[Diagnostic]:
             )
 
 
-RULES: tuple[Rule, ...] = (_patterns, _layer_count, _match_sizes, _names, _sizing, _overlaps,
+RULES: tuple[Rule, ...] = (_cgroup, _patterns, _layer_count, _match_sizes, _names, _sizing, _overlaps,
                            _evidence)
 
 

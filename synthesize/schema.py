@@ -18,7 +18,7 @@ import math
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from threadwise.analyze.contract import Role  # the role names are analyze's (declared once)
 
@@ -50,9 +50,18 @@ Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 
 
 class Workload(_Model):
-    """How the workload's process is recognised: scx_layered `PcommPrefix`."""
+    """How the workload's threads are recognised: its process comm (scx_layered
+    `PcommPrefix`), its cgroup (`CgroupPrefix`: a pod's or a service's cgroup v2 path), or
+    both (every layer's match blocks then require both)."""
 
-    process: Annotated[str, Field(min_length=1)]
+    process: Annotated[str, Field(min_length=1)] | None = None
+    cgroup: Annotated[str, Field(min_length=1)] | None = None
+
+    @model_validator(mode="after")
+    def _named(self) -> Workload:
+        if self.process is None and self.cgroup is None:
+            raise ValueError("name the workload: process = \"comm\", cgroup = \"/path\", or both")
+        return self
 
 
 class Source(_Model):

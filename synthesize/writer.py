@@ -43,9 +43,14 @@ def dumps(profile: Profile) -> str:
     if profile.comment is not None:
         doc.add("comment", profile.comment)
     workload = tomlkit.table()
-    workload.add(tomlkit.comment("Groups match only threads of processes whose comm starts "
-                                 "with this (PcommPrefix)."))
-    workload.add("process", profile.workload.process)
+    if profile.workload.process is not None:
+        workload.add(tomlkit.comment("Groups match only threads of processes whose comm starts "
+                                     "with this (PcommPrefix)."))
+        workload.add("process", profile.workload.process)
+    if profile.workload.cgroup is not None:
+        workload.add(tomlkit.comment("...and only threads in this cgroup or below it "
+                                     "(CgroupPrefix; a pod's or a service's cgroup v2 path)."))
+        workload.add("cgroup", profile.workload.cgroup)
     doc.add("workload", workload)
     if profile.source is not None:
         doc.add("source", _source_table(profile.source))
