@@ -90,7 +90,8 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
     if not chains.is_empty():   # re-label chains with the final group patterns
         final = {u: grouping.pattern_of_key.get(k, k) for u, k in grouping.key_of.items()}
         chains = wg.find_chains(edges, final)
-    groups = _groups(con, threads, grouping, info.duration_ns, members)
+    grouped = threads.filter(pl.col("utid").is_in(list(grouping.key_of)))
+    groups = _groups(con, grouped, grouping, info.duration_ns, members)
 
     other_names = con.execute(ft.sql("capture", "other_names")).fetchall()
     groups = gr.finish(groups, grouping, other_names=[r[0] for r in other_names]) if not groups.is_empty() \

@@ -39,6 +39,7 @@ class Grouping:
     notes: dict[str, str] = field(default_factory=dict)
     caveats: list[str] = field(default_factory=list)
     names_separate_roles: bool = True
+    short_lived: dict[int, str] = field(default_factory=dict)   # utid -> pattern, grouped nowhere
 
 
 def aggregate(threads: pl.DataFrame, key_of: dict[int, str], *, duration_ns: int,
@@ -91,10 +92,24 @@ def roles_for(groups: pl.DataFrame, *, random_state: int = 0) -> tuple[list[str]
 
 def assign(threads: pl.DataFrame, *, process_name: str, duration_ns: int,
            chain_utids: set[int]) -> Grouping:
-    """Group keys for every target thread: patterns, merged families, behaviour splits."""
+    """Group keys for every target thread: patterns, merged families, behaviour splits.
+
+    Threads of a pattern whose every thread lived under MIN_LIFE_NS in the capture form no
+    group (`Grouping.short_lived`, with a caveat): a profile's catch-all takes them.
+    """
     pattern_of_name = nm.patterns_of(threads["name"].fill_null("?").to_list())
     key_of = {u: pattern_of_name[n or "?"] for u, n in zip(threads["utid"], threads["name"], strict=True)}
-    grouping = Grouping(key_of, {k: k for k in key_of.values()})
+    short = _short_lived(threads, key_of)
+    for utid in short:
+        key_of.pop(utid)
+    threads = threads.filter(pl.col("utid").is_in(list(key_of)))
+    grouping = Grouping(key_of, {k: k for k in key_of.values()}, short_lived=short)
+    if short:
+        patterns = sorted(set(short.values()))
+        grouping.caveats.append(
+            f"{len(short)} thread(s) lived under {MIN_LIFE_NS // 1_000_000} ms in the capture "
+            f"({', '.join(patterns[:4])}{', ...' if len(patterns) > 4 else ''}): they form no "
+            "group of their own; a profile's catch-all takes them")
     main_names = set(threads.filter(pl.col("is_main_thread"))["name"].drop_nulls().to_list())
     # Families (bio_aof, bio_close_file -> bio_*) merge only when their roles agree.
     keep = {pattern_of_name.get(n, n) for n in main_names}
@@ -117,6 +132,22 @@ def assign(threads: pl.DataFrame, *, process_name: str, duration_ns: int,
         grouping.pattern_of_key = {k: k for k in set(key_of.values())}
     _split_unnamed(threads, grouping, process_name=process_name)
     return grouping
+
+
+MIN_LIFE_NS = 100_000_000   # a pattern whose threads all lived less than this forms no group
+
+
+def _short_lived(threads: pl.DataFrame, key_of: dict[int, str]) -> dict[int, str]:
+    """utid -> pattern of threads whose whole pattern lived under MIN_LIFE_NS (none when that
+    would leave no group at all)."""
+    life = dict(zip(threads["utid"].to_list(), threads["life_ns"].fill_null(0).to_list(), strict=True))
+    longest: dict[str, int] = {}
+    for utid, key in key_of.items():
+        longest[key] = max(longest.get(key, 0), int(life.get(utid, 0)))
+    short_keys = {k for k, ns in longest.items() if ns < MIN_LIFE_NS}
+    if short_keys == set(longest):
+        return {}
+    return {u: k for u, k in key_of.items() if k in short_keys}
 
 
 def _split_unnamed(threads: pl.DataFrame, grouping: Grouping, *, process_name: str) -> None:
