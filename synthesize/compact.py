@@ -13,7 +13,8 @@ Approach, on the groups `build.py` made (in profile order), before `fit.py`:
    thread of the process; `default` treatment).
 2. merge: two groups with the same treatment merge into one group with both
    patterns when nothing in the evidence sets them apart (`apart`: a
-   different role, one on a wake chain and the other not, a behaviour split
+   different role, one on a wake chain and the other not, one with hot
+   threads and the other without, a behaviour split
    or carve-out, exclusive sizing, or, when both use measurable CPU, slices
    or per-thread CPU that differ by `APART_RATIO` or more).
 3. budget: while the groups (catch-all included) exceed `max_groups`, the
@@ -110,6 +111,8 @@ def apart(a: Group, b: Group) -> str | None:
         return f"roles {ea.role} and {eb.role}"
     if ea.in_wake_chain != eb.in_wake_chain:
         return "one is on a wake chain"
+    if (a.hot_threads > 0) != (b.hot_threads > 0):
+        return "one has hot threads"
     if min(ea.cpu_share, eb.cpu_share) >= MEASURABLE_SHARE:
         if _ratio(ea.slice_p50_us, eb.slice_p50_us) >= APART_RATIO:
             return f"slice p50 {ea.slice_p50_us:.0f} vs {eb.slice_p50_us:.0f} us"

@@ -109,3 +109,10 @@ def test_evidence_keeps_groups_apart() -> None:
 ])
 def test_layer_names_are_whole_words(pattern: str, name: str) -> None:
     assert readable_name(pattern) == name
+
+
+def test_a_group_with_hot_threads_stays_apart() -> None:
+    io = group("io", "latency", 0.69, slice_p50_us=4.0, in_wake_chain=True).model_copy(
+        update={"hot_threads": 1})
+    main = group("main", "latency", 0.39, slice_p50_us=4.0, in_wake_chain=True)
+    assert apart(io, main) == "one has hot threads"
