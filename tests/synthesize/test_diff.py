@@ -15,7 +15,9 @@ from threadwise.synthesize.shape import parse_shape
 HERE = Path(__file__).parent / "fixtures" / "diff"
 UPDATE = os.environ.get("THREADWISE_UPDATE_GOLDEN") == "1"
 # redis-before.toml: the Redis capture's profile before compaction (git f9bf8f7),
-# redis-after.toml: the same analysis synthesized with compaction and families
+# redis-after.toml: the same analysis synthesized with compaction and families;
+# {jvm,redis}-capture-{before,after}.toml: live captures (tests/jvm/PoolService.java; Redis
+# under redis-benchmark) synthesized by f9bf8f7 (before) and by this branch (after)
 
 
 def tw(*args: str, cwd: Path = HERE) -> subprocess.CompletedProcess[str]:
@@ -23,12 +25,13 @@ def tw(*args: str, cwd: Path = HERE) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120, check=False, cwd=cwd)
 
 
+@pytest.mark.parametrize("case", ["redis", "jvm-capture", "redis-capture"])
 @pytest.mark.parametrize("fmt", ["text", "markdown"])
-def test_diff_golden(fmt: str) -> None:
-    done = tw("diff", "redis-before.toml", "redis-after.toml", "--shape", "cores=4,threads-per-core=2",
+def test_diff_golden(fmt: str, case: str) -> None:
+    done = tw("diff", f"{case}-before.toml", f"{case}-after.toml", "--shape", "cores=4,threads-per-core=2",
               "--format", fmt)
     assert done.returncode == 0, done.stderr
-    golden = HERE / f"redis.diff.{'md' if fmt == 'markdown' else 'txt'}"
+    golden = HERE / f"{case}.diff.{'md' if fmt == 'markdown' else 'txt'}"
     before = golden.read_text() if golden.exists() else None
     if UPDATE and done.stdout != before:
         golden.write_text(done.stdout)
