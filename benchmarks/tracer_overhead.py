@@ -198,10 +198,12 @@ def redis_run(arm: str, work: Path, index: int, redis: Redis) -> Run:
     observer.send_signal(signal.SIGINT)
     _stdout, stderr = observer.communicate(timeout=300)
     match = re.search(r"\(([\d,]+)/s\), ([\d,]+) lost \(([\d,]+) switch-chain gaps\)", _stdout + stderr)
-    rate, lost, gaps = ((float(match.group(1).replace(",", "")), int(match.group(2).replace(",", "")),
-                         int(match.group(3).replace(",", ""))) if match else (0.0, -1, -1))
+    if match is None:
+        raise RuntimeError(f"observe printed no summary line: {(_stdout + stderr)[-500:]}")
+    rate, lost, gaps = (float(match.group(1).replace(",", "")), int(match.group(2).replace(",", "")),
+                        int(match.group(3).replace(",", "")))
     out.unlink(missing_ok=True)
-    return Run(value, rate, lost - gaps if lost >= 0 else None, gaps)
+    return Run(value, rate, lost - gaps, gaps)
 
 
 def _fmt_lost(runs: list[Run]) -> str:
@@ -272,6 +274,7 @@ def main() -> int:
             print(f"error: {tool} not found (scripts/setup-system.sh installs it)", file=sys.stderr)
             return 2
     sections: list[str] = []
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="tw-tracer-bench-") as tmp:
         for workload in args.workloads.split(","):
             names = list(ARMS) if workload == "hackbench" else [a for a in ARMS if a != "libbpf-1ring"]
@@ -285,7 +288,9 @@ def main() -> int:
             f"hackbench: `{' '.join(HACKBENCH)}`; redis: redis-benchmark -c 50 -n {REDIS_REQUESTS} "
             "-t set,get on loopback. perf: `perf sched record` (system-wide). libbpf: one ring per CPU; "
             "libbpf-1ring: one shared ring; libbpf-raw: the tracer binary alone (no observer, no "
-            "ingest). Arm order rotates every round.", "", *sections])
+            "ingest). Arm order rotates every round.", "",
+            f"Load average (1 min) at start {load_before[0]:.1f}, at end {os.getloadavg()[0]:.1f}: "
+            "anything else running on the machine widens the ranges.", "", *sections])
     return 0
 
 
