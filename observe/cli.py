@@ -86,7 +86,7 @@ def observe_command(
 def show_command(
     capture: Annotated[Path, typer.Argument(help="A capture file written by `threadwise observe`.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
-    top: Annotated[int, typer.Option(help="How many threads to list.")] = 10,
+    top: Annotated[int, typer.Option(help="How many threads to list.", min=0)] = 10,
 ) -> None:
     """Summarize a capture: duration, threads, events, loss, top threads, topology."""
     from threadwise.observe import leftovers
@@ -115,8 +115,13 @@ def clean_command(
     touched. To keep the data, rebuild a capture first:
     `threadwise observe --recover PATH`.
     """
+    from threadwise.errors import UsageError
     from threadwise.observe import leftovers
 
+    for folder in dirs or []:
+        if not folder.is_dir():
+            raise UsageError(f"{folder}: {'not a directory' if folder.exists() else 'no such directory'}",
+                             hint="clean takes directories to search for partial captures")
     found = leftovers.find(dirs)
     if not found:
         typer.echo("clean: no leftovers of killed observe runs")

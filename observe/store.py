@@ -28,6 +28,7 @@ from threadwise.errors import InputError, UsageError
 from threadwise.observe.procfs import ThreadSnapshot
 from threadwise.observe.stream import SCHEMAS
 from threadwise.observe.topology import CpuInfo
+from threadwise.paths import duckdb_kind, file_kind
 from threadwise.sqlfiles import identifier, placeholders, statement
 
 SCHEMA_VERSION = 3
@@ -238,6 +239,20 @@ def schema_version_of(con: duckdb.DuckDBPyConnection) -> int | None:
     return None if row is None else row[0]
 
 
+def _check_kind(path: Path) -> None:
+    """Name a wrong file kind before DuckDB reports it as an IO error."""
+    kind = file_kind(path)
+    if kind == "directory":
+        raise UsageError(f"{path}: is a directory, not a capture",
+                         hint="give a capture file written by `threadwise observe` (.duckdb)")
+    if kind != "duckdb":
+        what = "it is empty" if kind == "empty" else "it is not a DuckDB file"
+        hint = ("this is a text file; a profile (TOML) goes to validate, compile, lint or apply; a capture "
+                "is the .duckdb file `threadwise observe` writes" if kind == "text"
+                else "give a capture written by `threadwise observe` (.duckdb)")
+        raise InputError(f"{path}: not a threadwise capture ({what})", hint=hint)
+
+
 def _connect(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
     try:
         return duckdb.connect(str(path), read_only=read_only)
@@ -286,12 +301,15 @@ def open_capture(path: str | Path, *, read_only: bool = True) -> Iterator[duckdb
     path = Path(path)
     if not path.exists():
         raise UsageError(f"capture {path} not found", hint="record one with `threadwise observe`")
+    _check_kind(path)
     con = _connect(path, read_only=read_only)
     scratch: Path | None = None
     try:
         version = schema_version_of(con)
         if version is None or not _has_table(con, "capture"):
-            raise InputError(f"{path} is a DuckDB file but not a threadwise capture (no schema_migrations)")
+            what = duckdb_kind(path) if version is None else "a DuckDB file"
+            raise InputError(f"{path}: not a threadwise capture (it is {what}, with no capture tables)",
+                             hint="give a capture written by `threadwise observe`")
         if version > SCHEMA_VERSION:
             raise InputError(
                 f"{path} has capture schema {version}, newer than this threadwise ({SCHEMA_VERSION})",

@@ -10,6 +10,7 @@ snapshots with the kernel's own runtime accounting.
 from __future__ import annotations
 
 import shlex
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 
@@ -59,6 +60,10 @@ class Target:
                 raise UsageError(f"process name {comm!r} is longer than 15 characters",
                                  hint=f"the kernel truncates comm to 15: use {comm[:15]!r}")
             found = procfs.pids_by_comm(comm)
+            if not found and any(ch in comm for ch in "*?["):
+                raise UsageError(f"--comm {comm!r}: globs are not supported; --comm takes one exact "
+                                 "process name", hint="list names with: ps -eo comm | sort -u; or use "
+                                 "--pid PID or --cgroup PATH")
             if not found:
                 raise TargetError(f"no running process is named {comm!r}",
                                   hint="list names with: ps -eo comm | sort -u")
@@ -74,6 +79,9 @@ class Target:
                          "e.g. /system.slice/redis.service")
             return cls("cgroup", cgroup, cgroup=cgroup, tgids=set(found))
         assert command is not None
+        if shutil.which(command[0]) is None:
+            what = "no such file" if "/" in command[0] else "not found on PATH"
+            raise UsageError(f"cannot run {command[0]!r}: {what}", hint="check the command after --")
         return cls("command", shlex.join(command), command=list(command))
 
     def launch(self) -> None:

@@ -122,10 +122,14 @@ def ladder_command(
     from threadwise.refine.ladder import BASELINE, Arm
     from threadwise.refine.run import SPIKY_BACKGROUND, arm_from_file, run_ladder, where
     from threadwise.refine.store import open_ladder
+    from threadwise.synthesize.reader import load_profile
 
     profiles = [item for item in arm if item != "baseline"]
+    _path, spec, text = _workload(workload)   # bad input is reported before the host's limits
+    for item in profiles:
+        load_profile(Path(item.rpartition("=")[2]))
+    levels_list = parse_levels(levels)
     place = where(lab, cpus, guest, profiles=bool(profiles))
-    _path, spec, text = _workload(workload)
     spec = spec.with_window(window)
     arms = [Arm(BASELINE)]
     if aa:
@@ -135,7 +139,7 @@ def ladder_command(
         arms.append(arm_from_file(Path(file), place.shape, name or None))
     if len(arms) < 2:
         raise UsageError("nothing to compare", hint="add --arm PROFILE.toml, or --aa for the noise floor")
-    result = run_ladder(spec, text, arms, ladder_file=output, place=place, levels=parse_levels(levels),
+    result = run_ladder(spec, text, arms, ladder_file=output, place=place, levels=levels_list,
                         repeats=repeats, order=order, seed=seed, purpose="aa" if aa else "ladder",
                         command=shlex.join(["threadwise", *sys.argv[1:]]), keep_raw=keep_raw,
                         background=SPIKY_BACKGROUND if spiky else "",
@@ -187,10 +191,14 @@ def train_command(
     """
     from threadwise.refine.run import where
     from threadwise.refine.train import TrainOptions
+    from threadwise.synthesize.schema import check_name
 
-    place = where(lab, cpus, guest)
+    check_name(name)
     path, _spec, _text = _workload(workload)
-    options = TrainOptions(path, name, place, parse_levels(levels), repeats, budget, seed=seed,
+    levels_list = parse_levels(levels)
+    _refuse_existing(profiles, artifacts, name, force)
+    place = where(lab, cpus, guest)
+    options = TrainOptions(path, name, place, levels_list, repeats, budget, seed=seed,
                            observe_s=observe_s, window_s=window, profiles_dir=profiles,
                            artifacts_dir=artifacts, force=force,
                            command=shlex.join(["threadwise", *sys.argv[1:]]))
@@ -228,15 +236,28 @@ def refine_command(
     from threadwise.refine.run import where
     from threadwise.refine.train import TrainOptions
     from threadwise.synthesize.reader import load_profile
+    from threadwise.synthesize.schema import check_name
 
-    place = where(lab, cpus, guest)
+    if name is not None:
+        check_name(name)
     path, _spec, _text = _workload(workload)
     start, _ = load_profile(profile)
-    options = TrainOptions(path, name or start.name, place, parse_levels(levels), repeats, budget,
+    levels_list = parse_levels(levels)
+    _refuse_existing(profiles, artifacts, name or start.name, force)
+    place = where(lab, cpus, guest)
+    options = TrainOptions(path, name or start.name, place, levels_list, repeats, budget,
                            seed=seed, window_s=window, profiles_dir=profiles, artifacts_dir=artifacts,
                            force=force, command=shlex.join(["threadwise", *sys.argv[1:]]),
                            start_profile=profile)
     _train_and_show(options)
+
+
+def _refuse_existing(profiles: Path, artifacts: Path, name: str, force: bool) -> None:
+    """Refuse before any work when the profile or its record exists and --force was not given."""
+    for existing in (profiles / f"{name}.toml", artifacts / name):
+        if existing.exists() and not force:
+            raise UsageError(f"{existing} already exists; not replaced",
+                             hint="pass --force to retrain and replace it, or choose another --name")
 
 
 def _train_and_show(options: object) -> None:

@@ -35,13 +35,14 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from threadwise.errors import InputError, UsageError, WorkloadError
+from threadwise.paths import require_text
 from threadwise.refine.metrics import PARSERS
 
 # The profile reader's line mapping and syntax/format helpers, shared rather than copied.
 from threadwise.synthesize.diagnostics import Diagnostic
 from threadwise.synthesize.locate import SourceMap
 from threadwise.synthesize.reader import dotted_location, inner_model, short_value, syntax_diagnostic
-from threadwise.synthesize.schema import NAME_PATTERN
+from threadwise.synthesize.schema import NAME_PATTERN, NAME_RULE
 
 SCHEMA_VERSION = 1
 PLACEHOLDERS = ("window_s", "rolesim", "spin")
@@ -219,6 +220,7 @@ def load_workload(path: str | Path) -> Workload:
         what = "is a directory" if file.is_dir() else "no such file"
         raise UsageError(f"{file}: {what}", hint="give a workload TOML file, or a bundled name: "
                          + ", ".join(bundled_names()))
+    require_text(file, "a workload file (TOML)")
     try:
         text = file.read_text(encoding="utf-8")
     except UnicodeDecodeError as bad:
@@ -318,6 +320,9 @@ def _schema_diagnostic(err: Any, source: SourceMap, file: str) -> Diagnostic:
             ("allowed here: " + ", ".join(allowed) if allowed else "")
     elif kind == "missing":
         message = f"missing required key {where!r}"
+    elif kind == "string_pattern_mismatch" and loc and loc[-1] == "name":
+        message = f"{where}: {short_value(err.get('input'))} is not a valid name"
+        hint = f"a name is {NAME_RULE}"
     elif kind in {"empty_command", "placeholder", "ready_kinds", "empty_process", "comm_too_long",
                   "literal_error", "enum"}:
         message = f"{where}: {err['msg']}"

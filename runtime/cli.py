@@ -126,7 +126,8 @@ def apply(
     *,
     shape: Annotated[
         str,
-        typer.Option("--shape", help="Machine shape a profile is compiled for: host, or cores=N,tpc=T."),
+        typer.Option("--shape", help="Machine shape a profile is compiled for: host, "
+                     "cores=N,threads-per-core=T[,reserve=R] (tpc=T for short), or a JSON/TOML shape file."),
     ] = "host",
     foreground: Annotated[
         bool, typer.Option("--foreground", help="Stay attached until Ctrl-C, SIGTERM or --duration.")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from threadwise.errors import ConfigRefused, UsageError
+from threadwise.paths import require_text
 
 if TYPE_CHECKING:   # synthesize (pydantic) loads inside the functions: `threadwise --help` stays fast
     from threadwise.synthesize.layered import LayerConfig
@@ -74,16 +75,29 @@ def _from_profile(path: Path, shape_spec: str) -> ResolvedConfig:
 
 def resolve(path: Path, shape_spec: str = "host") -> ResolvedConfig:
     """The layer config for PROFILE (.toml) or CONFIG (.json), checked by scx_layered's parser."""
-    if not path.exists():
-        raise UsageError(f"{path}: no such file", hint="name a profile TOML or an scx_layered .json")
+    check_input(path)
     if path.suffix == ".json":
         return _from_json(path)
-    if path.suffix == ".toml":
-        return _from_profile(path, shape_spec)
-    raise UsageError(
-        f"{path}: unknown file type {path.suffix!r}",
-        hint="apply takes a profile (.toml) or an scx_layered layer config (.json)",
-    )
+    return _from_profile(path, shape_spec)
+
+
+def check_input(path: Path) -> None:
+    """Refuse a path that cannot be a profile or layer config: missing, a capture, another suffix."""
+    if not path.exists():
+        raise UsageError(f"{path}: no such file", hint="name a profile TOML or an scx_layered .json")
+    require_text(path, "a profile (.toml) or an scx_layered layer config (.json)")
+    if path.suffix not in (".json", ".toml"):
+        raise UsageError(
+            f"{path}: unknown file type {path.suffix!r}",
+            hint="apply takes a profile (.toml) or an scx_layered layer config (.json)",
+        )
+    from threadwise.synthesize.layered import LayerConfig
+    from threadwise.synthesize.rules import load_valid
+
+    if path.suffix == ".json":
+        LayerConfig.load(path)
+    else:
+        load_valid(path)
 
 
 def write_config(resolved: ResolvedConfig, target: Path) -> Path:

@@ -96,9 +96,10 @@ def find_virtiofsd() -> Path:
 def qemu_smp_opts(cpus: int, threads_per_core: int) -> list[str]:
     """Extra vng arguments for the guest CPU topology."""
     if threads_per_core not in (1, 2):
-        raise UsageError("--threads-per-core must be 1 or 2")
+        raise UsageError("--threads-per-core must be 1 or 2", hint="2 gives the guest SMT sibling pairs")
     if cpus < 1 or cpus % threads_per_core:
-        raise UsageError(f"--cpus {cpus} is not a multiple of --threads-per-core {threads_per_core}")
+        raise UsageError(f"--cpus {cpus} is not a multiple of --threads-per-core {threads_per_core}",
+                         hint="give --cpus 1 or more, a multiple of --threads-per-core (e.g. --cpus 2)")
     if threads_per_core == 1:
         return []
     cores = cpus // threads_per_core

@@ -124,6 +124,7 @@ def _preflight(files: RunFiles) -> None:
 
 def prepare(path: Path, shape: str, files: RunFiles) -> config_mod.ResolvedConfig:
     """Refuse or resolve: the config (checked once by scx_layered's parser) ends up in files.config."""
+    config_mod.check_input(path)   # bad input first: it is the user's to fix wherever this runs
     _preflight(files)
     resolved = config_mod.resolve(path, shape)
     files.root.mkdir(parents=True, exist_ok=True)

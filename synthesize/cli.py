@@ -18,7 +18,8 @@ from threadwise.errors import (
 )
 from threadwise.scx import SCX_LAYERED_VERSION
 
-SHAPE_HELP = "Machine shape: host, cores=N,threads-per-core=T[,reserve=R], or a JSON/TOML file."
+SHAPE_HELP = ("Machine shape: host, cores=N,threads-per-core=T[,reserve=R] (tpc=T is short for "
+              "threads-per-core=T), or a JSON/TOML shape file.")
 
 
 def _count(n: int, noun: str) -> str:
@@ -74,8 +75,11 @@ def synthesize_command(
     from threadwise.synthesize.build import build_profile, from_analysis
     from threadwise.synthesize.example import example_profile
     from threadwise.synthesize.rules import validate
+    from threadwise.synthesize.schema import check_name
     from threadwise.synthesize.writer import dumps
 
+    if name is not None:
+        check_name(name)
     if example:
         profile = example_profile(name or "example")
     else:
@@ -117,15 +121,20 @@ def validate_command(
 
     parsed, problems = check_file(profile)
     errors = [d for d in problems if d.severity == "error"]
+    summary = (f"{profile}: invalid ({_count(len(errors), 'error')}, "
+               f"{_count(len(problems) - len(errors), 'warning')})")
     if as_json:
         typer.echo(json.dumps({"file": str(profile), "valid": not errors,
                                "problems": [d.as_dict() for d in problems]}, indent=2))
+        if errors:
+            raise InputError(summary, hint="the problems are listed in the JSON report")
+    elif errors:  # the verdict first, then each problem with its line and hint
+        raise InputError("\n".join([summary, *(diag.render() for diag in problems)]),
+                         hint="fix each problem above (docs/profile-schema.md has the keys, types "
+                              "and ranges)")
     else:
         for diag in problems:
             typer.echo(diag.render(), err=True)
-    if errors:
-        raise InputError(f"{profile}: invalid ({_count(len(errors), 'error')}, "
-                         f"{_count(len(problems) - len(errors), 'warning')})")
     if not as_json and parsed is not None:
         typer.echo(f"{profile}: valid ({_count(len(parsed.groups), 'group')}, "
                    f"{_count(len(problems), 'warning')})")
@@ -190,7 +199,8 @@ def lint_command(
     machine = parse_shape(shape)
     if profile.suffix == ".json":
         if not profile.exists():
-            raise UsageError(f"{profile}: no such file")
+            raise UsageError(f"{profile}: no such file",
+                             hint="give a profile TOML or an scx_layered layer config (.json)")
         views = views_from_config(load_layer_config(profile), machine)
     else:
         views = views_from_profile(load_valid(profile), machine)

@@ -6,6 +6,7 @@ syntax errors) and a hint; unknown keys name the keys that are allowed there.
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 import types
@@ -16,9 +17,10 @@ from typing import Any
 import pydantic
 
 from threadwise.errors import UsageError
+from threadwise.paths import require_text
 from threadwise.synthesize.diagnostics import Diagnostic, ProfileError
 from threadwise.synthesize.locate import SourceMap
-from threadwise.synthesize.schema import SCHEMA_VERSION, Profile
+from threadwise.synthesize.schema import NAME_RULE, SCHEMA_VERSION, Profile
 
 _AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 
@@ -35,6 +37,7 @@ def read_text(path: str | Path) -> str:
         raise UsageError(f"{file}: no such file", hint="check the path to the profile TOML")
     if file.is_dir():
         raise UsageError(f"{file}: is a directory, not a profile TOML")
+    require_text(file, "a profile (TOML)")
     try:
         return file.read_text(encoding="utf-8")
     except UnicodeDecodeError as bad:
@@ -58,9 +61,23 @@ def parse_profile(text: str, file: str = "<profile>") -> tuple[Profile, SourceMa
     try:
         profile = Profile.model_validate(raw)
     except pydantic.ValidationError as bad:
-        diagnostics = [_schema_diagnostic(err, source, file) for err in bad.errors()]
+        errors = _without_misspelt_missing(bad.errors())
+        diagnostics = [_schema_diagnostic(err, source, file) for err in errors]
         raise ProfileError(file, diagnostics) from None
     return profile, source
+
+
+def _without_misspelt_missing(errors: list[Any]) -> list[Any]:
+    """Drop "missing key K" where an unknown key beside it is a misspelling of K (its hint says so)."""
+    unknown = {(tuple(e["loc"][:-1]), str(e["loc"][-1])) for e in errors if e["type"] == "extra_forbidden"}
+    kept = []
+    for err in errors:
+        if err["type"] == "missing":
+            parent, key = tuple(err["loc"][:-1]), str(err["loc"][-1])
+            if any(p == parent and difflib.get_close_matches(k, [key], n=1) for p, k in unknown):
+                continue
+        kept.append(err)
+    return kept
 
 
 def syntax_diagnostic(message: str, text: str, file: str) -> Diagnostic:
@@ -105,7 +122,12 @@ def _schema_diagnostic(err: Any, source: SourceMap, file: str) -> Diagnostic:
     if kind == "extra_forbidden":
         allowed = sorted(_allowed_keys(loc[:-1]))
         message = f"unknown key {where!r}"
-        hint = "allowed here: " + ", ".join(allowed) if allowed else None
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = ((f"did you mean {close[0]!r}? " if close else "")
+                + ("allowed here: " + ", ".join(allowed) if allowed else "")) or None
+    elif kind == "string_pattern_mismatch" and loc and loc[-1] == "name":
+        message = f"{where}: {short_value(err.get('input'))} is not a valid name"
+        hint = f"a name is {NAME_RULE}"
     elif kind == "missing":
         message = f"missing required key {where!r}"
         hint = "add it; see docs/profile-schema.md"

@@ -15,17 +15,34 @@ own rule name and hint.
 from __future__ import annotations
 
 import math
+import re
 from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from threadwise.analyze.contract import Role  # the role names are analyze's (declared once)
+from threadwise.errors import UsageError
 
 __all__ = ["SCHEMA_VERSION", "Evidence", "Group", "Profile", "Role", "Source", "Treatment", "Workload"]
 
 SCHEMA_VERSION = 1
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+NAME_RULE = ("1 to 64 characters: letters, digits, '_', '.' and '-', starting with a letter or digit "
+             "(no spaces or '/')")
+
+
+def check_name(name: str, option: str = "--name") -> str:
+    """`name` if it is a valid profile or group name, else a UsageError that states the rule in words."""
+    if re.fullmatch(NAME_PATTERN, name) is None:
+        raise UsageError(f"bad {option} {name!r}: a name is {NAME_RULE}",
+                         hint=f"e.g. {option} {_suggest_name(name)}")
+    return name
+
+
+def _suggest_name(name: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-._")[:64]
+    return cleaned or "my-service"
 
 
 class Treatment(StrEnum):

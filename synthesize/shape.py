@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from threadwise.errors import UsageError
 from threadwise.observe.topology import SYS_CPU, read_topology, synthetic_topology
+from threadwise.paths import require_text
 
 DEFAULT_RESERVE_CORES = 1
 SYSFS_CPU = SYS_CPU
@@ -92,6 +93,11 @@ def parse_shape(spec: str) -> Shape:
     path = Path(spec)
     if path.is_file():
         return _shape_file(path)
+    if path.is_dir() or "/" in spec or path.suffix in (".json", ".toml"):
+        what = "is a directory" if path.is_dir() else "file not found"
+        raise UsageError(f"shape file {spec!r}: {what}",
+                         hint="give an existing JSON/TOML shape file, `host`, or "
+                              "cores=N,threads-per-core=T[,reserve=R]")
     raise UsageError(
         f"unknown shape {spec!r}",
         hint="use `host`, `cores=N,threads-per-core=T[,reserve=R]`, or a JSON/TOML file",
@@ -108,7 +114,7 @@ def _parse_pairs(spec: str) -> Shape:
         if key not in names or not value.strip().isdigit():
             raise UsageError(
                 f"bad shape item {pair!r} in {spec!r}",
-                hint="keys: cores=N, threads-per-core=T, reserve=R (non-negative integers)",
+                hint="keys: cores=N, threads-per-core=T (or tpc=T), reserve=R (non-negative integers)",
             )
         values[names[key]] = int(value)
     if "cores" not in values:
@@ -118,7 +124,11 @@ def _parse_pairs(spec: str) -> Shape:
 
 
 def _shape_file(path: Path) -> Shape:
-    text = path.read_text(encoding="utf-8")
+    require_text(path, "a shape file (JSON or TOML)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as bad:
+        raise UsageError(f"{path}: not a shape file (not UTF-8 text: {bad.reason})") from None
     try:
         raw = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
         spec = _ShapeFile.model_validate(raw)

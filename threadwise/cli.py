@@ -10,11 +10,13 @@ stays fast.
 
 from __future__ import annotations
 
+import json
 import sys
+import tomllib
 
 import typer
 
-from threadwise.errors import ThreadwiseError
+from threadwise.errors import InputError, PermissionProblem, ThreadwiseError, UsageError
 
 app = typer.Typer(
     name="threadwise",
@@ -49,18 +51,88 @@ def report(error: ThreadwiseError) -> None:
         print(f"hint: {error.hint}", file=sys.stderr)
 
 
+def translate(exc: BaseException) -> ThreadwiseError | None:
+    """The ThreadwiseError a library exception stands for when it reached the CLI, or None (a bug).
+
+    Each of these means the input was bad (a file of the wrong kind, malformed
+    text, a value out of range) or the system refused (a permission), never a
+    bug of ours, so they get a message and the documented exit code instead of a
+    traceback. Modules are looked up in sys.modules: an exception of a library
+    that was never imported cannot have been raised.
+    """
+    pydantic = sys.modules.get("pydantic")
+    duckdb = sys.modules.get("duckdb")
+    if pydantic is not None and isinstance(exc, pydantic.ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "value"
+        more = len(exc.errors()) - 1
+        return InputError(f"invalid {where}: {first['msg'][:1].lower()}{first['msg'][1:]}"
+                          + (f" (and {more} more)" if more else ""),
+                          hint="check the value against the command's --help and docs/")
+    if isinstance(exc, tomllib.TOMLDecodeError):
+        return InputError(f"invalid TOML: {exc}", hint="fix the TOML syntax (TOML 1.0; strings need quotes)")
+    if isinstance(exc, json.JSONDecodeError):
+        return InputError(f"invalid JSON: {exc}", hint="the file must be JSON")
+    if isinstance(exc, UnicodeDecodeError):
+        return InputError(f"an input file is not UTF-8 text ({exc.reason} at byte {exc.start})",
+                          hint="give a text file (a profile or workload TOML, a JSON config)")
+    if duckdb is not None and isinstance(exc, duckdb.IOException):
+        return InputError(f"cannot read a DuckDB file: {str(exc).splitlines()[0]}",
+                          hint="give a capture or ladder file threadwise wrote")
+    if duckdb is not None and isinstance(exc, duckdb.Error):
+        return ThreadwiseError(f"DuckDB: {str(exc).splitlines()[0]}",
+                               hint="if the file was written by threadwise, please report this")
+    if isinstance(exc, (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError)):
+        return UsageError(f"{exc.filename or 'a path'}: {exc.strerror or exc}",
+                          hint="check the path")
+    if isinstance(exc, PermissionError):
+        return PermissionProblem(f"{exc.filename or 'a path'}: {exc.strerror or exc}",
+                                 hint="run as a user who may access it (root for tracing and apply)")
+    if isinstance(exc, OSError):
+        return ThreadwiseError(f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; usage errors exit 2 (typer), ThreadwiseErrors exit with their code."""
+    """Run the CLI; usage errors exit 2 (typer), ThreadwiseErrors exit with their code.
+
+    Exceptions that stand for bad input or a refused operation (see `translate`)
+    are reported the same way; anything else is a bug and keeps its traceback.
+    """
     _register_stages()
+    click_error, click_usage_error = _click_errors()
     try:
-        app(args=argv, prog_name="threadwise")
+        status = app(args=argv, prog_name="threadwise", standalone_mode=False)
+    except click_usage_error as usage:  # a bad option or argument: the same two lines as ours
+        ctx = usage.ctx
+        report(UsageError(usage.format_message(),
+                          hint=f"{ctx.get_usage()}; see: {ctx.command_path} --help" if ctx else None))
+        return usage.exit_code
+    except click_error as failed:
+        report(ThreadwiseError(failed.format_message()))
+        return failed.exit_code
+    except typer.Abort:
+        print("aborted", file=sys.stderr)
+        return 1
     except ThreadwiseError as error:
         report(error)
         return error.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    return 0
+    except Exception as exc:
+        error = translate(exc)
+        if error is None:
+            raise
+        report(error)
+        return error.exit_code
+    return status if isinstance(status, int) else 0
+
+
+def _click_errors() -> tuple[type[Exception], type[Exception]]:
+    """click's ClickException and UsageError as typer uses them (its own copy of click, or click)."""
+    by_name = {cls.__name__: cls for cls in typer.BadParameter.__mro__}
+    return by_name["ClickException"], by_name["UsageError"]
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from typing import Annotated
 
 import typer
 
-from threadwise.errors import FindingsReported, ThreadwiseError
+from threadwise.errors import FindingsReported, ThreadwiseError, UsageError
 
 # Steps whose findings are results for this machine: only the findings code
 # (errors.py) goes on; any other non-zero status, 1 included, is a failure.
@@ -40,14 +40,17 @@ def _run(step: list[str]) -> None:
 
 def demo_command(
     out: Annotated[Path, typer.Option(help="Directory for the demo's outputs.")] = Path("build/demo"),
-    window: Annotated[float, typer.Option(help="Seconds per ladder window (short: a demo).")] = 3.0,
-    repeats: Annotated[int, typer.Option(help="Repeats per arm and level.")] = 2,
+    window: Annotated[float, typer.Option(help="Seconds per ladder window (short: a demo).", min=0.1)] = 3.0,
+    repeats: Annotated[int, typer.Option(help="Repeats per arm and level.", min=1)] = 2,
     levels: Annotated[str, typer.Option(help="Background spinner counts.")] = "0,2",
-    budget: Annotated[int, typer.Option(help="Mutations to measure after the synthesized profile.")] = 1,
+    budget: Annotated[int, typer.Option(help="Mutations to measure after the synthesized profile.",
+                                        min=0)] = 1,
 ) -> None:
     """Train a profile for the bundled workload in the lab, then validate, compile and lint it."""
     from threadwise.refine.bundled import build
 
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: not a directory", hint="give a directory for the demo's outputs")
     out.mkdir(parents=True, exist_ok=True)
     build("rolesim")
     build("spin")

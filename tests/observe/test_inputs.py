@@ -129,5 +129,5 @@ def test_cli_show_missing_and_bad_files(tmp_path):
     junk = tmp_path / "junk.duckdb"
     junk.write_text("junk")
     result = run_cli("show", str(junk))
-    assert result.returncode == 2 and "not a DuckDB capture" in result.stderr
+    assert result.returncode == 2 and "not a threadwise capture (it is not a DuckDB file)" in result.stderr
     assert "Traceback" not in result.stderr

@@ -64,6 +64,12 @@ def test_nothing_to_stop(sysfs, files):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the refusal after the root check needs root")
 def test_apply_refuses_when_another_scheduler_is_attached(sysfs, files, tmp_path):
+    from threadwise.synthesize.compile import compile_profile
+    from threadwise.synthesize.example import example_profile
+    from threadwise.synthesize.shape import synthetic
+
+    config = tmp_path / "any.json"   # a valid config: bad input is reported before the host's state
+    config.write_text(compile_profile(example_profile("any"), synthetic(4, 1, 1)).to_json())
     sysfs("enabled", "rusty_1.0")
     with pytest.raises(UsageError, match="another sched_ext scheduler"):
-        launcher.prepare(tmp_path / "any.json", "host", files)
+        launcher.prepare(config, "host", files)

@@ -73,8 +73,10 @@ def test_shapes() -> None:
     assert host.nr_cpus >= 1 and host.source == "host"
     with pytest.raises(UsageError, match="bad shape item"):
         parse_shape("cores=4,smt=2")
-    with pytest.raises(UsageError, match="unknown shape"):
+    with pytest.raises(UsageError, match="file not found"):
         parse_shape("no-such-file.json")
+    with pytest.raises(UsageError, match="unknown shape"):
+        parse_shape("big")
 
 
 def test_shape_file(tmp_path: Path) -> None:
