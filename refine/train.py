@@ -152,7 +152,8 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
         observe_workload(workload, capture, options.observe_s, work, progress)
         progress("train 2/4 analyze + synthesize")
         _threadwise(["analyze", str(capture)], progress)
-        _threadwise(["synthesize", str(capture), "--name", options.name, "-o", str(synthesized)], progress)
+        _threadwise(["synthesize", str(capture), "--name", options.name, "-o", str(synthesized), "--force"],
+                    progress)
         start, _ = load_profile(synthesized)
     shape = parse_shape(options.place.shape)
     progress("train 3/4 noise: the default scheduler against itself (A/A), the margin verdicts must beat")

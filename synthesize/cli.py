@@ -16,6 +16,7 @@ from threadwise.errors import (
     ThreadwiseError,
     UsageError,
 )
+from threadwise.paths import check_new_output, write_output
 from threadwise.scx import SCX_LAYERED_VERSION
 
 SHAPE_HELP = ("Machine shape: host, cores=N,threads-per-core=T[,reserve=R] (tpc=T is short for "
@@ -70,6 +71,7 @@ def synthesize_command(
         help="Group budget (the workload's catch-all included): idle groups fold, look-alikes merge.")] = 6,
     families: Annotated[Path | None, typer.Option(
         "--families", help="Runtime families file (default: synthesize/data/families-1.toml).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing profile file.")] = False,
 ) -> None:
     """Write a profile TOML for a captured workload (or a sample with --example)."""
     from threadwise.synthesize.build import build_profile, from_analysis
@@ -80,6 +82,8 @@ def synthesize_command(
 
     if name is not None:
         check_name(name)
+    if output is not None:  # refused before any work; the default path is checked once the name is known
+        check_new_output(output, force=force)
     if example:
         profile = example_profile(name or "example")
     else:
@@ -105,9 +109,7 @@ def synthesize_command(
     if any(d.severity == "error" for d in problems):
         raise ThreadwiseError("the synthesized profile is not valid (see above); not written",
                               hint="this is a bug in synthesize; please report it")
-    path = output or Path("profiles") / f"{profile.name}.toml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dumps(profile), encoding="utf-8")
+    path = write_output(output or Path("profiles") / f"{profile.name}.toml", dumps(profile), force=force)
     typer.echo(f"wrote {path}: {len(profile.groups)} groups "
                f"({', '.join(f'{g.name}={g.treatment.value}' for g in profile.groups)})")
 
@@ -147,6 +149,7 @@ def compile_command(
         "--output", "-o", help="Write the JSON here instead of stdout.")] = None,
     check: Annotated[bool, typer.Option(
         "--check", help="Run scx_layered --print-and-exit on the result and compare.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --output file.")] = False,
 ) -> None:
     """Compile a profile into an scx_layered JSON layer config for a machine shape.
 
@@ -157,6 +160,8 @@ def compile_command(
     from threadwise.synthesize.rules import load_valid
     from threadwise.synthesize.shape import parse_shape
 
+    if output is not None:
+        check_new_output(output, force=force)
     machine = parse_shape(shape)
     compiled = compile_profile(load_valid(profile), machine)
     for note in compiled.notes:
@@ -171,7 +176,7 @@ def compile_command(
     if output is None:
         typer.echo(compiled.to_json(), nl=False)
     else:
-        output.write_text(compiled.to_json(), encoding="utf-8")
+        write_output(output, compiled.to_json(), force=force)
         typer.echo(f"wrote {output}: {len(compiled.config)} layers for {machine.describe()}",
                    err=True)
 

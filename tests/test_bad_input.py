@@ -127,6 +127,9 @@ CASES = [
     Case("range", ("demo", "--out", TEXT), 2, "not a directory"),
     # --- an existing output without --force ------------------------------------------
     Case("exists", ("observe", "-d", "1", "-o", CAP, "--", "true"), 2, "already exists"),
+    Case("exists", ("synthesize", "--example", "-o", PROF), 2, "already exists; not replaced"),
+    Case("exists", ("synthesize", CAP, "--name", "x", "-o", PROF), 2, "already exists; not replaced"),
+    Case("exists", ("compile", PROF, "--shape", "cores=2", "-o", TEXT), 2, "already exists; not replaced"),
     Case("exists", ("train", "--workload", "rolesim", "--name", "profile", "--profiles", "."), 2,
          "already exists"),
     # --- a name with disallowed characters ---------------------------------------------

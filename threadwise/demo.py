@@ -63,7 +63,7 @@ def demo_command(
          "--repeats", str(repeats), "--window", f"{window:g}", "--budget", str(budget),
          "--profiles", str(profiles), "--artifacts", str(artifacts), "--force"],
         ["validate", str(profile)],
-        ["compile", str(profile), "--shape", shape, "--check", "-o", str(config)],
+        ["compile", str(profile), "--shape", shape, "--check", "-o", str(config), "--force"],
         ["lint", str(profile), "--shape", shape],
     ]
     for step in steps:

@@ -161,3 +161,39 @@ def test_lint_with_a_capture(tmp_path: Path) -> None:
     assert done.returncode == 7
     [finding] = json.loads(done.stdout)["findings"]
     assert (finding["lint"], finding["threads"]) == ("uncovered", ["compactor"])
+
+
+def test_outputs_are_never_replaced_without_force(sample: Path) -> None:
+    edited = sample.read_text() + "# a hand edit\n"
+    sample.write_text(edited)
+    for argv in (("synthesize", "--example", "--name", "sample", "-o", "sample.toml"),
+                 ("compile", "sample.toml", "--shape", "cores=4", "-o", "sample.toml")):
+        done = tw(*argv, cwd=sample.parent)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("error: sample.toml already exists; not replaced\n")
+        assert "--force" in done.stderr
+        assert sample.read_text() == edited
+    done = tw("synthesize", "--example", "--name", "sample", "-o", "sample.toml", "--force",
+              cwd=sample.parent)
+    assert done.returncode == 0, done.stderr
+    assert "# a hand edit" not in sample.read_text()
+    done = tw("compile", "sample.toml", "--shape", "cores=4", "-o", "c.json", cwd=sample.parent)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((sample.parent / "c.json").read_text())
+    assert sorted(p.name for p in sample.parent.iterdir() if p.name.startswith(".")) == []
+
+
+def test_write_output_is_atomic(tmp_path: Path) -> None:
+    from threadwise.errors import UsageError
+    from threadwise.paths import write_output
+
+    target = tmp_path / "sub" / "out.txt"
+    write_output(target, "one", force=False)
+    with pytest.raises(UsageError, match="already exists"):
+        write_output(target, "two", force=False)
+    inode = target.stat().st_ino
+    write_output(target, "two", force=True)
+    assert target.read_text() == "two" and target.stat().st_ino != inode   # a new file renamed in
+    assert [p.name for p in target.parent.iterdir()] == ["out.txt"]
+    with pytest.raises(UsageError, match="is a directory"):
+        write_output(tmp_path, "x", force=True)
