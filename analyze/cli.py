@@ -8,14 +8,20 @@ from typing import Annotated
 
 import typer
 
+from threadwise.errors import UsageError
+
 
 def analyze_command(
-    capture: Annotated[Path, typer.Argument(help="A capture file written by `threadwise observe`.")],
+    capture: Annotated[Path | None, typer.Argument(help="A capture file written by `threadwise observe`.",
+                                                   show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
     store: Annotated[bool, typer.Option(
         "--store/--no-store", help="Store the analysis in the capture (analysis_* tables).")] = True,
     threads: Annotated[bool, typer.Option(
         "--threads/--no-threads", help="Include per-thread rows and chains in --json.")] = False,
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="Explain every column and term of the output, and the treatments; "
+                          "needs no capture.")] = False,
 ) -> None:
     """Find thread groups, their roles and the comm prefixes that select them.
 
@@ -30,11 +36,19 @@ def analyze_command(
       threadwise analyze rolesim.duckdb
 
       threadwise analyze redis.duckdb --json > redis-analysis.json
+
+      threadwise analyze --explain   # what each column means
     """
     from threadwise.analyze.api import analyze_capture
+    from threadwise.analyze.render import explain as glossary
     from threadwise.analyze.render import render
     from threadwise.analyze.store import store_analysis
 
+    if explain:
+        typer.echo(glossary())
+        return
+    if capture is None:
+        raise UsageError("analyze needs a CAPTURE (or --explain)", hint="threadwise analyze rolesim.duckdb")
     analysis = analyze_capture(capture)
     if store:
         store_analysis(analysis, capture)

@@ -22,6 +22,78 @@ def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[s
     return [line(headers), *[line(r) for r in rows]]
 
 
+GLOSSARY_DOC = "docs/analyze.md#reading-the-output"
+
+# Every word `render` prints that is not plain English, in the order it appears.
+# docs/analyze.md ("Reading the output") holds the same terms; a test keeps them in step.
+GLOSSARY: tuple[tuple[str, str], ...] = (
+    ("events lost", "tracer events that never reached the capture (ring-buffer drops plus gaps in a "
+                    "CPU's switch chain); the final figure of `observe`, which its live progress may "
+                    "not have seen yet"),
+    ("names separate roles", "yes when thread names tell the groups apart; NO when all threads of a "
+                             "group share the process's own name, so groups are split by behaviour "
+                             "(average runtime per run, scx_layered AvgRuntime) instead"),
+    ("pattern", "the group's normalised thread-name pattern: numbers collapse (worker-3 -> worker-*)"),
+    ("role", "compute, latency, housekeeping, batch or default: the role prototype the group's "
+             "behaviour is closest to"),
+    ("conf", "confidence in the role, 0..1 (the winning role's share); below 0.5 the profile treats "
+             "the group as default"),
+    ("thr", "threads in the group"),
+    ("cpus", "the group's CPU time / capture duration, in CPUs (2.0 = two CPUs kept busy)"),
+    ("max/thr", "the same for the group's busiest single thread"),
+    ("slice50us, slice99us", "on-CPU slice length p50 / p99, microseconds"),
+    ("wake/s", "wakeups the group received per second (a table of edges: wakeups along that edge)"),
+    ("rq50us, rq99us", "run-queue latency p50 / p99: time runnable but waiting for a CPU, microseconds"),
+    ("chain", "yes when the group is part of one of the busiest wake chains (A wakes B wakes C)"),
+    ("select (comm prefix)", "the comm prefixes (<= 15 characters) scx_layered matches the group by; "
+                             "!x excludes a prefix, +avgrun[a..b] is a behaviour split, NOT separable: "
+                             "no prefix set tells it from another group"),
+    ("demand", "share of the thread's life spent running or runnable (1.0 = always wants a CPU); "
+               "max over the group"),
+    ("preempted", "share of its slices that ended while still runnable (preempted or yielded), not by "
+                  "sleeping"),
+    ("wake-cv", "coefficient of variation of the time between wakeups (median over the group's threads "
+                "with 3 or more): low (< 0.3) = periodic, ~1 = random"),
+    ("rq-behind-other", "share of its run-queue wait spent behind threads of other processes "
+                        "(background load), not its own"),
+    ("names", "the observed thread names (comm, as the kernel truncates them to 15 characters)"),
+    ("busiest wake chains", "the most frequent paths of causal wake edges between patterns, with their "
+                            "rate and wake-to-run latency"),
+    ("waker, wakee", "who woke whom; the number in brackets, e.g. feeder (66), is the thread's utid, the "
+                     "capture's id for one thread (tids are reused, utids are not)"),
+    ("share", "this edge's share of all the wakee's wakeups"),
+    ("lift", "share / the share a bystander holding the CPU would get by chance (interrupts land on "
+             "whoever runs); an edge is causal at lift >= 2"),
+    ("lat50us", "wake-to-run latency p50 along this edge, microseconds"),
+    ("who took the CPU", "CPU time other processes ran while target threads were preempted or waiting"),
+    ("caveats", "what a reader of the profile must know: loss, truncated names, tid reuse, threads "
+                "seen only once, ..."),
+)
+
+# What `synthesize` makes of each role (docs/profile-schema.md has the layer and its options).
+TREATMENTS: tuple[tuple[str, str], ...] = (
+    ("exclusive (role compute, with a hot thread)", "whole physical cores of its own (a Confined, "
+     "exclusive layer; SMT siblings kept idle); demoted to a Grouped layer when the shape has no room"),
+    ("latency (role latency)", "an Open layer that preempts, 1 ms slices: wake chains run soon after "
+     "they are woken"),
+    ("batch (role batch)", "an Open layer with weight 50 and 20 ms slices: throughput, yields to others"),
+    ("housekeeping (role housekeeping)", "an Open layer with weight 10: runs when nothing else wants "
+     "the CPU"),
+    ("default", "an ordinary Open layer (also for a low-confidence role, a compute group without a hot "
+     "thread, or a group names cannot separate)"),
+)
+
+
+def explain() -> str:
+    """The glossary `analyze --explain` prints."""
+    lines = ["columns and terms of `threadwise analyze`:"]
+    lines += [f"  {term}\n      {meaning}" for term, meaning in GLOSSARY]
+    lines += ["", "treatments (what `threadwise synthesize` gives each role):"]
+    lines += [f"  {term}\n      {meaning}" for term, meaning in TREATMENTS]
+    lines += ["", f"also in {GLOSSARY_DOC}"]
+    return "\n".join(lines)
+
+
 def render(analysis: Analysis, *, top_edges: int = 10) -> str:
     a = analysis
     lines = [f"process    {a.process_name or '?'}   capture {a.duration_ns / 1e9:.2f} s on "
@@ -80,4 +152,5 @@ def render(analysis: Analysis, *, top_edges: int = 10) -> str:
                   f"{r['preemptions']:,} preemptions" for r in by_process.iter_rows(named=True)]
     if a.caveats:
         lines += ["", "caveats:", *[f"  - {c}" for c in a.caveats]]
+    lines += ["", f"what each column means: threadwise analyze --explain ({GLOSSARY_DOC})"]
     return "\n".join(lines)
