@@ -202,18 +202,27 @@ def lint_command(
     from threadwise.synthesize.shape import parse_shape
 
     machine = parse_shape(shape)
+    process: str | None = None
     if profile.suffix == ".json":
         if not profile.exists():
             raise UsageError(f"{profile}: no such file",
                              hint="give a profile TOML or an scx_layered layer config (.json)")
         views = views_from_config(load_layer_config(profile), machine)
     else:
-        views = views_from_profile(load_valid(profile), machine)
+        parsed = load_valid(profile)
+        process = parsed.workload.process
+        views = views_from_profile(parsed, machine)
     facts = None
     if capture is not None:
+        from threadwise.synthesize.lint import capture_mismatch
         from threadwise.synthesize.lint_capture import capture_facts
 
         facts = capture_facts(capture)
+        mismatch = capture_mismatch(process, facts) if process is not None else None
+        if mismatch:
+            raise InputError(f"{capture} is not a capture of this profile's workload: {mismatch}",
+                             hint=f"lint --capture takes a capture of {process!r} (e.g. threadwise observe "
+                                  f"--comm {process} -d 10s -o {process}.duckdb), or lint without --capture")
     findings = lint(views, machine, facts, smt_threshold)
     if as_json:
         typer.echo(json.dumps({"file": str(profile), "shape": machine.as_dict(),

@@ -251,3 +251,18 @@ def lint(views: list[LayerView], shape: Shape, facts: CaptureFacts | None = None
     """Every placement finding, in lint order."""
     return (smt_collisions(views, shape, facts, smt_threshold) + oversubscribed(views, shape)
             + uncovered(views, facts) + overlaps(views))
+
+
+def capture_mismatch(process: str, facts: CaptureFacts) -> str | None:
+    """Why `facts` cannot be a capture of the workload `process` names (scx_layered PcommPrefix), or None.
+
+    A profile's layers match threads only inside its workload's process, so
+    checking its coverage against another process's threads would report every
+    thread as uncovered instead of saying the capture is the wrong one.
+    """
+    seen = sorted({t.process_name for t in facts.threads if t.is_target and t.process_name})
+    if not seen:
+        return "it holds no threads of a target process"
+    if any(name.startswith(process) for name in seen):
+        return None
+    return f"its target process is {', '.join(repr(n) for n in seen)}, the profile's is {process!r}"

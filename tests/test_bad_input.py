@@ -87,6 +87,7 @@ CASES = [
     Case("kind", ("analyze", PROF), 2, "not a threadwise capture (it is not a DuckDB file)"),
     Case("kind", ("synthesize", PROF, "--name", "x", "-o", "x.toml"), 2, "not a threadwise capture"),
     Case("kind", ("lint", PROF, "--capture", PROF), 2, "not a threadwise capture"),
+    Case("kind", ("lint", PROF, "--capture", CAP), 2, "not a capture of this profile's workload"),
     Case("kind", ("show", "ladder.duckdb"), 2, "not a threadwise capture (it is a ladder file"),
     Case("kind", ("compile", PROF, "--shape", CAP), 2, "this is a capture"),
     # --- a file that is not DuckDB (nor text) ----------------------------------------

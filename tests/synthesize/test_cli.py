@@ -197,3 +197,23 @@ def test_write_output_is_atomic(tmp_path: Path) -> None:
     assert [p.name for p in target.parent.iterdir()] == ["out.txt"]
     with pytest.raises(UsageError, match="is a directory"):
         write_output(tmp_path, "x", force=True)
+
+
+def test_lint_says_when_the_capture_is_of_another_process(tmp_path: Path) -> None:
+    from threadwise.observe.builder import CaptureBuilder
+    from threadwise.synthesize.schema import Group, Profile, Workload
+    from threadwise.synthesize.writer import dumps
+
+    cap = CaptureBuilder(start_ts=0, duration_ns=10**9, target_tgids=[10])
+    cap.events("raw_task_seen", [(1, tid, 10, name) for tid, name in {10: "rolesim", 11: "hot-0"}.items()])
+    for tid, name in {10: "rolesim", 11: "hot-0"}.items():
+        cap.snapshot(1, "start", tid, 10, name, process_comm="rolesim")
+    cap.write(tmp_path / "rolesim.duckdb")
+    profile = Profile(schema_version=1, name="redis", workload=Workload(process="redis-server"), group=[
+        Group(name="io", match=["io_thd_"], treatment="latency")])
+    (tmp_path / "redis.toml").write_text(dumps(profile))
+    done = tw("lint", "redis.toml", "--shape", "cores=2", "--capture", "rolesim.duckdb", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: rolesim.duckdb is not a capture of this profile's workload: its "
+                                  "target process is 'rolesim', the profile's is 'redis-server'\n")
+    assert "uncovered" not in done.stdout + done.stderr
