@@ -235,7 +235,9 @@ def lint_command(
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         raise FindingsReported(f"{profile}: {len(errors)} placement problems on "
-                               f"{machine.describe()}")
+                               f"{machine.describe()}",
+                               hint="each finding above says why it matters; compile applies the profile "
+                                    "as it says (a demoted group still runs, sharing CPUs)")
     if not as_json:
         typer.echo(f"{profile}: no placement problems on {machine.describe()}")
 

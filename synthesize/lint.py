@@ -91,7 +91,10 @@ class Finding:
         return EXPLANATIONS[self.lint]
 
     def render(self) -> str:
-        text = f"{self.severity}[{self.lint}]: {self.message}"
+        # a finding is a result of the check, not a failure of the tool: `finding[...]`, never
+        # `error[...]` (error-level findings are what makes lint exit 7)
+        label = "finding" if self.severity == "error" else self.severity
+        text = f"{label}[{self.lint}]: {self.message}"
         if self.threads:
             text += f"\n  threads: {', '.join(self.threads)}"
         return text + f"\n  why: {self.explanation}"

@@ -20,9 +20,13 @@ def sample(tmp_path, monkeypatch):
     return tmp_path / "profiles" / "s.toml"
 
 
-def test_only_the_findings_code_is_not_fatal(sample, capsys):
+def test_only_the_findings_code_is_not_fatal(sample, capfd):
     assert {"lint": {FindingsReported.exit_code}} == demo._FINDINGS_OK and 1 not in demo._FINDINGS_OK["lint"]
     demo._run(["lint", str(sample), "--shape", "cores=2,threads-per-core=2"])   # findings: exits 7
-    assert "the demo goes on: lint's findings above are results" in capsys.readouterr().out
+    shown = capfd.readouterr()
+    assert "the demo goes on: lint's findings above are results" in shown.out
+    # findings are shown as findings, never as errors
+    assert "finding[oversubscribed]" in shown.out and "findings: " in shown.err
+    assert "error" not in shown.out + shown.err
     with pytest.raises(ThreadwiseError, match="demo step failed with status 2"):
         demo._run(["lint", str(sample.with_name("missing.toml"))])

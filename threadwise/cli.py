@@ -16,7 +16,7 @@ import tomllib
 
 import typer
 
-from threadwise.errors import InputError, PermissionProblem, ThreadwiseError, UsageError
+from threadwise.errors import FindingsReported, InputError, PermissionProblem, ThreadwiseError, UsageError
 
 app = typer.Typer(
     name="threadwise",
@@ -45,8 +45,9 @@ def _register_stages() -> None:
 
 
 def report(error: ThreadwiseError) -> None:
-    """Print a ThreadwiseError the way every command does."""
-    print(f"error: {error.message}", file=sys.stderr)
+    """Print a ThreadwiseError the way every command does; findings (exit 7) are results, not errors."""
+    label = "findings" if isinstance(error, FindingsReported) else "error"
+    print(f"{label}: {error.message}", file=sys.stderr)
     if error.hint:
         print(f"hint: {error.hint}", file=sys.stderr)
 

@@ -70,8 +70,10 @@ def demo_command(
         _run(step)
     typer.echo(f"\ndemo done: profile {profile}, record {artifacts / 'rolesim'}/REPORT.md, "
                f"scx_layered config {config}")
-    typer.echo(f"next: read {artifacts / 'rolesim'}/REPORT.md; train your own workload with "
-               "threadwise train --workload FILE --name NAME --lab (see docs/workload.md)")
+    typer.echo(f"next: read {artifacts / 'rolesim'}/REPORT.md, then apply the profile in the lab: "
+               f"threadwise lab run -- threadwise apply {profile} --duration 30; "
+               "or train your own workload: threadwise train --workload FILE --name NAME --lab "
+               "(docs/workload.md)")
 
 
 def register(app: typer.Typer) -> None:

@@ -94,8 +94,10 @@ def test_compile_bad_shape(sample: Path) -> None:
 def test_lint_reports_and_exits_nonzero(sample: Path) -> None:
     done = tw("lint", "sample.toml", "--shape", "cores=2,threads-per-core=2", cwd=sample.parent)
     assert done.returncode == 7   # findings: FindingsReported, not 1 (a failure or a crash)
-    assert done.stdout.startswith("error[smt_collision]: layer 'worker': 2 hot threads in 1 whole core")
-    assert "error[oversubscribed]" in done.stdout
+    assert done.stdout.startswith("finding[smt_collision]: layer 'worker': 2 hot threads in 1 whole core")
+    assert "finding[oversubscribed]" in done.stdout
+    assert "\nfindings: sample.toml: 2 placement problems" in done.stderr
+    assert "error" not in done.stdout + done.stderr
     clean = tw("lint", "sample.toml", "--shape", "cores=8,threads-per-core=2", "--json",
                cwd=sample.parent)
     assert clean.returncode == 0
