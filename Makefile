@@ -1,5 +1,5 @@
 # The two entry points of the README. Both set everything up first (idempotent).
-.PHONY: setup demo test lint
+.PHONY: setup demo test lint notebook
 
 setup:
 	./scripts/setup.sh
@@ -12,3 +12,9 @@ test: setup
 
 lint:
 	.venv/bin/ruff check .
+
+# JupyterLab (pinned in requirements.lock) from .venv on the notebooks; open the printed
+# http://127.0.0.1:8888/lab?token=... URL (an SSH tunnel to port 8888 from another machine).
+notebook: setup
+	.venv/bin/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 --port=8888 --no-browser \
+		$$([ "$$(id -u)" = 0 ] && echo --allow-root)

@@ -41,3 +41,13 @@ def test_notebook_executes(notebook, tmp_path, monkeypatch):
     assert "synthetic" in text   # the capture row's tracer_backend: this capture, not a demo one
     assert "hot-*" in text and "worker-*" in text   # bulk.py's thread classes, grouped by analyze
     assert "image/png" in kinds   # the CPU-share plot was drawn
+
+
+def test_jupyterlab_is_pinned_and_installed():
+    """`make notebook` opens the notebooks in JupyterLab from .venv: pinned in requirements.lock."""
+    import importlib.metadata
+
+    root = Path(__file__).resolve().parents[1]
+    pins = dict(line.split("==") for line in (root / "requirements.lock").read_text().split() if "==" in line)
+    assert importlib.metadata.version("jupyterlab") == pins["jupyterlab"]
+    assert "jupyter lab --notebook-dir=notebooks" in (root / "Makefile").read_text()
