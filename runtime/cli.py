@@ -7,6 +7,7 @@ subclasses that threadwise/cli.py turns into `error:` / `hint:` lines.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -75,21 +76,27 @@ def lab_run(
         typer.Option("--out", help="Results directory (default: a new /tmp/threadwise-lab-*)."),
     ] = None,
     keep_console: Annotated[
-        bool, typer.Option("--keep-console", help="Keep console.log even on success.")
+        bool, typer.Option("--keep-console", help="Keep console.log even on success (implies --keep).")
+    ] = False,
+    keep: Annotated[
+        bool, typer.Option("--keep", help="Keep the results directory after a successful run "
+                                          "(it is always kept on failure, and with --out).")
     ] = False,
 ) -> None:
     """Boot the lab kernel under virtme-ng (TCG, no KVM) and run COMMAND inside.
 
     The guest sees the host's root filesystem read-only, runs as root, and has
     /boot/config-<release> (a guest-only overlay). The command's stdout and
-    stderr are printed here. Inside, write
-    files to $THREADWISE_LAB_OUT (the results directory, shared with the host).
-    The console log is kept there when the command fails. Put `--` before the
+    stderr are printed here as they are written, in order, after `lab:`
+    progress lines (boot, guest up). Inside, write files to
+    $THREADWISE_LAB_OUT (the results directory, shared with the host); it is
+    removed after a successful run unless --out or --keep is given, and kept,
+    with the console log, when the command fails. Put `--` before the
     command: `threadwise lab run --cpus 4 --threads-per-core 2 -- nproc`.
     The guest's exit status is printed as `lab: guest exit status N`; when it
     is not 0, `lab run` itself exits 9 (never the guest's own number, which
-    could be mistaken for one of threadwise's exit codes).
-    Under TCG a boot takes several seconds and everything runs slower.
+    could be mistaken for one of threadwise's exit codes); a VM stopped at
+    --timeout exits 10. Under TCG a boot takes 20-60 s and everything runs slower.
     """
     result = lab_mod.run_in_lab(
         command,
@@ -99,15 +106,26 @@ def lab_run(
         timeout_s=parse_duration(timeout, option="--timeout"),
         out_dir=out,
         keep_console=keep_console,
+        on_output=_echo_guest,
+        progress=_err,
     )
-    sys.stdout.write(result.stdout)
-    sys.stderr.write(result.stderr)
+    removed = result.status == 0 and out is None and not (keep or keep_console)
+    if removed:
+        shutil.rmtree(result.out_dir, ignore_errors=True)
+    where = ("results removed (--keep keeps them)" if removed else f"results in {result.out_dir}")
     _err(
         f"lab: guest exit status {result.status}; {result.release}, {result.wall_s:.1f} s wall (TCG); "
-        f"results in {result.out_dir}" + (f"; console log {result.console_log}" if result.console_log else "")
+        f"{where}" + (f"; console log {result.console_log}" if result.console_log else "")
     )
     if result.status:
         raise GuestCommandFailed(result.status, result.out_dir, result.console_log)
+
+
+def _echo_guest(stream: str, line: str) -> None:
+    """One line of the guest command's output, on our stdout or stderr, at once."""
+    out = sys.stderr if stream == "stderr" else sys.stdout
+    out.write(line)
+    out.flush()
 
 
 @runtime_app.command("info")

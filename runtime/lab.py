@@ -33,15 +33,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from threadwise.errors import GuestCommandFailed, LabError, MissingTool, UsageError
+from threadwise.errors import GuestCommandFailed, LabError, LabTimeout, MissingTool, UsageError
+from threadwise.runtime import labtee
 from threadwise.runtime.kernel import LabKernel, find_lab_kernel
 
 VIRTIOFSD_PATHS = ("/usr/libexec/virtiofsd",)
 SETUP_HINT = "run scripts/setup-lab.sh (virtiofsd, virtme-ng, the lab kernel)"
 STATUS_FILE = "status"
+STREAM_FILE = labtee.STREAM   # the command's output, lines tagged "O " (stdout) or "E " (stderr)
+POLL_S = 0.2
 PROBE = ".probe"
 NOT_MOUNTED = "threadwise-lab: the results directory is not mounted"
 # Boots that failed for reasons of the emulation, not of the command, are retried:
@@ -54,7 +58,7 @@ TRANSIENT = ("fallback to 9p", NOT_MOUNTED, "Oops: int3")
 BOOT_ATTEMPTS = 3
 
 
-__all__ = ["GuestCommandFailed", "LabError", "LabResult", "run_in_lab"]
+__all__ = ["GuestCommandFailed", "LabError", "LabResult", "LabTimeout", "run_in_lab"]
 
 
 @dataclass(frozen=True)
@@ -139,7 +143,9 @@ mount --move /run/twlab/out "$out"
 ulimit -l unlimited 2>/dev/null
 export PATH={q(path)} THREADWISE_LAB_OUT="$out" THREADWISE_IN_LAB=1
 cd {q(str(cwd))} || exit 97
-{shlex.join(command)} > "$out/stdout" 2> "$out/stderr" < /dev/null
+# stdout and stderr land in their own files and, line by line as they are written and in
+# order, in one stream tagged "O " / "E " (runtime/labtee.py), which the host prints as it grows.
+{q(sys.executable)} -P {q(str(Path(labtee.__file__)))} "$out" -- {shlex.join(command)}
 echo $? > "$out/{STATUS_FILE}.tmp" && mv "$out/{STATUS_FILE}.tmp" "$out/{STATUS_FILE}"
 sync
 """
@@ -159,7 +165,54 @@ def _end_group(process: subprocess.Popen, grace_s: float = 5.0) -> None:
             continue
 
 
-def _boot(argv: list[str], env: dict[str, str], cwd: Path, console: Path, timeout_s: float) -> int:
+Output = Callable[[str, str], None]   # (stream "stdout" | "stderr", one line with its newline)
+
+
+class _Follower:
+    """Follows the guest's tagged output stream (STREAM_FILE) and its start, as they grow."""
+
+    def __init__(self, out: Path, on_output: Output | None, progress: Callable[[str], None],
+                 started: float) -> None:
+        self.out, self.on_output, self.progress, self.started = out, on_output, progress, started
+        self.offset = 0
+        self.partial = b""
+        self.up = False
+
+    def poll(self) -> None:
+        if not self.up and (self.out / "guest-release").is_file():
+            release = (self.out / "guest-release").read_text().strip()
+            if release:
+                self.up = True
+                self.progress(f"lab: guest up ({release}) after {time.monotonic() - self.started:.1f} s; "
+                              "running the command")
+        if self.on_output is None:
+            return
+        try:
+            with (self.out / STREAM_FILE).open("rb") as stream:
+                stream.seek(self.offset)
+                data = stream.read()
+        except FileNotFoundError:
+            return
+        self.offset += len(data)
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        for line in lines:
+            self._emit(line + b"\n")
+
+    def finish(self) -> None:
+        self.poll()
+        if self.partial:
+            self._emit(self.partial)
+            self.partial = b""
+
+    def _emit(self, raw: bytes) -> None:
+        assert self.on_output is not None
+        tag, text = raw[:2], raw[2:].decode(errors="replace")
+        self.on_output("stderr" if tag == b"E " else "stdout", text if tag in (b"O ", b"E ") else
+                       raw.decode(errors="replace"))
+
+
+def _boot(argv: list[str], env: dict[str, str], cwd: Path, console: Path, timeout_s: float, *,
+          follower: _Follower | None = None) -> int:
     """One vng run, its output in `console`; stopped (whole session) on timeout."""
     with console.open("wb") as log:
         log.write(("$ " + shlex.join(argv) + "\n").encode())
@@ -168,13 +221,27 @@ def _boot(argv: list[str], env: dict[str, str], cwd: Path, console: Path, timeou
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             env=env, cwd=cwd, start_new_session=True,
         )  # fmt: skip
+        deadline = time.monotonic() + timeout_s
         try:
-            return process.wait(timeout=timeout_s)
+            while True:
+                try:
+                    code = process.wait(timeout=POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    if follower is not None:
+                        follower.poll()
+                    if time.monotonic() >= deadline:
+                        raise
+            if follower is not None:
+                follower.finish()
+            return code
         except subprocess.TimeoutExpired:
             _end_group(process)
-            raise LabError(
-                f"the lab VM did not finish within {timeout_s:.0f} s; stopped it",
-                hint=f"console log: {console}; raise --timeout (TCG is slow)",
+            if follower is not None:
+                follower.finish()
+            raise LabTimeout(
+                f"the lab VM did not finish within {timeout_s:.0f} s (--timeout); stopped it",
+                hint=f"console log: {console}; raise --timeout (TCG is slow: a boot takes 20-60 s)",
             ) from None
         except BaseException:
             _end_group(process)
@@ -191,8 +258,14 @@ def run_in_lab(
     out_dir: Path | None = None,
     cwd: Path | None = None,
     keep_console: bool = False,
+    on_output: Output | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> LabResult:
-    """Boot the lab kernel, run `command` inside, and return what it left behind."""
+    """Boot the lab kernel, run `command` inside, and return what it left behind.
+
+    With `on_output`, each line the command writes is passed on as it is written
+    (stdout and stderr in their order); `progress` gets `lab:` lines (boot, guest up).
+    """
     if not command:
         raise UsageError("no command to run in the lab", hint="threadwise lab run -- uname -r")
     kernel = find_lab_kernel()
@@ -204,7 +277,7 @@ def run_in_lab(
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="threadwise-lab-"))
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    for stale in (STATUS_FILE, "stdout", "stderr", "guest-release", "console.log"):
+    for stale in (STATUS_FILE, "stdout", "stderr", "guest-release", "console.log", STREAM_FILE):
         (out / stale).unlink(missing_ok=True)
     workdir = (cwd or Path.cwd()).resolve()
     wrapper = out / ".guest.sh"
@@ -221,8 +294,15 @@ def run_in_lab(
     env["PATH"] = os.pathsep.join([str(_venv_bin()), env.get("PATH", "/usr/bin:/bin")])
     console = out / "console.log"
     started = time.monotonic()
+    say = progress or (lambda _line: None)
+    say(f"lab: booting {kernel.release} under qemu TCG ({cpus} vCPUs, {memory}; a boot takes 20-60 s); "
+        f"results in {out}")
     for attempt in range(1, BOOT_ATTEMPTS + 1):
-        returncode = _boot(argv, env, workdir, console, timeout_s)
+        for stale in (STREAM_FILE, "guest-release"):
+            (out / stale).unlink(missing_ok=True)
+        follower = _Follower(out, on_output, say, started)
+        returncode = _boot(argv, env, workdir, console, max(timeout_s - (time.monotonic() - started), 1.0),
+                           follower=follower)
         if (out / STATUS_FILE).is_file():
             break
         text = console.read_text(errors="replace")

@@ -126,8 +126,8 @@ def test_exit_codes_tell_findings_and_refusals_from_failures():
 
     assert errors.FindingsReported.exit_code not in (0, 1)
     codes = {cls.exit_code: cls for cls in (errors.FindingsReported, errors.ConfigRefused,
-                                            errors.GuestCommandFailed)}
-    assert len(codes) == 3
+                                            errors.GuestCommandFailed, errors.LabTimeout)}
+    assert len(codes) == 4
     ordinary = {cls.exit_code for cls in vars(errors).values() if isinstance(cls, type)
                 and issubclass(cls, errors.ThreadwiseError) and cls not in codes.values()}
     assert not set(codes) & ordinary

@@ -28,6 +28,7 @@ stage lives here (and nowhere else), so this table is complete:
 | 7    | FindingsReported     | the check ran and found problems (e.g. `lint`) |
 | 8    | ConfigRefused        | scx_layered refused a layer config, or dropped an option of it |
 | 9    | GuestCommandFailed   | `lab run`: the guest command exited non-zero (its status is printed) |
+| 10   | LabTimeout           | `lab run`: the VM did not finish within --timeout and was stopped |
 
 Findings (7) are results, not failures: a caller such as `demo` may go on after
 them, never after 1. An uncaught Python exception also exits 1, which is why
@@ -137,6 +138,16 @@ class GuestCommandFailed(ThreadwiseError):
             hint=f"results in {result_dir}" + (f", console log {console_log}" if console_log else ""),
         )
         self.status = status
+
+
+class LabTimeout(LabError):
+    """The lab VM did not finish within its timeout; it was stopped (every process it started).
+
+    A code of its own (10), so a script can tell "too slow, raise --timeout"
+    from a guest command that failed (9) or a VM that never ran (1).
+    """
+
+    exit_code = 10
 
 
 class Problem(Protocol):
