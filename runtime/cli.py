@@ -20,6 +20,7 @@ from threadwise.runtime import display, launcher
 from threadwise.runtime import info as runtime_info_mod
 from threadwise.runtime import kernel as kernel_mod
 from threadwise.runtime import lab as lab_mod
+from threadwise.runtime.config import ResolvedConfig
 from threadwise.runtime.state import RunFiles
 
 lab_app = typer.Typer(
@@ -171,10 +172,12 @@ def apply(
     supervisor that records everything under /run/threadwise. `apply` returns
     when /sys/kernel/sched_ext/state reads `enabled` and root/ops names layered,
     or fails with scx_layered's reason and nothing attached. Then use
-    `threadwise status` and `threadwise stop`. --foreground (or --duration)
-    keeps this command attached instead and exits non-zero if the scheduler
-    dies or the kernel ejects it. Needs root and a kernel with sched_ext; on
-    other hosts run it in the lab: threadwise lab run -- threadwise apply P --duration 30
+    `threadwise status` and `threadwise stop`. --foreground keeps this command
+    attached instead (until Ctrl-C, or for --duration) and exits non-zero if the
+    scheduler dies or the kernel ejects it. --duration without --foreground attaches,
+    holds for the duration, prints the per-layer summary (as `status`) and
+    stops. Needs root and a kernel with sched_ext; on other hosts run it in
+    the lab: threadwise lab run -- threadwise apply P --duration 30
 
     scx_layered re-matches a thread that renamed itself only when it next becomes
     runnable, so a busy thread created before its name was set can sit in the
@@ -191,7 +194,11 @@ def apply(
         _err(f"note: {note}")
     if resolved.kind == "json" and shape != "host":
         _err("note: --shape applies to profiles; a .json layer config is used as written")
-    if foreground or duration_s:
+    if duration_s and not foreground:
+        _timed(resolved, files, duration_s=duration_s, attach_timeout_s=attach_timeout_s, rematch=rematch,
+               as_json=as_json)
+        return
+    if foreground:
         _err(f"applying {resolved.source} ({len(resolved.config)} layers) in the foreground")
         state = launcher.apply_foreground(
             resolved,
@@ -206,6 +213,35 @@ def apply(
             launcher.rematch_targets(resolved.specs)
         _err(display.membership(launcher.status(files, interval_s=0.2).membership))
     print(json.dumps(state.to_json(), indent=2) if as_json else display.applied(state, resolved))
+
+
+TIMED_BACKSTOP_S = 60.0   # the supervisor stops by itself this long after --duration, should we die
+
+
+def _timed(resolved: ResolvedConfig, files: RunFiles, *, duration_s: float, attach_timeout_s: float,
+           rematch: bool, as_json: bool) -> None:
+    """apply --duration: attach, hold for the duration, print the per-layer summary, then stop."""
+    import time
+
+    state = launcher.apply_background(resolved, files, attach_timeout_s=attach_timeout_s,
+                                      duration_s=duration_s + TIMED_BACKSTOP_S)
+    if rematch:
+        launcher.rematch_targets(resolved.specs)
+    if not as_json:
+        print(display.applied(state, resolved), flush=True)
+    _err(f"apply: holding for {duration_s:g} s, then the per-layer summary and stop")
+    try:
+        time.sleep(duration_s)
+        report = launcher.status(files, interval_s=1.0)
+    finally:
+        stopped = launcher.stop(files)
+    if as_json:
+        print(json.dumps({"status": report.to_json(), "stop": stopped.to_json()}, indent=2))
+    else:
+        print(display.status(report))
+        print(display.stopped(stopped))
+    if report.problem:
+        raise SchedulerFailure(report.problem, hint=f"scx_layered output: {files.log}")
 
 
 def status(

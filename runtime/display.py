@@ -66,17 +66,43 @@ def status(result: StatusReport) -> str:
         lines.append(f"ended:     {_exit(state)}; sched_ext state then {state.state_after}")
         lines.extend(f"kernel:    {line}" for line in state.kernel_log or [])
     if result.layers:
-        lines.append(f"{'layer':<16} {'tasks':>6} {'util%':>7}  cpus")
-        for layer in result.layers:
-            excl = " (exclusive)" if layer.exclusive else ""
-            lines.append(
-                f"{layer.name:<16} {layer.tasks:>6} {layer.util_pct:>7.1f}  {_cpus(layer.cpus)}{excl}"
-            )
+        lines.extend(layer_table(result.layers, result.membership))
     if result.membership:
         lines.append(membership(result.membership))
     if result.problem:
         lines.append(f"problem:   {result.problem}")
     return "\n".join(lines)
+
+
+TASKS_NOTE = ("tasks: scx_layered's own count (its stats): tasks of any process it has placed in the "
+              "layer; it places a task when the task next becomes runnable after the attach "
+              "(layered_runnable), so a thread that has slept since then is in no layer and not "
+              "counted yet")
+WORKLOAD_NOTE = ("workload: this profile's threads that scx_layered's tid -> layer map holds in the "
+                 "layer (per thread below)")
+
+
+def layer_table(layers: list, found: dict | None) -> list[str]:
+    """Per-layer figures; with the workload's threads per layer when membership is known, and what
+    each count means, so that no count goes unexplained."""
+    rows = (found or {}).get("threads") or []
+    in_layer: dict[str, int] = {}
+    for row in rows:
+        if row.get("actual"):
+            in_layer[row["actual"]] = in_layer.get(row["actual"], 0) + 1
+    with_workload = bool(rows)
+    head = f"{'layer':<16} {'tasks':>6}" + (f" {'workload':>8}" if with_workload else "") + \
+        f" {'util%':>7}  cpus"
+    lines = [head]
+    for layer in layers:
+        excl = " (exclusive)" if layer.exclusive else ""
+        mine = f" {in_layer.get(layer.name, 0):>8}" if with_workload else ""
+        lines.append(f"{layer.name:<16} {layer.tasks:>6}{mine} {layer.util_pct:>7.1f}  "
+                     f"{_cpus(layer.cpus)}{excl}")
+    lines.append(f"note:      {TASKS_NOTE}")
+    if with_workload:
+        lines.append(f"note:      {WORKLOAD_NOTE}")
+    return lines
 
 
 def membership(found: dict | None) -> str:
@@ -94,7 +120,8 @@ def membership(found: dict | None) -> str:
     lines = [f"{'group layer':<16} {'threads':>7} {'in it':>6}  outside their layer"]
     for layer, members in per_layer.items():
         inside = sum(1 for row in members if row["actual"] == row["expected"])
-        bad = [f"{row['comm']} ({row['tid']}) in {row['actual'] or 'none'}"
+        bad = [f"{row['comm']} ({row['tid']}) in "
+               + (row["actual"] or "no layer (not runnable since the attach)")
                for row in members if not row["ok"]]
         flagged = "MISMATCH: " + ", ".join(bad) if bad else "-"
         lines.append(f"{layer:<16} {len(members):>7} {inside:>6}  {flagged}")
