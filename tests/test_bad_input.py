@@ -221,8 +221,12 @@ def test_bad_input(case: Case, scratch: Path) -> None:
             os.chmod(case.argv[1], 0o600)
         argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
     env = {**os.environ, "THREADWISE_RUN_DIR": str(scratch / "run"), "COLUMNS": "200"}
-    done = subprocess.run(argv, cwd=scratch, capture_output=True, text=True, timeout=120, env=env,
-                          check=False)
+    try:
+        done = subprocess.run(argv, cwd=scratch, capture_output=True, text=True, timeout=120, env=env,
+                              check=False)
+    finally:
+        if case.as_nobody and case.argv[1].startswith("/root/"):
+            Path(case.argv[1]).unlink(missing_ok=True)
     shown = f"$ threadwise {' '.join(case.argv)}\n[exit {done.returncode}]\n{done.stderr}"
     assert "Traceback" not in done.stderr + done.stdout, shown
     lines = done.stderr.splitlines()
