@@ -65,6 +65,9 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("lift", "share / the share a bystander holding the CPU would get by chance (interrupts land on "
              "whoever runs); an edge is causal at lift >= 2"),
     ("lat50us", "wake-to-run latency p50 along this edge, microseconds"),
+    ("by", "how the edge was found causal: thread (this waker alone passes the lift test) or pool "
+           "(the waker's group together carries the wakee's wakeups, e.g. busy producers feeding a "
+           "queue)"),
     ("who took the CPU", "CPU time other processes ran while target threads were preempted or waiting"),
     ("caveats", "what a reader of the profile must know: loss, truncated names, tid reuse, threads "
                 "seen only once, ..."),

@@ -224,7 +224,10 @@ def test_bad_input(case: Case, scratch: Path) -> None:
             Path(case.argv[1]).write_text(scratch.joinpath(PROF).read_text())
             os.chmod(case.argv[1], 0o600)
         argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
-    env = {**os.environ, "THREADWISE_RUN_DIR": str(scratch / "run"), "COLUMNS": "200"}
+    # TMPDIR of our own: leftovers of other runs' killed observers there would add a note first
+    (scratch / "tmp").mkdir(exist_ok=True)
+    env = {**os.environ, "THREADWISE_RUN_DIR": str(scratch / "run"), "COLUMNS": "200",
+           "TMPDIR": str(scratch / "tmp")}
     try:
         done = subprocess.run(argv, cwd=scratch, capture_output=True, text=True, timeout=120, env=env,
                               check=False)
