@@ -32,6 +32,12 @@ topology as SystemInfo.num_cpus and a CpuInfo packet, the capture window as
 FtraceStats START/END packets, and the tracer's loss (events_lost minus the
 switch-chain gaps, which an importer finds again) as the first CPU's overrun
 in END.
+
+A capture does not record which profile was applied while it was taken; with
+`profile` (the TOML that was applied) each thread of the capture is placed in
+the layer scx_layered's matching would put it in (synthesize.layers, the
+compiled config's own matchers), shown as a track of that thread named
+`layer <name>` holding one slice over the capture with a `layer` arg.
 """
 
 from __future__ import annotations
@@ -78,6 +84,7 @@ class ExportResult:
     threads: int = 0
     processes: int = 0
     lost: int = 0
+    layers: int = 0
     seconds: float = 0.0
 
     @property
@@ -278,10 +285,58 @@ def _numpy(batch) -> dict[str, np.ndarray]:  # noqa: ANN001 - pyarrow RecordBatc
     return {name: batch.column(i).to_numpy(zero_copy_only=False) for i, name in enumerate(batch.schema.names)}
 
 
+def thread_layers(profile_path: Path, threads: list[tuple[int, int, str, str]],
+                  nr_cpus: int) -> dict[tuple[int, int], str]:
+    """(tid, tgid) -> the layer of `profile_path` that takes the thread (comm, process comm), as
+    scx_layered matches; threads left to the catch-all layer get its name too."""
+    from threadwise.synthesize.layers import views_from_profile
+    from threadwise.synthesize.reader import load_profile
+    from threadwise.synthesize.shape import synthetic
+
+    profile, _ = load_profile(profile_path)
+    views = views_from_profile(profile, synthetic(max(nr_cpus, 1)))
+    placed = {}
+    for tid, tgid, name, process in threads:
+        placed[(tid, tgid)] = next((view.name for view in views if view.matches(name, process)),
+                                   views[-1].name)
+    return placed
+
+
+def _layer_tracks(pb, *, start_ts: int, end_ts: int, threads: list[tuple[int, int, str, str]],  # noqa: ANN001
+                  layers: dict[tuple[int, int], str], profile: Path) -> list:
+    """A `layer NAME` track per thread, with one slice (arg `layer`) over the capture."""
+    packets = []
+    for index, (tid, tgid, name, _process) in enumerate(threads):
+        layer = layers.get((tid, tgid))
+        if layer is None:
+            continue
+        uuid = 0x7477_0000_0000 + index
+        packet = pb.TracePacket(timestamp=start_ts)
+        packet.track_descriptor.uuid = uuid
+        packet.track_descriptor.name = f"layer {layer}"
+        packet.track_descriptor.thread.pid = tgid
+        packet.track_descriptor.thread.tid = tid
+        packet.track_descriptor.thread.thread_name = name
+        packets.append(packet)
+        begin = pb.TracePacket(timestamp=start_ts)
+        begin.track_event.type = pb.TrackEvent.TYPE_SLICE_BEGIN
+        begin.track_event.track_uuid = uuid
+        begin.track_event.name = f"layer {layer}"
+        begin.track_event.debug_annotations.add(name="layer", string_value=layer)
+        begin.track_event.debug_annotations.add(name="profile", string_value=str(profile))
+        packets.append(begin)
+        end = pb.TracePacket(timestamp=end_ts)
+        end.track_event.type = pb.TrackEvent.TYPE_SLICE_END
+        end.track_event.track_uuid = uuid
+        packets.append(end)
+    return packets
+
+
 def export_perfetto(capture: Path, output: Path, *, force: bool = False, batch_rows: int = 65_536,
-                    bundle_events: int = 16_384,
+                    bundle_events: int = 16_384, profile: Path | None = None,
                     progress: Callable[[str], None] | None = None) -> ExportResult:
-    """Write `capture` as a Perfetto trace at `output` (atomically; --force to replace)."""
+    """Write `capture` as a Perfetto trace at `output` (atomically; --force to replace); with
+    `profile`, each thread's layer under that profile as a named track of the thread."""
     check_output(output, force=force, what="trace")
     began = time.monotonic()
     pb = _protos()
@@ -315,11 +370,22 @@ def export_perfetto(capture: Path, output: Path, *, force: bool = False, batch_r
             else:
                 process.cmdline.append(name)
                 process.cmdline_is_comm = True
-        for tid, tgid, name, _start in threads:
+        for tid, tgid, name, _start, _process in threads:
             tree.process_tree.threads.add(tid=tid, tgid=tgid, name=name)
             names[tid] = name       # the latest instance of a reused tid names its events
         writer.packet(tree)
         result.threads, result.processes = len(threads), len(processes)
+        if profile is not None:
+            named = [(tid, tgid, name, process) for tid, tgid, name, _start, process in threads]
+            layers = thread_layers(profile, named, len(cpus))
+            for index, packet in enumerate(_layer_tracks(pb, start_ts=start_ts, end_ts=end_ts, threads=named,
+                                                                layers=layers, profile=profile)):
+                packet.trusted_packet_sequence_id = 2
+                if index == 0:
+                    packet.sequence_flags = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+                result.bytes_written += write_packet(handle, packet.SerializeToString())
+                result.packets += 1
+            result.layers = len(set(layers.values()))
 
         tracer_loss = max(int(events_lost) - int(switch_gaps), 0)
         result.lost = tracer_loss

@@ -13,6 +13,9 @@ def export_command(
     output: Annotated[Path, typer.Option("--output", "-o", help="Trace file to write, e.g. run.pftrace.")],
     format_name: Annotated[str, typer.Option("--format", help="Output format: perfetto.")] = "perfetto",
     force: Annotated[bool, typer.Option("--force", help="Replace an existing output file.")] = False,
+    profile: Annotated[Path | None, typer.Option(
+        "--profile", help="The profile applied while the capture was taken: each thread's layer "
+                          "becomes a track of the thread named `layer NAME`.")] = None,
 ) -> None:
     """Write a capture as a Perfetto protobuf trace (open it at ui.perfetto.dev).
 
@@ -29,12 +32,14 @@ def export_command(
     if format_name != "perfetto":
         raise UsageError(f"unknown export format {format_name!r}",
                          hint="the one format is: --format perfetto")
-    done = export_perfetto(capture, output, force=force)
+    done = export_perfetto(capture, output, force=force, profile=profile)
     typer.echo(f"wrote {done.path}: {done.bytes_written:,} bytes, {done.events:,} events "
                f"({done.switches:,} sched_switch, {done.wakings:,} sched_waking, {done.migrations:,} "
                f"migrations, {done.task_events:,} births/exits/renames; "
                f"{done.compact_switches + done.compact_wakings:,} compact), {done.threads:,} threads, "
-               f"{done.processes:,} processes, {done.lost:,} lost by the tracer, in {done.seconds:.1f} s")
+               f"{done.processes:,} processes, {done.lost:,} lost by the tracer"
+               + (f", threads placed in {done.layers} layers of {profile}" if profile else "")
+               + f", in {done.seconds:.1f} s")
 
 
 def import_command(  # noqa: PLR0917 - typer options

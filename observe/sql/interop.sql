@@ -30,8 +30,10 @@ ORDER BY cpu;
 -- name: export_threads
 -- Thread instances (not the idle task) with their process and final name.
 -- Columns: tid INTEGER, tgid INTEGER (tid when unknown), name VARCHAR ('' when unknown),
---          start_ts BIGINT (NULL: born before the capture), ordered by tid then birth
-SELECT tid, COALESCE(tgid, tid) AS tgid, COALESCE(name, '') AS name, start_ts
+--          start_ts BIGINT (NULL: born before the capture), process_name VARCHAR ('' when unknown),
+--          ordered by tid then birth
+SELECT tid, COALESCE(tgid, tid) AS tgid, COALESCE(name, '') AS name, start_ts,
+       COALESCE(process_name, '') AS process_name
 FROM thread WHERE utid <> 0
 ORDER BY tid, start_ts NULLS FIRST;
 

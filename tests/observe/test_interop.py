@@ -251,3 +251,46 @@ def test_imported_capture_is_a_capture(synthetic, tmp_path, capsys):
         assert con.execute("SELECT count(*) FROM sched_slice").fetchone()[0] > 0
     finally:
         con.close()
+
+
+PROFILE = """schema_version = 1
+name = "app"
+
+[workload]
+process = "app"
+
+[[group]]
+name = "hot"
+match = ["hot-*"]
+treatment = "latency"
+
+[[group]]
+name = "workers"
+match = ["worker"]
+treatment = "housekeeping"
+"""
+
+
+def test_export_with_the_applied_profile_shows_each_threads_layer(synthetic, tmp_path, capsys):
+    profile = tmp_path / "app.toml"
+    profile.write_text(PROFILE)
+    trace = tmp_path / "layers.pftrace"
+    code, err = _run(capsys, "export", str(synthetic), "-o", str(trace), "--profile", str(profile))
+    assert code == 0, err
+    tracks, args = {}, {}
+    for raw in read_packets(trace):
+        packet = pb.TracePacket.FromString(raw)
+        if packet.HasField("track_descriptor"):
+            thread = packet.track_descriptor.thread
+            tracks[packet.track_descriptor.uuid] = (thread.tid, packet.track_descriptor.name)
+        if packet.HasField("track_event") and packet.track_event.debug_annotations:
+            args[packet.track_event.track_uuid] = {a.name: a.string_value
+                                                   for a in packet.track_event.debug_annotations}
+    layer_of = {tid: name for tid, name in tracks.values()}
+    assert layer_of[101] == "layer hot" and layer_of[102] == "layer workers"
+    assert layer_of[100] == layer_of[200] != "layer hot"      # the catch-all: app's main thread, other
+    assert {uuid: arg["layer"] for uuid, arg in args.items()} == \
+        {uuid: name.removeprefix("layer ") for uuid, (_tid, name) in tracks.items()}
+    # the importer reads the sched data and ignores the layer tracks
+    back = import_trace(trace, tmp_path / "back.duckdb", comm="app").path
+    assert _raw(back, "raw_sched_switch") == _raw(synthetic, "raw_sched_switch")
