@@ -106,3 +106,17 @@ def test_perf_data_without_sched_tracepoints_is_refused(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "without the sched:sched_switch tracepoint" in done.stderr and "perf sched record" in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "c.duckdb").exists()
+
+
+def test_truncated_perf_data_is_refused(tmp_path):
+    perf = _perf()
+    data = tmp_path / "perf.data"
+    subprocess.run([perf, "sched", "record", "-o", str(data), "--", "sleep", "0.2"], check=True,
+                   capture_output=True, timeout=60)
+    cut = tmp_path / "cut.data"
+    cut.write_bytes(data.read_bytes()[:100_000])
+    done = subprocess.run([sys.executable, "-m", "threadwise.cli", "import", str(cut), "--comm", "sleep",
+                           "-o", str(tmp_path / "c.duckdb")],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "perf cannot read it" in done.stderr and "hint:" in done.stderr and "Traceback" not in done.stderr

@@ -294,3 +294,13 @@ def test_export_with_the_applied_profile_shows_each_threads_layer(synthetic, tmp
     # the importer reads the sched data and ignores the layer tracks
     back = import_trace(trace, tmp_path / "back.duckdb", comm="app").path
     assert _raw(back, "raw_sched_switch") == _raw(synthetic, "raw_sched_switch")
+
+
+def test_import_refuses_a_truncated_trace(synthetic, tmp_path, capsys):
+    trace = tmp_path / "out.pftrace"
+    export_perfetto(synthetic, trace)
+    cut = tmp_path / "cut.pftrace"
+    cut.write_bytes(trace.read_bytes()[: trace.stat().st_size // 2])
+    code, err = _run(capsys, "import", str(cut), "--comm", "app", "-o", str(tmp_path / "c.duckdb"))
+    assert code == 2 and "truncated" in err and "hint:" in err and "Traceback" not in err
+    assert not (tmp_path / "c.duckdb").exists()
