@@ -8,6 +8,10 @@ Storing the result back into the capture is a separate step (store.py).
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +27,13 @@ from threadwise.errors import InputError
 from threadwise.observe.store import open_capture
 
 SPINNER_DEMAND = 0.95        # runnable this much of its life, and this share of switches involuntary
-DUCKDB_MEMORY_LIMIT = "1GB"   # keeps peak RSS of a 10M-event analysis well under 2 GB
+# DuckDB's memory limit for analysis. Sorts, joins and plain aggregates spill to a temporary
+# directory beyond it, so a capture of any size is analyzed in bounded memory, except for the
+# exact percentiles (quantile_disc): a holistic aggregate keeps every value of its group in
+# memory, and with 2 threads both partial states while combining. The busiest group of a
+# 100M-event capture holds ~50M slices (400 MB per state), which failed at 1 GB; 2.5 GB holds
+# it with peak RSS within 4 GB (benchmarks/analyze_scale.py, RESULTS.md).
+DUCKDB_MEMORY_LIMIT = "2560MB"
 
 
 @dataclass(frozen=True)
@@ -38,11 +48,25 @@ class CaptureThreads:
 def capture_threads(path: str | Path, *, only_target: bool = True,
                     memory_limit: str = DUCKDB_MEMORY_LIMIT) -> CaptureThreads:
     """The per-thread features and SMT co-running `analyze_capture` starts from."""
-    with open_capture(_capture_file(path)) as con:
-        con.execute("SET memory_limit = ?", [memory_limit]).fetchall()
+    with open_capture(_capture_file(path)) as con, _bounded(con, memory_limit):
         info = ft.capture_info(con)
         return CaptureThreads(info.duration_ns, ft.thread_features(con, info, only_target=only_target),
                               ft.smt_corun(con, smt=info.smt, min_ns=1))
+
+
+@contextlib.contextmanager
+def _bounded(con: duckdb.DuckDBPyConnection, memory_limit: str) -> Iterator[None]:
+    """DuckDB within `memory_limit`, spilling to a private temporary directory (removed after).
+
+    Not beside the capture, DuckDB's default: a capture may sit in a directory we cannot write.
+    """
+    scratch = tempfile.mkdtemp(prefix="threadwise-analyze-")
+    try:
+        con.execute("SET memory_limit = ?", [memory_limit]).fetchall()
+        con.execute("SET temp_directory = ?", [scratch]).fetchall()
+        yield
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _capture_file(path: str | Path) -> Path:
@@ -56,8 +80,7 @@ def _capture_file(path: str | Path) -> Path:
 def analyze_capture(path: str | Path, *, memory_limit: str = DUCKDB_MEMORY_LIMIT) -> Analysis:
     """Analyze one finished capture file (see docs/interfaces.md)."""
     path = _capture_file(path)
-    with open_capture(path) as con:
-        con.execute("SET memory_limit = ?", [memory_limit]).fetchall()
+    with open_capture(path) as con, _bounded(con, memory_limit):
         analysis = _analyze(con)
     analysis.capture_path = path
     return analysis

@@ -12,14 +12,13 @@ the median ratio with its range, events recorded per second, and events lost: fo
 the tracer's exact drops (libbpf) apart from the switch-chain gaps of the kernel's own stream.
 Needs root. Takes about 10 minutes with the defaults.
 
-    sudo .venv/bin/python benchmarks/tracer_overhead.py [--rounds 5] [--workloads hackbench,redis]
-        [--markdown benchmarks/RESULTS.md]
+    flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/tracer_overhead.py [--rounds 5]
+        [--workloads hackbench,redis] [--write-results]
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import re
@@ -34,6 +33,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from results import stamp, write_section
 
 from threadwise.observe import tracer_build
 from threadwise.observe.capture import observe
@@ -198,10 +199,12 @@ def redis_run(arm: str, work: Path, index: int, redis: Redis) -> Run:
     observer.send_signal(signal.SIGINT)
     _stdout, stderr = observer.communicate(timeout=300)
     match = re.search(r"\(([\d,]+)/s\), ([\d,]+) lost \(([\d,]+) switch-chain gaps\)", _stdout + stderr)
-    rate, lost, gaps = ((float(match.group(1).replace(",", "")), int(match.group(2).replace(",", "")),
-                         int(match.group(3).replace(",", ""))) if match else (0.0, -1, -1))
+    if match is None:
+        raise RuntimeError(f"observe printed no summary line: {(_stdout + stderr)[-500:]}")
+    rate, lost, gaps = (float(match.group(1).replace(",", "")), int(match.group(2).replace(",", "")),
+                        int(match.group(3).replace(",", "")))
     out.unlink(missing_ok=True)
-    return Run(value, rate, lost - gaps if lost >= 0 else None, gaps)
+    return Run(value, rate, lost - gaps, gaps)
 
 
 def _fmt_lost(runs: list[Run]) -> str:
@@ -261,8 +264,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workloads", default="hackbench,redis")
-    parser.add_argument("--markdown", type=Path, help="also write the tables into this file's "
-                        "'Tracer overhead' section")
+    parser.add_argument("--write-results", action="store_true",
+                        help="also write the tables into benchmarks/RESULTS.md (section tracer_overhead)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("error: needs root (tracing)", file=sys.stderr)
@@ -272,39 +275,22 @@ def main() -> int:
             print(f"error: {tool} not found (scripts/setup-system.sh installs it)", file=sys.stderr)
             return 2
     sections: list[str] = []
+    stamp_text = stamp(" ".join(["benchmarks/tracer_overhead.py", *sys.argv[1:]]))
     with tempfile.TemporaryDirectory(prefix="tw-tracer-bench-") as tmp:
         for workload in args.workloads.split(","):
             names = list(ARMS) if workload == "hackbench" else [a for a in ARMS if a != "libbpf-1ring"]
             sections += [*run_workload(workload, args.rounds, Path(tmp), names), ""]
-    if args.markdown:
-        command = f"sudo .venv/bin/python benchmarks/tracer_overhead.py --rounds {args.rounds} " \
-                  f"--workloads {args.workloads} --markdown {args.markdown}"
-        write_section(args.markdown, "Tracer overhead", [
-            f"Measured {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC on {socket.gethostname()} "
-            f"({os.cpu_count()} CPUs, kernel {os.uname().release}) with:", "", f"    {command}", "",
+    if args.write_results:
+        write_section("tracer_overhead", "\n".join([
+            "## Tracer overhead (issue 10): threadwise's tracers against `perf sched record`", "",
+            stamp_text, f"Load average at the end: {os.getloadavg()[0]:.1f} (1 min): anything else "
+            "running on the machine widens the ranges.", "",
             f"hackbench: `{' '.join(HACKBENCH)}`; redis: redis-benchmark -c 50 -n {REDIS_REQUESTS} "
-            "-t set,get on loopback. perf: `perf sched record` (system-wide). libbpf: one ring per CPU; "
-            "libbpf-1ring: one shared ring; libbpf-raw: the tracer binary alone (no observer, no "
-            "ingest). Arm order rotates every round.", "", *sections])
+            "-t set,get on loopback. perf: `perf sched record` (system-wide). libbpf: threadwise observe "
+            "with one ring per CPU (the default); libbpf-1ring: one shared ring; libbpf-raw: the tracer "
+            "binary alone (no observer, no ingest); bpftrace: threadwise observe --backend bpftrace. "
+            "Arm order rotates every round.", "", *sections]))
     return 0
-
-
-def write_section(path: Path, title: str, body: list[str]) -> None:
-    """Replace (or append) the `## title` section of a generated markdown file."""
-    text = path.read_text() if path.exists() else (
-        "# Benchmark results\n\nGenerated by the scripts in benchmarks/; each section names the command "
-        "that produced it. Do not edit by hand.\n")
-    head = f"## {title}\n"
-    section = head + "\n" + "\n".join(body).rstrip() + "\n"
-    if head in text:
-        start = text.index(head)
-        following = text.find("\n## ", start + len(head))
-        text = text[:start] + section + (text[following + 1:] if following >= 0 else "")
-        if following >= 0:
-            text = text.replace(section, section + "\n", 1)
-    else:
-        text = text.rstrip() + "\n\n" + section
-    path.write_text(text)
 
 
 if __name__ == "__main__":

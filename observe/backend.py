@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from threadwise.observe.stream import ParsedChunk
+
+if TYPE_CHECKING:
+    from threadwise.observe.store import CaptureWriter
 
 
 @dataclass
@@ -48,6 +51,9 @@ class TracerBackend(Protocol):
 
     def pending(self) -> int:
         """Events recorded but not yet returned by poll (a backend that defers ingest)."""
+
+    def drain_into(self, writer: CaptureWriter) -> int:
+        """After stop: append what poll and stop did not return; the number of events."""
 
     def stop(self) -> tuple[ParsedChunk, TracerReport]:
         """Stop tracing; return the remaining events and the final report."""

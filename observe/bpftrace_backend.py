@@ -128,6 +128,9 @@ class BpftraceBackend:
     def pending(self) -> int:
         return 0   # bpftrace's stream is parsed as it arrives
 
+    def drain_into(self, writer: object) -> int:
+        return 0   # stop() returned everything
+
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 

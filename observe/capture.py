@@ -183,8 +183,7 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
         progress(f"observe: stopping {backend.name} and draining its buffers ...")
         chunk, report = backend.stop()
         events += _ingest(writer, chunk)
-        while (rest := backend.poll()).tables:   # a backend that deferred ingest hands over the rest
-            events += _ingest(writer, rest)
+        events += backend.drain_into(writer)   # a backend that deferred ingest hands over the rest
         progress(f"observe: {events:,} events; building thread, slice and state tables ...")
         lost_reported += sum(chunk.lost)
         target.refresh()

@@ -21,7 +21,9 @@ import pyarrow as pa
 from threadwise.errors import MissingTool, PermissionProblem, TracerError
 from threadwise.observe import tracer_build
 from threadwise.observe.backend import TracerReport
+from threadwise.observe.ingest import ingest_records
 from threadwise.observe.records import RecordReader
+from threadwise.observe.store import CaptureWriter
 from threadwise.observe.stream import ParsedChunk
 
 # Rings: one per CPU (benchmarks/tracer_overhead.py measured per-CPU against one shared ring).
@@ -141,10 +143,15 @@ class LibbpfBackend:
         """
         assert self._reader is not None
         if self._stopped:
-            return _chunk(self._reader.read(max_bytes=SLICE_BYTES))
+            return ParsedChunk({})   # drain_into takes the rest
         if self.pending_bytes() < self.defer_bytes:
             return ParsedChunk({})
         return _chunk(self._reader.read(max_bytes=SLICE_BYTES))
+
+    def drain_into(self, writer: CaptureWriter) -> int:
+        """After stop: append every record not handed over yet (observe/ingest.py's fast path)."""
+        assert self._reader is not None and self._stopped
+        return ingest_records(self._reader, writer)
 
     def pending_bytes(self) -> int:
         assert self._reader is not None
@@ -159,7 +166,7 @@ class LibbpfBackend:
         return self._proc is not None and self._proc.poll() is None
 
     def stop(self) -> tuple[ParsedChunk, TracerReport]:
-        """Stop tracing and report; the records still on disk follow through `poll` in slices."""
+        """Stop tracing and report; the records still on disk follow through `drain_into`."""
         assert self._proc is not None and self._reader is not None
         stop_requested_ts = time.monotonic_ns()
         if self._proc.poll() is None:

@@ -30,6 +30,7 @@ import duckdb
 
 from threadwise.errors import UsageError
 from threadwise.observe import leftovers
+from threadwise.observe.ingest import ingest_records
 from threadwise.observe.records import FILES, RecordReader
 from threadwise.observe.store import (
     EVENT_TABLES,
@@ -83,29 +84,30 @@ def _pair(path: Path) -> tuple[Path | None, Path | None, dict]:
     return None, path, {}
 
 
-def _events_from_workdir(workdir: Path) -> tuple[dict[str, list], str] | None:
+def _event_source(workdir: Path | None) -> str | None:
+    """What in the work directory holds the run's events, if anything."""
+    if workdir is None:
+        return None
     records = workdir / "records"
     if records.is_dir() and any((records / name).exists() for name in FILES):
-        reader = RecordReader(records)
-        tables: dict[str, list] = {}
-        while True:
-            part = reader.read()
-            if not part:
-                break
-            for name, batches in part.items():
-                tables.setdefault(name, []).extend(batches)
-        return tables, f"the libbpf tracer's records in {records}"
-    stream = workdir / "stream.txt"
-    if stream.exists():
-        parser = StreamParser()
-        tables = {}
-        with open(stream, encoding="utf-8", errors="replace") as f:
-            while chunk := f.read(16 << 20):
-                for name, table in parser.feed(chunk).tables.items():
-                    tables.setdefault(name, []).append(table)
-        # a last line without its newline may be cut short: it is not parsed (the last complete event)
-        return tables, f"the bpftrace stream {stream}"
+        return f"the libbpf tracer's records in {records}"
+    if (workdir / "stream.txt").exists():
+        return f"the bpftrace stream {workdir / 'stream.txt'}"
     return None
+
+
+def _append_events(workdir: Path, writer: CaptureWriter) -> None:
+    """The work directory's events into `writer`, in bounded pieces, up to the last complete one."""
+    records = workdir / "records"
+    if records.is_dir():
+        ingest_records(RecordReader(records), writer)
+        return
+    parser = StreamParser()
+    with open(workdir / "stream.txt", encoding="utf-8", errors="replace") as f:
+        while chunk := f.read(16 << 20):
+            for name, table in parser.feed(chunk).tables.items():
+                writer.append(name, table)
+    # a last line without its newline may be cut short: it is never parsed (close() is not called)
 
 
 def recover(path: Path, output: Path | None = None, *, force: bool = False,
@@ -124,22 +126,19 @@ def recover(path: Path, output: Path | None = None, *, force: bool = False,
     writer = CaptureWriter(output, force=force)
     scratch = Path(tempfile.mkdtemp(prefix="threadwise-recover-"))
     try:
-        source = "the partial capture"
-        events = None
-        if workdir is not None:
-            events = _events_from_workdir(workdir)
+        source = _event_source(workdir)
         if partial is not None:
             # copy (with its WAL) so opening it, which replays the WAL, never changes the leftover
             copy = scratch / "partial.duckdb"
             for src, dst in ((partial, copy), (Path(f"{partial}.wal"), Path(f"{copy}.wal"))):
                 if src.exists():
                     shutil.copyfile(src, dst)
-            _copy_tables(copy, writer, COPIED if events is not None else (*COPIED, *RAW_TABLES))
-        if events is not None:
-            tables, source = events
-            for table, batches in tables.items():
-                for batch in batches:
-                    writer.append(table, batch)
+            _copy_tables(copy, writer, COPIED if source is not None else (*COPIED, *RAW_TABLES))
+        if source is not None:
+            assert workdir is not None
+            _append_events(workdir, writer)
+        else:
+            source = "the partial capture"
         progress(f"recover: {sum(writer.rows[t] for t in EVENT_TABLES):,} events from {source}")
         events_total = _write_capture_row(writer, owner)
         final = writer.finalize()

@@ -16,6 +16,7 @@ from threadwise.observe import tracer_build
 from threadwise.observe.bpftrace_backend import BpftraceBackend, read_event_counts
 from threadwise.observe.capture import COUNTED
 from threadwise.observe.libbpf_backend import LibbpfBackend
+from threadwise.observe.store import CaptureWriter
 
 pytestmark = pytest.mark.bpf
 HACKBENCH = ["hackbench", "-g", "4", "-l", "1000"]
@@ -32,24 +33,28 @@ def _needs_tracer() -> None:
 
 
 def _trace(backend: LibbpfBackend, workdir: Path, command: list[str]) -> tuple[dict[str, int], object]:
-    """Run `command` under the backend; rows per raw table, and the tracer's report."""
-    backend.start(workdir)
-    rows: dict[str, int] = {}
+    """Run `command` under the backend into a real capture file; rows per raw table, and the report."""
+    writer = CaptureWriter(workdir / "capture.duckdb")
+    tracer_dir = workdir / "tracer"
+    tracer_dir.mkdir()
+    backend.start(tracer_dir)
 
     def take(chunk) -> None:
         for name, table in chunk.tables.items():
-            rows[name] = rows.get(name, 0) + table.num_rows
+            writer.append(name, table)
 
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while proc.poll() is None:
-        time.sleep(0.2)
-        take(backend.poll())
-    chunk, report = backend.stop()
-    take(chunk)
-    while (rest := backend.poll()).tables:   # the records the backend deferred
-        take(rest)
-    assert proc.returncode == 0
-    return rows, report
+    try:
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while proc.poll() is None:
+            time.sleep(0.2)
+            take(backend.poll())
+        chunk, report = backend.stop()
+        take(chunk)
+        backend.drain_into(writer)   # the records the backend deferred
+        assert proc.returncode == 0
+        return dict(writer.rows), report
+    finally:
+        writer.abandon()
 
 
 def test_builds_from_clean_and_is_cached(tmp_path):

@@ -1,0 +1,163 @@
+"""Benchmark: tracer records -> finished capture (raw tables and finalize.sql's derived tables).
+
+Problem: a capture must be ready at least as fast as the tracer records (issue 10 item 4: at
+least 2M events/s end to end, at most 2 GB peak RSS), and the only honest way to know is to
+time the real path, records.py's decoder -> CaptureWriter -> finalize.sql, on files shaped
+like a real capture, at sizes where the costs show.
+Approach: records_gen.py writes the libbpf tracer's four record files (4 CPUs with consistent
+switch chains, wakings, migrations, births, exits, a reused tid, renames) at each size. A
+child process then builds the capture from them and reports its phases; the parent takes that
+child's peak RSS from os.wait4. `--baseline` also times the path as it was before issue 10
+(256 MB reads, an INSERT and a CHECKPOINT per read, the ASOF-join finalize kept in
+tests/observe/fixtures/finalize_asof.sql) in the same run, interleaved, so the two are compared
+under the same load. Events/s is events / (first read -> file renamed into place).
+
+    flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/ingest.py --baseline --write-results
+    .venv/bin/python benchmarks/ingest.py --sizes 200000        # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from records_gen import TARGET_TGID, write_records
+from results import child, stamp, write_section
+
+TARGET_EVENTS_PER_S = 2_000_000
+TARGET_RSS_MB = 2048.0
+REFERENCE_SQL = Path(__file__).resolve().parents[1] / "tests" / "observe" / "fixtures" / "finalize_asof.sql"
+COUNTED = {"switch": "raw_sched_switch", "waking": "raw_sched_waking", "migrate": "raw_sched_migrate",
+           "new": "raw_task_new", "exit": "raw_task_exit", "rename": "raw_task_rename"}
+
+
+def build_capture(records: Path, out: Path, *, way: str = "new") -> dict[str, float]:
+    """The capture of the record files in `records` (written by records_gen), built `way`:
+    "new" (observe.ingest + finalize.sql) or "old" (the pre-issue-10 path). Phase seconds."""
+    from threadwise.observe.ingest import ingest_records
+    from threadwise.observe.records import RecordReader
+    from threadwise.observe.store import EVENT_TABLES, SCHEMA_VERSION, CaptureMeta, CaptureWriter, TracerCount
+    from threadwise.observe.topology import synthetic_topology
+
+    meta = json.loads((records / "meta.json").read_text())
+    began = time.monotonic()
+    writer = CaptureWriter(out, force=True)
+    reader = RecordReader(records)
+    if way == "new":
+        ingest_records(reader, writer)
+    else:
+        while parts := reader.read():          # as capture.py's loop did: one INSERT per batch
+            for table, batches in parts.items():
+                for batch in batches:
+                    writer.append(table, batch)
+            writer.checkpoint()
+    ingested = time.monotonic()
+    writer.insert("cpu_topology", synthetic_topology(meta["nr_cpus"]))
+    writer.insert("tracer_counts", [TracerCount(name, writer.rows[table], writer.rows[table], 0)
+                                    for name, table in COUNTED.items()])
+    events = sum(writer.rows[table] for table in EVENT_TABLES)
+    writer.insert("capture", [CaptureMeta(
+        capture_id=str(uuid.uuid4()), schema_version=SCHEMA_VERSION, host="records_gen",
+        kernel_release="synthetic", start_wall=dt.datetime.now(dt.UTC).replace(tzinfo=None),
+        start_ts=meta["start_ts"], end_ts=meta["end_ts"], duration_ns=meta["end_ts"] - meta["start_ts"],
+        target_kind="pid", target_spec=str(TARGET_TGID), target_tgids=[TARGET_TGID],
+        tracer_backend="libbpf", tracer_version="records_gen", events_recorded=events, events_lost=0,
+        loss_detail="synthetic: none", end_reason="duration")])
+    if way == "new":
+        writer.finalize()
+    else:
+        writer.con.execute(REFERENCE_SQL.read_text())
+        writer.con.execute("CHECKPOINT")
+        writer.con.close()
+        os.replace(writer.temp_path, writer.final_path)
+    done = time.monotonic()
+    return {"events": events, "ingest_s": ingested - began, "finalize_s": done - ingested,
+            "total_s": done - began}
+
+
+def generate(directory: Path, events: int, *, seed: int = 0) -> dict[str, int]:
+    """Record files of about `events` events in `directory`, with the meta.json build_capture reads."""
+    info = write_records(directory, events=events, seed=seed)
+    (directory / "meta.json").write_text(json.dumps(info))
+    return info
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--sizes", default="1000000,10000000", help="events per capture, comma-separated")
+    parser.add_argument("--baseline", action="store_true", help="also time the pre-issue-10 path")
+    parser.add_argument("--rounds", type=int, default=1, help="builds per size and way (interleaved)")
+    parser.add_argument("--out", type=Path, help="directory for records and captures (default: temp)")
+    parser.add_argument("--write-results", action="store_true", help="write benchmarks/RESULTS.md")
+    parser.add_argument("--child", nargs=3, metavar=("RECORDS", "OUT", "WAY"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        records, out, way = args.child
+        print(json.dumps(build_capture(Path(records), Path(out), way=way)))
+        return 0
+
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    ways = ["old", "new"] if args.baseline else ["new"]
+    header = stamp("flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/ingest.py "
+                   + " ".join(sys.argv[1:]))
+    workdir = Path(tempfile.mkdtemp(prefix="tw-ingest-", dir=args.out))
+    rows = []
+    try:
+        for size in sizes:
+            records = workdir / f"records-{size}"
+            info = generate(records, size)
+            size_mb = sum(f.stat().st_size for f in records.glob("*.bin")) / 2**20
+            for rnd in range(args.rounds):
+                for way in ways:
+                    capture = workdir / f"capture-{size}-{way}.duckdb"
+                    argv = [sys.executable, __file__, "--child", str(records), str(capture), way]
+                    wall, rss, code, out = child(argv)
+                    if code != 0:
+                        print(f"build failed ({way}, {size}): exit {code}", file=sys.stderr)
+                        return 1
+                    phases = json.loads(out.strip().splitlines()[-1])
+                    rate = phases["events"] / phases["total_s"]
+                    row = {"size": size, "way": way, "round": rnd + 1, "rss": rss, "wall": wall,
+                           "rate": rate, "load": os.getloadavg()[0], "mb": size_mb, **phases,
+                           "switches": info["switch.bin"]}
+                    rows.append(row)
+                    print(f"{way:3} {phases['events']:>11,} events ({size_mb:,.0f} MB of records): "
+                          f"{phases['total_s']:6.2f} s (ingest {phases['ingest_s']:.2f}, finalize "
+                          f"{phases['finalize_s']:.2f}) = {rate / 1e6:.2f} M events/s, peak RSS "
+                          f"{rss:,.0f} MB, child wall {wall:.2f} s, load {row['load']:.1f}", flush=True)
+                    capture.unlink(missing_ok=True)
+            shutil.rmtree(records, ignore_errors=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if args.write_results:
+        lines = [
+            "## Ingest: tracer records -> finished capture (issue 10, item 4)", "", header,
+            f"Target: >= {TARGET_EVENTS_PER_S / 1e6:.0f}M events/s end to end, <= {TARGET_RSS_MB:,.0f} MB "
+            "peak RSS. `new` = observe/ingest.py + observe/sql/finalize.sql; `old` = the path before "
+            "issue 10 (256 MB reads, an INSERT + CHECKPOINT per read, the ASOF-join finalize in "
+            "tests/observe/fixtures/finalize_asof.sql), run interleaved with `new` on the same files. "
+            "Records: benchmarks/records_gen.py, 4 CPUs. Time is first read -> capture renamed into "
+            "place, inside the child; peak RSS is the child's (os.wait4).", "",
+            "| events | switches | records MB | way | round | ingest s | finalize s | total s | "
+            "events/s | peak RSS MB | load (1 min) |",
+            "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        lines += [f"| {r['events']:,} | {r['switches']:,} | {r['mb']:,.0f} | {r['way']} | {r['round']} | "
+                  f"{r['ingest_s']:.2f} | {r['finalize_s']:.2f} | {r['total_s']:.2f} | "
+                  f"{r['rate'] / 1e6:.2f}M | {r['rss']:,.0f} | {r['load']:.1f} |" for r in rows]
+        print(f"wrote {write_section('ingest', chr(10).join(lines))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
