@@ -10,37 +10,24 @@ peak RSS (os.wait4) is that command's alone. The import is checked to give back
 as many events as were exported. With `--perf-data FILE` a perf.data recording
 is imported too (perf script's own time included).
 
-    .venv/bin/python benchmarks/interop_10m.py [--markdown benchmarks/RESULTS.md]
-    .venv/bin/python benchmarks/interop_10m.py --events 1000000 --perf-data perf.data
+    flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/interop_10m.py --write-results
+    .venv/bin/python benchmarks/interop_10m.py --events 1000000 --perf-data perf.data --perf-comm hackbench
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import os
-import platform
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from bulk import BULK_TGID, bulk_capture  # benchmarks/bulk.py, beside this script
-
-
-def run_child(argv: list[str]) -> tuple[float, float, int, str]:
-    """Run argv; wall seconds, peak RSS in MB (that child only), exit code, stdout + stderr."""
-    began = time.monotonic()
-    with tempfile.TemporaryFile("w+") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.monotonic() - began
-        out.seek(0)
-        return wall, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), out.read()
+from results import child as run_child  # benchmarks/results.py: one measured child, its own RSS
+from results import stamp, write_section
 
 
 def _events(text: str) -> int:
@@ -56,7 +43,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="directory for the files (default: a temp dir)")
     parser.add_argument("--perf-data", type=Path, help="also import this perf.data (perf sched record)")
     parser.add_argument("--perf-comm", default="hackbench", help="--comm for the perf.data import")
-    parser.add_argument("--markdown", type=Path, help="write the 'Interop' section of this results file")
+    parser.add_argument("--write-results", action="store_true",
+                        help="write its section of benchmarks/RESULTS.md")
     parser.add_argument("--generate-only", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.generate_only:
@@ -65,6 +53,8 @@ def main() -> int:
         print(json.dumps(timings))
         return 0
 
+    started_as = " ".join(["flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/interop_10m.py",
+                           *sys.argv[1:]])
     threadwise = shutil.which("threadwise", path=str(Path(sys.executable).parent)) or "threadwise"
     workdir = Path(tempfile.mkdtemp(prefix="tw-interop-bench-", dir=args.out))
     lines: list[str] = []
@@ -122,21 +112,16 @@ def main() -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
-    if args.markdown:
-        from tracer_overhead import write_section  # benchmarks/tracer_overhead.py, beside this script
-
-        command = " ".join(["flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/interop_10m.py",
-                            *sys.argv[1:]])
-        write_section(args.markdown, "Interop: Perfetto export and import", [
-            f"Measured {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC on {platform.node()} "
-            f"({os.cpu_count()} CPUs, kernel {platform.release()}) with:", "",
-            f"    {command}", "",
+    if args.write_results:
+        write_section("interop_10m", "\n".join([
+            "## Interop: Perfetto export and import (issue 12)", "",
+            stamp(started_as),
             f"The capture is benchmarks/bulk.py's ({args.events:,} sched_switch plus the wakings of its "
             "thread classes). Each command runs as its own child process (the real CLI); peak RSS is that "
             "child's (os.wait4). Events counted as each command reports them; the import gave back as "
             "many events as were exported. Single runs on a shared 2-core machine.", "",
             "| step | events | wall s | events/s | peak RSS MB | output |",
-            "|---|---|---|---|---|---|", *lines])
+            "|---|---|---|---|---|---|", *lines]))
     return 0
 
 
