@@ -55,6 +55,7 @@ def main() -> int:
 
     started_as = " ".join(["flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/interop_10m.py",
                            *sys.argv[1:]])
+    stamped = stamp(started_as)   # date and load average as the run starts
     threadwise = shutil.which("threadwise", path=str(Path(sys.executable).parent)) or "threadwise"
     workdir = Path(tempfile.mkdtemp(prefix="tw-interop-bench-", dir=args.out))
     lines: list[str] = []
@@ -115,7 +116,7 @@ def main() -> int:
     if args.write_results:
         write_section("interop_10m", "\n".join([
             "## Interop: Perfetto export and import (issue 12)", "",
-            stamp(started_as),
+            stamped,
             f"The capture is benchmarks/bulk.py's ({args.events:,} sched_switch plus the wakings of its "
             "thread classes). Each command runs as its own child process (the real CLI); peak RSS is that "
             "child's (os.wait4). Events counted as each command reports them; the import gave back as "
