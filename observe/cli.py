@@ -139,3 +139,6 @@ def register(app: typer.Typer) -> None:
     app.command("observe", context_settings={"allow_interspersed_args": False})(observe_command)
     app.command("show")(show_command)
     app.command("clean")(clean_command)
+    from threadwise.observe import interop_cli
+
+    interop_cli.register(app)

@@ -1,0 +1,265 @@
+"""Decode a Perfetto trace's Linux scheduling data into an ImportSink.
+
+Problem: Perfetto writes the kernel's sched events as per-CPU
+FtraceEventBundles, each holding full FtraceEvents and/or the compact_sched
+encoding, which leaves out what the event stream implies: a compact switch
+names only the next task (prev is the CPU's previous next), a compact waking
+names no waker (the task running on that CPU, unless common_flags say
+interrupt context). Traces can be large, and threadwise's own exports mix
+both forms in one bundle (export_perfetto.py).
+
+Approach: packets are read one at a time (interop_io.read_packets). Per
+bundle, compact columns are decoded with numpy (cumulative timestamps,
+interned comms), full sched_switch events are merged with them by
+timestamp, and each compact switch takes its prev (tid, prio, comm) from the
+previous switch on that CPU, carried across bundles; a CPU's first switch,
+when compact, has an unknown prev (counted in the notes, taken as idle).
+Compact wakings take the running task as waker (0 in interrupt context);
+full ones their event's `pid`. sched_wakeup is used only in a trace without
+sched_waking (both describe the same wakeups). ProcessTree packets name
+threads and processes, task_newtask/sched_process_exit/task_rename give
+births, exits and renames, FtraceStats START/END give the window and the
+loss (overrun + dropped events, END minus START), SystemInfo and CpuInfo the
+kernel, host and CPU count.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from threadwise.errors import InputError
+from threadwise.observe.import_trace import ImportSink, TraceSource
+from threadwise.observe.interop_io import read_packets
+from threadwise.observe.topology import synthetic_topology
+
+# common_flags bits that mean "not in task context": hard IRQ, soft IRQ, NMI.
+INTERRUPT_FLAGS = 0x08 | 0x10 | 0x40
+
+
+@dataclass
+class _Running:
+    tid: int
+    prio: int
+    comm: str
+
+
+@dataclass
+class _Wakeups:
+    """Full wakeup-like events of one bundle, as columns."""
+
+    ts: list[int] = field(default_factory=list)
+    waker: list[int] = field(default_factory=list)
+    wakee: list[int] = field(default_factory=list)
+    target: list[int] = field(default_factory=list)
+    is_new: list[bool] = field(default_factory=list)
+
+    def add(self, ts: int, waker: int, wakee: int, target: int, is_new: bool) -> None:
+        self.ts.append(ts)
+        self.waker.append(waker)
+        self.wakee.append(wakee)
+        self.target.append(target)
+        self.is_new.append(is_new)
+
+
+class _Decoder:
+    def __init__(self, sink: ImportSink) -> None:
+        from perfetto.protos.perfetto.trace import perfetto_trace_pb2
+
+        self.pb = perfetto_trace_pb2
+        self.sink = sink
+        self.running: dict[int, _Running] = {}
+        self.unknown_prev = 0
+        self.lost_bundles = 0
+        self.saw_waking = False
+        self.plain_wakeups: list[tuple[np.ndarray, ...]] = []
+        self.stats: dict[int, tuple[int, int]] = {}   # phase -> (ts, overrun + dropped)
+        self.kernel = "unknown"
+        self.host = "unknown"
+        self.nr_cpus = 0
+        self.packets = 0
+
+    def packet(self, raw: bytes) -> None:
+        try:
+            packet = self.pb.TracePacket.FromString(raw)
+        except Exception as error:   # protobuf's DecodeError: the bytes are no TracePacket
+            raise InputError(f"packet {self.packets} does not parse as a Perfetto TracePacket ({error})",
+                             hint="give a Perfetto protobuf trace, not a JSON or text trace") from error
+        self.packets += 1
+        if packet.HasField("ftrace_events"):
+            self.bundle(packet.ftrace_events)
+        elif packet.HasField("process_tree"):
+            self.process_tree(packet)
+        elif packet.HasField("ftrace_stats"):
+            stats = packet.ftrace_stats
+            lost = sum(cpu.overrun + cpu.dropped_events for cpu in stats.cpu_stats)
+            self.stats[stats.phase] = (packet.timestamp, lost)
+        elif packet.HasField("system_info"):
+            info = packet.system_info
+            self.kernel = info.utsname.release or self.kernel
+            self.host = info.machine_name or self.host
+            self.nr_cpus = max(self.nr_cpus, info.num_cpus)
+        elif packet.HasField("cpu_info"):
+            self.nr_cpus = max(self.nr_cpus, len(packet.cpu_info.cpus))
+
+    def process_tree(self, packet) -> None:  # noqa: ANN001
+        ts = packet.timestamp or None
+        tree = packet.process_tree
+        named = {thread.tid for thread in tree.threads}
+        for thread in tree.threads:
+            self.sink.thread(thread.tid, thread.tgid or None, thread.name or None, ts)
+        for process in tree.processes:
+            name = os.path.basename(process.cmdline[0])[:15] if process.cmdline else None
+            self.sink.thread(process.pid, process.pid, None if process.pid in named else name, None)
+
+    def bundle(self, bundle) -> None:  # noqa: ANN001
+        cpu = bundle.cpu
+        if bundle.lost_events:
+            self.lost_bundles += 1
+        full_switch: list[tuple[int, int, int, int, int, int, str, str]] = []
+        wakeups, plain = _Wakeups(), _Wakeups()
+        migrations: list[tuple[int, int, int, int]] = []
+        for event in bundle.event:
+            kind = event.WhichOneof("event")
+            ts = event.timestamp
+            if kind == "sched_switch":
+                sw = event.sched_switch
+                full_switch.append((ts, sw.prev_pid, sw.prev_state, sw.prev_prio, sw.next_pid, sw.next_prio,
+                                    sw.prev_comm, sw.next_comm))
+            elif kind == "sched_waking":
+                self.saw_waking = True
+                body = event.sched_waking
+                wakeups.add(ts, event.pid, body.pid, body.target_cpu, False)
+            elif kind == "sched_wakeup_new":
+                body = event.sched_wakeup_new
+                wakeups.add(ts, event.pid, body.pid, body.target_cpu, True)
+            elif kind == "sched_wakeup":
+                body = event.sched_wakeup
+                plain.add(ts, event.pid, body.pid, body.target_cpu, False)
+            elif kind == "sched_migrate_task":
+                body = event.sched_migrate_task
+                migrations.append((ts, body.pid, body.orig_cpu, body.dest_cpu))
+            elif kind == "task_newtask":
+                body = event.task_newtask
+                self.sink.birth(ts, cpu, event.pid, body.pid, body.clone_flags, body.comm)
+            elif kind == "sched_process_exit":
+                body = event.sched_process_exit
+                self.sink.exit(ts, cpu, body.pid, body.tgid or None, body.comm)
+            elif kind == "task_rename":
+                body = event.task_rename
+                self.sink.rename(ts, cpu, body.pid, body.oldcomm, body.newcomm)
+
+        compact = bundle.compact_sched if bundle.HasField("compact_sched") else None
+        intern = np.array([*compact.intern_table, ""], dtype=object) if compact is not None else None
+        # --- switches: compact and full, merged by time ---
+        c_count = len(compact.switch_timestamp) if compact is not None else 0
+        f_count = len(full_switch)
+        if c_count or f_count:
+            f_cols = list(zip(*full_switch, strict=True)) if f_count else [()] * 8
+            c_ts = (np.cumsum(np.array(compact.switch_timestamp, dtype=np.uint64)).astype(np.int64)
+                    if c_count else np.zeros(0, np.int64))
+            ts = np.concatenate((np.array(f_cols[0], np.int64), c_ts))
+            is_full = np.concatenate((np.ones(f_count, bool), np.zeros(c_count, bool)))
+            nxt = np.concatenate((np.array(f_cols[4], np.int32),
+                                  np.array(compact.switch_next_pid, np.int32) if c_count else []))
+            next_prio = np.concatenate((np.array(f_cols[5], np.int32),
+                                        np.array(compact.switch_next_prio, np.int32) if c_count else []))
+            state = np.concatenate((np.array(f_cols[2], np.int64),
+                                    np.array(compact.switch_prev_state, np.int64) if c_count else []))
+            next_comm = np.concatenate((np.array(f_cols[7], dtype=object),
+                                        intern[np.array(compact.switch_next_comm_index, np.int64)]
+                                        if c_count else np.zeros(0, object)))
+            prev = np.concatenate((np.array(f_cols[1], np.int32), np.zeros(c_count, np.int32)))
+            prev_prio = np.concatenate((np.array(f_cols[3], np.int32), np.zeros(c_count, np.int32)))
+            prev_comm = np.concatenate((np.array(f_cols[6], dtype=object), np.zeros(c_count, object)))
+            order = np.argsort(ts, kind="stable")
+            ts, is_full, nxt, next_prio, state, next_comm, prev, prev_prio, prev_comm = (
+                column[order] for column in (ts, is_full, nxt, next_prio, state, next_comm, prev,
+                                             prev_prio, prev_comm))
+            before = self.running.get(cpu)
+            if before is None and not is_full[0]:
+                self.unknown_prev += 1
+                before = _Running(0, 120, "swapper")
+            carried_tid = np.concatenate(([before.tid if before else 0], nxt[:-1]))
+            carried_prio = np.concatenate(([before.prio if before else 120], next_prio[:-1]))
+            carried_comm = np.concatenate((np.array([before.comm if before else ""], dtype=object),
+                                           next_comm[:-1]))
+            prev = np.where(is_full, prev, carried_tid).astype(np.int32)
+            prev_prio = np.where(is_full, prev_prio, carried_prio).astype(np.int32)
+            prev_comm = np.where(is_full, prev_comm, carried_comm)
+            self.running[cpu] = _Running(int(nxt[-1]), int(next_prio[-1]), str(next_comm[-1]))
+            self.sink.switches(ts, np.full(len(ts), cpu, np.int32), prev, state, prev_prio, nxt, next_prio,
+                               prev_comm, next_comm)
+        else:
+            before = self.running.get(cpu)
+            ts = nxt = np.zeros(0, np.int64)
+        # --- wakings ---
+        w_count = len(compact.waking_timestamp) if compact is not None else 0
+        if w_count:
+            self.saw_waking = True
+            w_ts = np.cumsum(np.array(compact.waking_timestamp, dtype=np.uint64)).astype(np.int64)
+            flags = (np.array(compact.waking_common_flags, np.uint32) if len(compact.waking_common_flags)
+                     else np.zeros(w_count, np.uint32))
+            latest = np.searchsorted(ts, w_ts, side="right") - 1
+            running = np.where(latest >= 0, nxt[np.maximum(latest, 0)] if len(ts) else 0,
+                               before.tid if before else 0)
+            waker = np.where(flags & INTERRUPT_FLAGS, 0, running).astype(np.int32)
+            self.sink.wakings(w_ts, np.full(w_count, cpu, np.int32), waker,
+                              np.array(compact.waking_pid, np.int32),
+                              np.array(compact.waking_target_cpu, np.int32), np.zeros(w_count, bool))
+        for found, into_sink in ((wakeups, True), (plain, False)):
+            if not found.ts:
+                continue
+            columns = (np.array(found.ts, np.int64), np.full(len(found.ts), cpu, np.int32),
+                       np.array(found.waker, np.int32), np.array(found.wakee, np.int32),
+                       np.array(found.target, np.int32), np.array(found.is_new, bool))
+            if into_sink:
+                self.sink.wakings(*columns)
+            else:
+                self.plain_wakeups.append(columns)
+        if migrations:
+            m_ts, m_tid, m_orig, m_dest = (np.array(column) for column in zip(*migrations, strict=True))
+            self.sink.migrations(m_ts.astype(np.int64), np.full(len(m_ts), cpu, np.int32),
+                                 m_tid.astype(np.int32), m_orig.astype(np.int32), m_dest.astype(np.int32))
+
+    def finish(self, path: Path) -> TraceSource:
+        if not self.saw_waking:
+            for columns in self.plain_wakeups:
+                self.sink.wakings(*columns)
+        start, end = self.stats.get(1), self.stats.get(2)
+        lost = max((end[1] if end else 0) - (start[1] if start else 0), 0)
+        if lost:
+            self.sink.lost(end[0] if end else (self.sink.last_ts or 0), "perfetto ftrace_stats overrun", lost)
+        notes = []
+        if self.unknown_prev:
+            notes.append(f"{self.unknown_prev} CPU(s) began with a compact switch whose previous task the "
+                         "trace does not name (taken as idle)")
+        if not self.saw_waking and self.plain_wakeups:
+            notes.append("wakeups from sched_wakeup (the trace has no sched_waking)")
+        topology = (synthetic_topology(self.nr_cpus)
+                    if self.nr_cpus and self.nr_cpus > max(self.sink.cpus, default=-1) else None)
+        detail = (f"perfetto ftrace_stats: {lost} events overrun or dropped (END minus START)"
+                  if start or end else "the trace has no ftrace_stats: loss unknown, counted as 0")
+        if self.lost_bundles:
+            detail += f"; {self.lost_bundles} bundle(s) flagged lost_events (switch-chain gaps found again)"
+        return TraceSource(
+            kind="perfetto", tracer_version="perfetto trace", host=self.host, kernel_release=self.kernel,
+            topology=topology,
+            topology_note=f"{self.nr_cpus} CPUs from the trace's system_info/cpu_info, SMT siblings unknown "
+                          "(give --shape to name them)" if topology else "",
+            window=(start[0] if start and start[0] else None, end[0] if end and end[0] else None),
+            loss_detail=detail, notes=notes)
+
+
+def decode_perfetto(path: Path, sink: ImportSink,
+                    progress: Callable[[str], None] | None = None) -> TraceSource:
+    decoder = _Decoder(sink)
+    for raw in read_packets(path):
+        decoder.packet(raw)
+        if progress and decoder.packets % 200 == 0:
+            progress(f"import: {decoder.packets:,} packets, {sink.counts['raw_sched_switch']:,} switches")
+    return decoder.finish(path)
