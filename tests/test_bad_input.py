@@ -72,6 +72,11 @@ CASES = [
     Case("missing", ("train", "--workload", "nope.toml", "--name", "x"), 2, "no such file"),
     Case("missing", ("refine", "nope.toml", "--workload", "rolesim"), 2, "no such file"),
     Case("missing", ("observe", "--recover", "nope"), 2),
+    Case("missing", ("export", "nope.duckdb", "-o", "x.pftrace"), 2, "not found"),
+    Case("missing", ("import", "nope.pftrace", "-o", "x.duckdb", "--comm", "x"), 2, "not found"),
+    Case("kind", ("export", PROF, "-o", "x.pftrace"), 2, "not a threadwise capture"),
+    Case("kind", ("import", TEXT, "-o", "x.duckdb", "--comm", "x"), 2,
+         "neither a Perfetto trace nor a perf.data"),
     Case("missing", ("observe", "-d", "1", "-o", "x.duckdb", "--", "/no/such/program"), 2, "cannot run"),
     Case("missing", ("clean", "no-such-dir"), 2, "no such directory"),
     # --- wrong file kind: a capture where a profile belongs, and the reverse -----------

@@ -90,7 +90,8 @@ def test_review_profile_on_a_synthesized_profile(synthetic_capture, tmp_path, mo
     text, _ = _run("review_profile.ipynb", monkeypatch, THREADWISE_PROFILE=str(profile),
                    THREADWISE_CAPTURE=str(synthetic_capture))
     assert str(profile) in text and "bulkreview" in text
-    assert "hot-0" in text and "worker-0" in text   # threads placed in the groups that take them
+    # threads placed in the groups that take them (a merged group's long list is elided by polars)
+    assert "hot-0" in text and "worker-" in text
     assert "left to the catch-all layer" in text
 
 
