@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -30,6 +31,13 @@ from threadwise.observe.stream import ParsedChunk
 DEFAULT_RINGS = 0
 DEFAULT_RING_KB = 8192   # per ring: ~200k switch records of headroom per CPU between drains
 RING_BUDGET_KB = 256 * 1024   # all rings together; a machine with many CPUs gets smaller rings
+STOP_TIMEOUT_S = 30.0
+DEFER_BYTES = 256 << 20  # ~6M records: ingest during tracing only beyond this much on disk
+SLICE_BYTES = 32 << 20   # per file and poll: bounds the observer's memory while it ingests
+# BPF program -> the event kind it records (its recursion misses are events of that kind never seen)
+PROGRAM_KIND = {"on_switch": "switch", "on_waking": "waking", "on_wakeup_new": "waking",
+                "on_migrate": "migrate", "on_newtask": "new", "on_process_exit": "exit",
+                "on_rename": "rename"}
 
 
 def default_ring_kb(rings: int = DEFAULT_RINGS) -> int:
@@ -39,13 +47,6 @@ def default_ring_kb(rings: int = DEFAULT_RINGS) -> int:
     while size > 1024 and size * count > RING_BUDGET_KB:
         size //= 2
     return size
-STOP_TIMEOUT_S = 30.0
-DEFER_BYTES = 256 << 20  # ~6M records: ingest during tracing only beyond this much on disk
-SLICE_BYTES = 32 << 20   # per file and poll: bounds the observer's memory while it ingests
-# BPF program -> the event kind it records (its recursion misses are events of that kind never seen)
-PROGRAM_KIND = {"on_switch": "switch", "on_waking": "waking", "on_wakeup_new": "waking",
-                "on_migrate": "migrate", "on_newtask": "new", "on_process_exit": "exit",
-                "on_rename": "rename"}
 
 
 class LibbpfBackend:
@@ -170,7 +171,7 @@ class LibbpfBackend:
         assert self._proc is not None and self._reader is not None
         stop_requested_ts = time.monotonic_ns()
         if self._proc.poll() is None:
-            self._proc.send_signal(2)  # SIGINT: the tracer sets `stopped`, drains, reports
+            self._proc.send_signal(signal.SIGINT)  # the tracer sets `stopped`, drains, reports
             try:
                 self._proc.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:

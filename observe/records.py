@@ -143,31 +143,26 @@ class RecordReader:
             self.records[name] += whole // dtype.itemsize
         return out
 
-    def pending_records(self) -> int:
-        """Whole records in the files that `read` has not returned yet."""
-        total = 0
-        for name, dtype in FILES.items():
-            path = self.directory / name
-            if path.exists():
-                total += (path.stat().st_size - self.offsets[name]) // dtype.itemsize
-        return total
-
-    def incomplete(self) -> dict[str, int]:
-        """Bytes of a partial last record per file (a write cut short), wherever reading is."""
-        result = {}
-        for name, dtype in FILES.items():
-            path = self.directory / name
-            if path.exists() and path.stat().st_size % dtype.itemsize:
-                result[name] = path.stat().st_size % dtype.itemsize
-        return result
-
-    def trailing(self) -> dict[str, int]:
-        """Bytes of an incomplete last record per file (a writer that died mid-record)."""
-        result = {}
+    def _sizes(self) -> dict[str, int]:
+        """Current size of each record file that exists."""
+        sizes = {}
         for name in FILES:
             path = self.directory / name
             if path.exists():
-                extra = path.stat().st_size - self.offsets[name]
-                if extra:
-                    result[name] = extra
-        return result
+                sizes[name] = path.stat().st_size
+        return sizes
+
+    def trailing(self) -> dict[str, int]:
+        """Bytes not read yet, per file that has any: right after a `read`, only a partial last
+        record (a write in progress, or a writer that died mid-record)."""
+        unread = {name: size - self.offsets[name] for name, size in self._sizes().items()}
+        return {name: extra for name, extra in unread.items() if extra}
+
+    def pending_records(self) -> int:
+        """Whole records in the files that `read` has not returned yet."""
+        return sum(extra // FILES[name].itemsize for name, extra in self.trailing().items())
+
+    def incomplete(self) -> dict[str, int]:
+        """Bytes of a partial last record per file (a write cut short), wherever reading is."""
+        partial = {name: size % FILES[name].itemsize for name, size in self._sizes().items()}
+        return {name: extra for name, extra in partial.items() if extra}
