@@ -26,6 +26,7 @@ from pathlib import Path
 from threadwise.errors import MissingTool, PermissionProblem, TracerError
 from threadwise.observe.backend import TracerReport
 from threadwise.observe.stream import ParsedChunk, StreamParser
+from threadwise.paths import find_program
 
 SCRIPT = "sched_stream.bt"
 TRACEFS = Path("/sys/kernel/tracing")
@@ -205,8 +206,7 @@ def read_event_counts(pid: int) -> dict[str, int] | None:
     the maps this process holds (/proc/PID/fdinfo map_id) and dump it with bpftool. None when
     it cannot be read; the printed counts are then the fallback.
     """
-    bpftool = shutil.which("bpftool") or next(
-        (p for p in ("/usr/sbin/bpftool", "/sbin/bpftool") if Path(p).is_file()), None)
+    bpftool = find_program("bpftool")
     ids: set[int] = set()
     try:
         for info in Path(f"/proc/{pid}/fdinfo").iterdir():

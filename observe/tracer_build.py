@@ -27,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 
 from threadwise.errors import MissingTool, TracerError
+from threadwise.paths import cache_dir, find_program
 
 SOURCES = ("sched.bpf.c", "sched.c", "sched.h")
 BINARY = "threadwise-sched"
@@ -50,18 +51,13 @@ def source_hash(src: Path | None = None) -> str:
     return digest.hexdigest()[:16]
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("THREADWISE_CACHE", Path.home() / ".cache" / "threadwise"))
-
-
 def binary_path(cache: Path | None = None) -> Path:
-    return (cache or cache_root()) / f"tracer-{source_hash()}" / BINARY
+    return (cache or cache_dir()) / f"tracer-{source_hash()}" / BINARY
 
 
 def _tool(names: tuple[str, ...], what: str) -> str:
     for name in names:
-        found = shutil.which(name) or next(
-            (p for p in (f"/usr/sbin/{name}", f"/sbin/{name}") if Path(p).is_file()), None)
+        found = find_program(name)
         if found:
             return found
     raise MissingTool(f"{names[0]} not found (needed to build the libbpf tracer)",

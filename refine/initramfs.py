@@ -56,6 +56,7 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 
 from threadwise.errors import InitramfsError, MissingTool, ThreadwiseError
+from threadwise.paths import find_program
 from threadwise.refine.ladder import Execution, agent_path
 
 GUEST_OUT = "/out"
@@ -321,8 +322,7 @@ def _busybox() -> Path:
 
 
 def _bpftool() -> Path:
-    found = shutil.which("bpftool") or next(
-        (p for p in ("/usr/sbin/bpftool", "/sbin/bpftool") if Path(p).is_file()), None)
+    found = find_program("bpftool")
     if found is None:
         raise MissingTool("bpftool not found (the agent reads scx_layered's tid -> layer map with it)",
                           hint="apt-get install bpftool")

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from threadwise.errors import MembershipUnavailable, MissingTool
+from threadwise.paths import find_program
 
 MATCH_MAP = "layer_match_dbg"
 PROC = Path("/proc")
@@ -60,9 +60,7 @@ class ThreadLayer:
 
 
 def _bpftool() -> str:
-    path = shutil.which("bpftool") or next(
-        (p for p in ("/usr/sbin/bpftool", "/sbin/bpftool") if Path(p).is_file()), None
-    )
+    path = find_program("bpftool")
     if path is None:
         raise MissingTool("bpftool not found (needed to read scx_layered's tid -> layer map)",
                           hint="apt-get install bpftool")

@@ -1,6 +1,7 @@
 """Where threadwise keeps things, what kind a file is, and how it writes its outputs.
 
 - `cache_dir`: caches outside the repository (keyed by version).
+- `find_program`: an external tool, admin directories included.
 - `file_kind` / `duckdb_kind`: what a path holds, sniffed from its first bytes,
   so a wrong file kind is named ("this is a capture") instead of surfacing as a
   parser's error about bytes.
@@ -13,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Literal
@@ -34,6 +36,13 @@ def cache_dir() -> Path:
     path = Path(root)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def find_program(name: str) -> str | None:
+    """`name` on PATH, else in /usr/sbin or /sbin, where Debian puts admin tools (bpftool)
+    that a non-login root shell's PATH may lack; None when it is nowhere."""
+    return shutil.which(name) or next(
+        (str(p) for p in (Path("/usr/sbin", name), Path("/sbin", name)) if p.is_file()), None)
 
 
 def file_kind(path: str | Path) -> FileKind:
