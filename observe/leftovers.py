@@ -46,11 +46,6 @@ class Leftover:
         return (f"{self.path}  {self.kind}, {_human(self.size)}, {_age(self.age_s)} old, "
                 f"owner pid {self.owner_pid} is gone")
 
-    def files(self) -> list[Path]:
-        if self.kind == "partial capture":
-            return [p for p in (self.path, Path(f"{self.path}.wal")) if p.exists()]
-        return [self.path]
-
 
 def _human(size: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
@@ -158,12 +153,19 @@ def find(dirs: list[Path] | None = None) -> list[Leftover]:
     return sorted(found.values(), key=lambda leftover: str(leftover.path))
 
 
-def remove(leftover: Leftover) -> None:
-    for path in leftover.files():
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
+def delete(path: Path) -> list[Path]:
+    """Remove a work directory, or a partial capture with its .wal; the paths removed."""
+    removed = [path] if path.is_dir() else [p for p in (path, Path(f"{path}.wal")) if p.exists()]
+    for item in removed:
+        if item.is_dir():
+            shutil.rmtree(item, ignore_errors=True)
         else:
-            path.unlink(missing_ok=True)
+            item.unlink(missing_ok=True)
+    return removed
+
+
+def remove(leftover: Leftover) -> None:
+    delete(leftover.path)
 
 
 def hint(leftovers: list[Leftover]) -> str:

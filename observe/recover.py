@@ -149,17 +149,8 @@ def recover(path: Path, output: Path | None = None, *, force: bool = False,
         shutil.rmtree(scratch, ignore_errors=True)
     with contextlib.suppress(OSError):
         os.chmod(final, 0o644)
-    removed: list[Path] = []
-    for leftover in (workdir, partial):
-        if leftover is None:
-            continue
-        for item in ([leftover] if leftover.is_dir() else [leftover, Path(f"{leftover}.wal")]):
-            if item.is_dir():
-                shutil.rmtree(item, ignore_errors=True)
-                removed.append(item)
-            elif item.exists():
-                item.unlink()
-                removed.append(item)
+    removed = [item for leftover in (workdir, partial) if leftover is not None
+               for item in leftovers.delete(leftover)]
     return Recovered(final, events_total, source, removed)
 
 
