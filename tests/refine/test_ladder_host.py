@@ -1,9 +1,13 @@
 """The real agent on this host: an A/A ladder of rolesim (no scheduler attached, so no VM needed).
 
 Real rolesim, real spinners, the real POSIX-sh agent and ingest: every cell
-comes back valid with its samples and its background CPU, and a service that
-never becomes ready stops the ladder with a clear error while the run row says
-where it stopped.
+comes back with its samples and its background CPU, judged valid exactly when
+its measured numbers say so, and a service that never becomes ready stops the
+ladder with a clear error while the run row says where it stopped.
+
+On a busy machine (CI shares 2 cores) the spinner of a bg=1 cell can be starved
+by other work; the ladder must then call that cell invalid for that reason, and
+the test checks precisely that instead of expecting a quiet machine.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from threadwise.refine import store
 from threadwise.refine.bundled import build
 from threadwise.refine.ladder import BASELINE, Arm
 from threadwise.refine.run import run_ladder, where
+from threadwise.refine.validity import spinner_floor_s
 from threadwise.refine.workload import bundled_workload_path, load_workload, parse_workload
 
 pytestmark = pytest.mark.slow
@@ -55,16 +60,26 @@ def test_an_aa_ladder_runs_on_this_host_and_every_cell_is_judged(tmp_path: Path)
                         repeats=1, purpose="aa", command="pytest", progress=lambda _line: None)
     assert result.ingested.completed and result.ingested.cells == 4
     con = store.open_ladder(ladder_file, read_only=True)
+    vcpus = con.execute("SELECT vcpus FROM run").fetchone()[0]
     cells = con.execute("SELECT arm, level, valid, reasons, spinner_cpu_s, wall_s FROM cell "
                         "ORDER BY idx").fetchall()
     assert [(arm, level) for arm, level, *_ in cells] == [
         ("baseline", 0), ("baseline", 1), ("baseline-aa", 0), ("baseline-aa", 1)]
     for arm, level, valid, reasons, spin_s, wall_s in cells:
-        assert valid, (arm, level, reasons)
-        if level:
-            assert spin_s > 0.25 * wall_s  # the spinner really burned CPU
+        print(f"cell {arm} bg={level}: valid={valid} spinner {spin_s} s of CPU in {wall_s} s {reasons}")
+        if level == 0:
+            assert valid, (arm, level, reasons)
+            continue
+        assert spin_s > 0  # the spinner ran and its CPU time was read
+        if spin_s >= spinner_floor_s(level, vcpus, wall_s):
+            assert valid, (arm, level, reasons)
+        else:  # starved by the machine's other work: invalid, and for that reason alone
+            assert not valid, (arm, level, reasons)
+            assert all(r.startswith("spinners:") for r in reasons.split("; ")), reasons
     measured = store.measured(con, result.run_id)
-    assert all(measured[arm][level]["hot_chunks_per_s"][0] > 0 for arm in measured for level in (0, 1))
+    for arm, level, valid, *_ in cells:
+        if valid:  # statistics read only valid cells' samples
+            assert measured[arm][level]["hot_chunks_per_s"][0] > 0, (arm, level)
     assert con.execute("SELECT count(*) FROM comparison WHERE run_id = ?", [result.run_id]).fetchone()[0] > 0
     con.close()
 
