@@ -141,6 +141,12 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
     progress(f"observe: tracing live; target has {len(target.tgids)} process(es), "
              f"{len(snapper.seen_tids)} thread(s)"
              + (f"; {duration_s:g} s" if duration_s else "; until Ctrl-C or the target exits"))
+    # The live loss is only what the tracer reports while running; the final figure
+    # adds the drop counters read at stop and the gaps in each CPU's switch sequence,
+    # which can only be counted once the events are sorted. Said once, so the two
+    # numbers never look like a contradiction (a newcomer saw "0 lost", then "659 lost").
+    progress("observe: live progress counts the losses the tracer reports while it runs; the "
+             "final figure adds its drop counters read at stop and gaps in the switch sequence")
 
     lost_reported = 0
     events = 0
@@ -148,8 +154,13 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
     warnings: list[str] = []
     started = time.monotonic()
     next_scan = next_report = started
+    # Ctrl-C is a flag the loop reads between steps, not an exception: raised inside
+    # a DuckDB append (a Python callback reading the Arrow batch) it came out as a
+    # DuckDB error, the capture was lost and observe exited 1.
+    interrupted: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: interrupted.append(signum))
     try:
-        while True:
+        while not interrupted:
             time.sleep(POLL_INTERVAL_S)
             chunk = backend.poll()
             events += _ingest(writer, chunk)
@@ -162,7 +173,7 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
             if now >= next_report + 5:
                 next_report = now
                 progress(f"observe: {now - started:5.1f} s, {events + backend.pending():,} events, "
-                         f"{lost_reported:,} lost so far")
+                         f"{lost_reported:,} reported lost so far")
             if not backend.alive():
                 end_reason = "tracer-failed"
                 warnings.append("the tracer stopped unexpectedly; the capture keeps what it recorded")
@@ -172,12 +183,12 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
                 break
             if duration_s is not None and now - started >= duration_s:
                 break
-    except KeyboardInterrupt:
+    finally:
+        # From here on the capture must complete: a second Ctrl-C would lose it.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if interrupted:
         end_reason = "interrupted"
         progress("observe: interrupted; finishing the capture (keeps what was recorded) ...")
-
-    # From here on the capture must complete: a second Ctrl-C would lose it.
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         snapper.take(target.tgids, "end")
         progress(f"observe: stopping {backend.name} and draining its buffers ...")

@@ -1,4 +1,15 @@
-"""bpf tier: analyze a live Redis (our own server on loopback, stopped by its PID)."""
+"""bpf tier: analyze a live Redis (our own server on loopback, stopped by its PID).
+
+The main thread -> io thread chain is Redis's own behaviour, and it depends on
+load: Redis wakes its io threads when it restarts threaded I/O, thousands of
+times a second on a quiet machine, under a second's worth on one where it gets
+a sliver of a CPU (measured at load average 20-30 on 2 cores: 79 wakeups in 160 s,
+all from the main thread). So the structural fact is checked always (the io
+threads' wakeups come from the main thread, with lift), and the verdict the
+analysis draws from it is checked against its own rules: a causal edge and a
+chain at the minimum edge rate, and the groups "in a wake chain" at the busiest
+chains' minimum rate.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +19,7 @@ import polars as pl
 import pytest
 
 from threadwise.analyze import analyze_capture
+from threadwise.analyze.wakegraph import WakeParams
 
 pytestmark = pytest.mark.bpf
 
@@ -27,15 +39,28 @@ def test_redis_groups(redis_analysis):
         assert groups[pattern]["match_prefixes"] == [prefix]
         assert groups[pattern]["separable"]
     assert groups["bio_*"]["thread_count"] == 3
-    assert groups["redis-server"]["in_wake_chain"]
+    # "in a wake chain" means one of the busiest chains, at >= busiest_min_rate wakeups/s
+    if _main_to_io(redis_analysis)["wakeups_per_s"].sum() >= WakeParams().busiest_min_rate:
+        assert groups["redis-server"]["in_wake_chain"]
+
+
+def _main_to_io(analysis) -> pl.DataFrame:
+    return analysis.wake_edges.filter((pl.col("waker") == "redis-server")
+                                      & pl.col("wakee").str.starts_with("io_thd_"))
 
 
 def test_main_thread_wakes_the_io_threads(redis_analysis):
-    edges = redis_analysis.wake_edges.filter(pl.col("causal"))
-    main_to_io = edges.filter((pl.col("waker") == "redis-server")
-                              & pl.col("wakee").str.starts_with("io_thd_"))
-    assert main_to_io.height >= 1, edges.select("waker", "wakee", "wakeups", "lift")
-    assert main_to_io["wakeups"].sum() > 10
+    edges = redis_analysis.wake_edges
+    main_to_io = _main_to_io(redis_analysis)
+    shown = edges.select("waker", "wakee", "wakeups", "wakeups_per_s", "share_of_wakee", "lift", "causal")
+    assert main_to_io["wakeups"].sum() > 10, shown
+    busiest = main_to_io.sort("wakeups", descending=True).row(0, named=True)
+    assert busiest["share_of_wakee"] >= 0.5 and busiest["lift"] >= 2, shown
+    rate = main_to_io["wakeups_per_s"].sum()
+    print(f"redis-server -> io_thd_*: {main_to_io['wakeups'].sum()} wakeups, {rate:.1f}/s")
+    if rate < WakeParams().min_rate:
+        return   # too rare to be a chain by the analysis's rule (a starved Redis); said above
+    assert main_to_io["causal"].any(), shown
     chains = redis_analysis.pattern_chains
     assert any(("redis-server", "io_thd_*") in pairwise(p)
                for p in chains["patterns"].to_list())
