@@ -130,7 +130,8 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
         wake_edges=edges, chains=chains, pattern_chains=wg.pattern_chains(chains),
         preemptors=_preemptors(rivals, threads, who),
         smt_corun=_corun(con, info.smt), capture_id=info.capture_id,
-        names_separate_roles=grouping.names_separate_roles, cgroup=info.cgroup)
+        names_separate_roles=grouping.names_separate_roles, cgroup=info.cgroup,
+        cgroup_cpu_quota_us=info.cgroup_cpu_quota_us, cgroup_cpu_period_us=info.cgroup_cpu_period_us)
 
 
 def _with_rivals(threads: pl.DataFrame, rivals: pl.DataFrame, who: pl.DataFrame) -> pl.DataFrame:

@@ -116,6 +116,8 @@ class AnalysisRecord:
     events_lost: int = 0
     caveats: list[str] = field(default_factory=list)
     cgroup: str | None = None      # the cgroup observe targeted (`observe --cgroup`), if any
+    cgroup_cpu_quota_us: int | None = None    # its CPU limit: quota per period (us)...
+    cgroup_cpu_period_us: int | None = None   # ...quota None with a period: no limit; both None: unread
 
     @classmethod
     def of(cls, analysis: _AnalysisLike) -> AnalysisRecord:
@@ -124,7 +126,15 @@ class AnalysisRecord:
                    nr_cpus=int(analysis.nr_cpus),
                    groups=[GroupRow.from_row(row) for row in analysis.groups.to_dicts()],
                    events_lost=int(analysis.events_lost or 0), caveats=list(analysis.caveats),
-                   cgroup=getattr(analysis, "cgroup", None))
+                   cgroup=getattr(analysis, "cgroup", None),
+                   cgroup_cpu_quota_us=getattr(analysis, "cgroup_cpu_quota_us", None),
+                   cgroup_cpu_period_us=getattr(analysis, "cgroup_cpu_period_us", None))
+
+    def cgroup_cpu_millicores(self) -> int | None:
+        """The cgroup's CPU limit in millicores (None: no limit, or not read)."""
+        if self.cgroup_cpu_quota_us is None or not self.cgroup_cpu_period_us:
+            return None
+        return -(-self.cgroup_cpu_quota_us * 1000 // self.cgroup_cpu_period_us)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (what the golden fixtures hold)."""

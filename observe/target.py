@@ -69,6 +69,8 @@ class Target:
                                   hint="list names with: ps -eo comm | sort -u")
             return cls("comm", comm, comm=comm, tgids=set(found))
         if cgroup is not None:
+            # the profile's CgroupPrefix needs the path as the kernel names it, not the directory
+            cgroup = procfs.cgroup_path(cgroup)
             found = procfs.cgroup_pids(cgroup)
             if found is None:
                 mount = procfs.cgroup2_mount()

@@ -186,6 +186,50 @@ def _group(row: GroupRow, taken: set[str], requests: dict[str, int],
     )
 
 
+def pod_budget(groups: list[Group], analysis: AnalysisRecord, notes: list[str]) -> list[Group]:
+    """The targeted cgroup's CPU limit as the CPU request of its exclusive groups.
+
+    A pod's limit bounds every thread in it, so exclusive cores beyond it would sit idle: the
+    limit becomes `request_millicores` of the exclusive groups that have none from --request
+    (which wins), split by their hot threads when there are several. In Kubernetes the limit
+    (cpu.max) equals the request for Guaranteed pods; a Burstable pod's request lives only in
+    cpu.weight, which is not read back (--request PATTERN=M gives it). "max" is no request.
+    """
+    if analysis.cgroup is None:
+        return groups
+    where = f"cgroup {analysis.cgroup}"
+    if analysis.cgroup_cpu_period_us is None:
+        notes.append(f"{where}: its CPU limit could not be read (no cpu controller for it): "
+                     "no request from the pod; exclusive cores follow the hot threads")
+        return groups
+    limit = analysis.cgroup_cpu_millicores()
+    if limit is None:
+        notes.append(f"{where} has no CPU limit (cpu.max max): no request from the pod; "
+                     "exclusive cores follow the hot threads")
+        return groups
+    quota = f"{analysis.cgroup_cpu_quota_us}/{analysis.cgroup_cpu_period_us} us = {limit}m"
+    takers = {id(g) for g in groups if g.treatment is Treatment.EXCLUSIVE
+              and g.request_millicores is None and g.hot_threads >= 1}
+    if not takers:
+        notes.append(f"{where} CPU limit {quota}: no exclusive group to size with it")
+        return groups
+    hot = sum(g.hot_threads for g in groups if id(g) in takers)
+    out: list[Group] = []
+    for group in groups:
+        if id(group) not in takers:
+            out.append(group)
+            continue
+        request = max(1, limit * group.hot_threads // hot)
+        fraction, fraction_note = fraction_for(request, group.hot_threads)
+        why = (f"request {request}m from the pod's CPU limit ({where}: {quota}"
+               + (f", x {group.hot_threads}/{hot} hot threads" if len(takers) > 1 else "") + ")")
+        parts = [x for x in (group.comment, why, fraction_note) if x]
+        comment = ("\n" if group.comment and "\n" in group.comment else "; ").join(parts)
+        out.append(group.model_copy(update={"request_millicores": request, "cpu_fraction": fraction,
+                                            "comment": comment}))
+    return out
+
+
 def build_profile(analysis: AnalysisRecord, name: str, *, capture: str | None = None,
                   capture_sha256: str | None = None,
                   requests: dict[str, int] | None = None,
@@ -212,7 +256,7 @@ def build_profile(analysis: AnalysisRecord, name: str, *, capture: str | None = 
                         f"(budget {max_groups}); {compacted.merged} merged into others, "
                         f"{compacted.folded} folded into the workload's catch-all; "
                         "each group's comment says what it took in and why")
-    groups = fit(compacted.groups, notes)
+    groups = fit(pod_budget(compacted.groups, analysis, notes), notes)
     source = Source(
         capture=capture, capture_sha256=capture_sha256, duration_s=round(analysis.duration_ns / 1e9, 3),
         nr_cpus=analysis.nr_cpus, events_lost=analysis.events_lost,
