@@ -117,7 +117,8 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
     groups = _groups(con, grouped, grouping, info.duration_ns, members)
 
     other_names = con.execute(ft.sql("capture", "other_names")).fetchall()
-    groups = gr.finish(groups, grouping, other_names=[r[0] for r in other_names]) if not groups.is_empty() \
+    groups = gr.finish(groups, grouping, other_names=[r[0] for r in other_names],
+                                duration_ns=info.duration_ns) if not groups.is_empty() \
         else pl.DataFrame(schema=GROUP_SCHEMA)
     caveats += _caveats(con, info, threads, groups)
     return Analysis(
@@ -131,6 +132,8 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
         preemptors=_preemptors(rivals, threads, who),
         smt_corun=_corun(con, info.smt), capture_id=info.capture_id,
         names_separate_roles=grouping.names_separate_roles, cgroup=info.cgroup,
+        short_lived=sorted(set(threads.filter(pl.col("utid").is_in(list(grouping.short_lived)))["name"]
+                               .drop_nulls().to_list())),
         cgroup_cpu_quota_us=info.cgroup_cpu_quota_us, cgroup_cpu_period_us=info.cgroup_cpu_period_us)
 
 

@@ -69,6 +69,7 @@ class Analysis:
     cgroup: str | None = None   # the cgroup observe targeted (a pod's), else None
     cgroup_cpu_quota_us: int | None = None    # its CPU limit per period (None: no limit or not read)
     cgroup_cpu_period_us: int | None = None   # None: the limit was not read
+    short_lived: list[str] = field(default_factory=list)   # names of threads grouped nowhere (too short)
 
     def record(self) -> AnalysisRecord:
         """The contract part as typed rows (what synthesize builds a profile from)."""
@@ -84,7 +85,7 @@ class Analysis:
             "nr_cpus": self.nr_cpus, "events_lost": self.events_lost,
             "names_separate_roles": self.names_separate_roles, "caveats": self.caveats,
             "cgroup": self.cgroup, "cgroup_cpu_quota_us": self.cgroup_cpu_quota_us,
-            "cgroup_cpu_period_us": self.cgroup_cpu_period_us,
+            "cgroup_cpu_period_us": self.cgroup_cpu_period_us, "short_lived": self.short_lived,
             "groups": _rows(self.groups),
             "pattern_chains": _rows(self.pattern_chains),
             "wake_edges": _rows(self.wake_edges.filter(pl.col("causal")) if "causal" in self.wake_edges

@@ -28,9 +28,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from threadwise.analyze.contract import HOT_SHARE, AnalysisRecord, GroupRow, Role
+from threadwise.analyze.contract import (
+    HOT_SHARE,
+    MIN_LIFE_NS,
+    AnalysisRecord,
+    GroupRow,
+    Role,
+    near_hot,
+)
 from threadwise.errors import InputError
-from threadwise.synthesize.compact import DEFAULT_MAX_GROUPS, compact, readable_name
+from threadwise.synthesize.compact import DEFAULT_MAX_GROUPS, WORKLOAD_REST, compact, readable_name
 from threadwise.synthesize.families import MIN_CONFIDENCE, Families, decide
 from threadwise.synthesize.families import bundled as bundled_families
 from threadwise.synthesize.fit import clean_prefix, fit
@@ -87,12 +94,9 @@ def thin_evidence(row: GroupRow) -> str | None:
     return None
 
 
-NEAR_HOT = 0.2   # a busiest thread within 20% of the hot cutoff could go either way
-
-
 def near_hot_cutoff(row: GroupRow) -> str | None:
     """A note when the busiest thread sits near the hot cutoff (refine should try both)."""
-    if abs(row.max_thread_share - HOT_SHARE) <= NEAR_HOT * HOT_SHARE:
+    if near_hot(row.max_thread_share) is not None:
         return (f"busiest thread {row.max_thread_share:.2f} CPU is near the hot cutoff "
                 f"({HOT_SHARE} CPU): a candidate for refine to try both ways")
     return None
@@ -164,7 +168,9 @@ def _group(row: GroupRow, taken: set[str], requests: dict[str, int],
             why = None
         treatment = decision.treatment
         why = "; ".join(x for x in (why, decision.note) if x) or None
-    notes = [x for x in (why, near_hot_cutoff(row)) if x]
+    # a role read from little evidence (analyze lowered its confidence): the reviewer sees it
+    rests = f"decided on thin evidence: {row.thin_evidence}" if row.thin_evidence else None
+    notes = [x for x in (why, rests, near_hot_cutoff(row)) if x]
     sizing: dict[str, Any] = {"hot_threads": row.hot_threads}
     request = requests.get(row.pattern)
     if treatment is Treatment.EXCLUSIVE and request:
@@ -184,6 +190,22 @@ def _group(row: GroupRow, taken: set[str], requests: dict[str, int],
         evidence=_evidence(row),
         **sizing,
     )
+
+
+def short_lived(groups: list[Group], analysis: AnalysisRecord, notes: list[str]) -> list[Group]:
+    """Say where the threads too short-lived to judge went (analyze formed no group for them):
+    the workload's catch-all when the profile has one, else nowhere of the workload's own."""
+    if not analysis.short_lived:
+        return groups
+    names = ", ".join(analysis.short_lived[:8]) + (", ..." if len(analysis.short_lived) > 8 else "")
+    why = (f"{len(analysis.short_lived)} thread name(s) lived under {MIN_LIFE_NS // 1_000_000} ms "
+           f"in the capture, too short to judge, so they form no group of their own: {names}")
+    rest = next((g for g in groups if g.match == [WORKLOAD_REST]), None)
+    if rest is None:
+        notes.append(f"{why}; no group matches them: scx_layered's last layer takes them")
+        return groups
+    comment = "\n".join(x for x in (rest.comment, f"also takes: {why}") if x)
+    return [g.model_copy(update={"comment": comment}) if g is rest else g for g in groups]
 
 
 def pod_budget(groups: list[Group], analysis: AnalysisRecord, notes: list[str]) -> list[Group]:
@@ -256,7 +278,7 @@ def build_profile(analysis: AnalysisRecord, name: str, *, capture: str | None = 
                         f"(budget {max_groups}); {compacted.merged} merged into others, "
                         f"{compacted.folded} folded into the workload's catch-all; "
                         "each group's comment says what it took in and why")
-    groups = fit(pod_budget(compacted.groups, analysis, notes), notes)
+    groups = fit(pod_budget(short_lived(compacted.groups, analysis, notes), analysis, notes), notes)
     source = Source(
         capture=capture, capture_sha256=capture_sha256, duration_s=round(analysis.duration_ns / 1e9, 3),
         nr_cpus=analysis.nr_cpus, events_lost=analysis.events_lost,
