@@ -202,7 +202,8 @@ def short_lived(groups: list[Group], analysis: AnalysisRecord, notes: list[str])
            f"in the capture, too short to judge, so they form no group of their own: {names}")
     rest = next((g for g in groups if g.match == [WORKLOAD_REST]), None)
     if rest is None:
-        notes.append(f"{why}; no group matches them: scx_layered's last layer takes them")
+        notes.append(f"{why}; the profile has no catch-all of the workload's own: they go to the "
+                     "first layer whose patterns match them, else scx_layered's last layer")
         return groups
     comment = "\n".join(x for x in (rest.comment, f"also takes: {why}") if x)
     return [g.model_copy(update={"comment": comment}) if g is rest else g for g in groups]
@@ -226,7 +227,8 @@ def pod_budget(groups: list[Group], analysis: AnalysisRecord, notes: list[str]) 
         return groups
     limit = analysis.cgroup_cpu_millicores()
     if limit is None:
-        notes.append(f"{where} has no CPU limit (cpu.max max): no request from the pod; "
+        notes.append(f"{where} has no CPU limit (cpu.max \"max\", or a v1 cfs quota of -1): "
+                     "no request from the pod; "
                      "exclusive cores follow the hot threads")
         return groups
     quota = f"{analysis.cgroup_cpu_quota_us}/{analysis.cgroup_cpu_period_us} us = {limit}m"

@@ -58,7 +58,7 @@ def test_an_explicit_request_wins_over_the_pods_limit() -> None:
 
 
 @pytest.mark.parametrize(("quota_us", "period_us", "says"), [
-    (None, 100_000, "has no CPU limit (cpu.max max): no request from the pod"),
+    (None, 100_000, "has no CPU limit (cpu.max \"max\", or a v1 cfs quota of -1): no request from the pod"),
     (None, None, "its CPU limit could not be read"),
 ])
 def test_no_limit_is_no_request_and_the_profile_says_so(quota_us: int | None, period_us: int | None,
