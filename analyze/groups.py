@@ -179,6 +179,7 @@ MIN_SLICES = 20          # a role read from fewer on-CPU slices than this is thi
 MIN_WAKEUPS = 10         # latency and housekeeping are read from wakeups: fewer is thin evidence
 FULL_LIFE_NS = 10**9     # a second of a thread's behaviour (or the whole capture) is enough
 NEAR_HOT_FLOOR = 0.75    # what a compute role keeps with its busiest thread on the hot cutoff
+SAYS_THIN = 0.99         # a weight at or above this is not reported (nor applied)
 _WOKEN_ROLES = ("latency", "housekeeping")
 
 
@@ -214,6 +215,8 @@ def thin_evidence(role: str, *, slices: int, wakeups: int, life_ns: int, duratio
     if distance is not None:
         found.append((NEAR_HOT_FLOOR + (1 - NEAR_HOT_FLOOR) * distance,
                       f"busiest thread {max_thread_share:.2f} CPU, near the hot cutoff ({HOT_SHARE})"))
+    # a factor that would print as x1.00 lowers nothing worth a reviewer's attention
+    found = [(w, why) for w, why in found if w < SAYS_THIN]
     return min((w for w, _ in found), default=1.0), [why for _, why in found]
 
 

@@ -59,6 +59,8 @@ def test_a_busiest_thread_near_the_hot_cutoff_lowers_a_compute_role() -> None:
     assert NEAR_HOT_FLOOR < edge < 1.0
     assert thin_evidence("compute", **{**PLENTY, "max_thread_share": 0.95}) == (1.0, [])
     assert thin_evidence("batch", **{**PLENTY, "max_thread_share": HOT_SHARE}) == (1.0, [])
+    # at the edge of the band the factor would print as x1.00: not reported
+    assert thin_evidence("compute", **{**PLENTY, "max_thread_share": 0.599}) == (1.0, [])
 
 
 def test_the_thinnest_evidence_decides_and_every_reason_is_named() -> None:
