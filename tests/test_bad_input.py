@@ -128,7 +128,7 @@ CASES = [
     Case("range", ("show", CAP, "--top", "-1"), 2, "--top"),
     Case("range", ("observe", "-d", "-5", "--", "true"), 2, "duration"),
     Case("range", ("observe", "--pid", "999999999", "-d", "1"), 3),
-    Case("range", ("observe", "--cgroup", "/threadwise-no-such.slice/pod0", "-d", "1", "-o", "x.duckdb"), 3,
+    Case("missing", ("observe", "--cgroup", "/threadwise-no-such.slice/pod0", "-d", "1", "-o", "x.duckdb"), 3,
          "no cgroup '/threadwise-no-such.slice/pod0' in the cgroup v2 hierarchy"),
     Case("range", ("synthesize", CAP, "--name", "x", "-o", "x.toml", "--families", "turbo-families.toml"), 2,
          "turbo-families.toml:20: family[0].treatment"),
