@@ -117,9 +117,9 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
     groups = _groups(con, grouped, grouping, info.duration_ns, members)
 
     other_names = con.execute(ft.sql("capture", "other_names")).fetchall()
-    groups = gr.finish(groups, grouping, other_names=[r[0] for r in other_names],
-                                duration_ns=info.duration_ns) if not groups.is_empty() \
-        else pl.DataFrame(schema=GROUP_SCHEMA)
+    groups = (gr.finish(groups, grouping, other_names=[r[0] for r in other_names],
+                        duration_ns=info.duration_ns)
+              if not groups.is_empty() else pl.DataFrame(schema=GROUP_SCHEMA))
     caveats += _caveats(con, info, threads, groups)
     return Analysis(
         groups=groups, process_name=info.process_name, duration_ns=info.duration_ns,
