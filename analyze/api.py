@@ -117,8 +117,9 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
     groups = _groups(con, grouped, grouping, info.duration_ns, members)
 
     other_names = con.execute(ft.sql("capture", "other_names")).fetchall()
-    groups = gr.finish(groups, grouping, other_names=[r[0] for r in other_names]) if not groups.is_empty() \
-        else pl.DataFrame(schema=GROUP_SCHEMA)
+    groups = (gr.finish(groups, grouping, other_names=[r[0] for r in other_names],
+                        duration_ns=info.duration_ns)
+              if not groups.is_empty() else pl.DataFrame(schema=GROUP_SCHEMA))
     caveats += _caveats(con, info, threads, groups)
     return Analysis(
         groups=groups, process_name=info.process_name, duration_ns=info.duration_ns,
@@ -130,7 +131,10 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
         wake_edges=edges, chains=chains, pattern_chains=wg.pattern_chains(chains),
         preemptors=_preemptors(rivals, threads, who),
         smt_corun=_corun(con, info.smt), capture_id=info.capture_id,
-        names_separate_roles=grouping.names_separate_roles, cgroup=info.cgroup)
+        names_separate_roles=grouping.names_separate_roles, cgroup=info.cgroup,
+        short_lived=sorted(set(threads.filter(pl.col("utid").is_in(list(grouping.short_lived)))["name"]
+                               .drop_nulls().to_list())),
+        cgroup_cpu_quota_us=info.cgroup_cpu_quota_us, cgroup_cpu_period_us=info.cgroup_cpu_period_us)
 
 
 def _with_rivals(threads: pl.DataFrame, rivals: pl.DataFrame, who: pl.DataFrame) -> pl.DataFrame:

@@ -11,9 +11,12 @@
 --   target_tgids BIGINT[]
 --   target_spec, end_reason, notes VARCHAR
 --   target_kind VARCHAR            pid | comm | cgroup | command (what observe was asked)
+--   cgroup_cpu_quota_us, cgroup_cpu_period_us BIGINT   the targeted cgroup's CPU limit
+--                                  (quota NULL with a period: no limit; both NULL: not read)
 SELECT capture_id, start_ts, COALESCE(end_ts, start_ts) AS end_ts, COALESCE(duration_ns, 0) AS duration_ns,
        COALESCE(events_recorded, 0) AS events_recorded, COALESCE(events_lost, 0) AS events_lost,
-       COALESCE(target_tgids, []) AS target_tgids, target_spec, end_reason, notes, target_kind
+       COALESCE(target_tgids, []) AS target_tgids, target_spec, end_reason, notes, target_kind,
+       cgroup_cpu_quota_us, cgroup_cpu_period_us
 FROM capture LIMIT 1;
 
 -- name: cpus

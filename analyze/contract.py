@@ -40,8 +40,18 @@ ROLES: tuple[str, ...] = tuple(role.value for role in Role)
 HOT_SHARE = 0.5      # a "hot" thread uses at least half a CPU...
 WANTS_CPU = 0.9      # ...or is running/runnable this much of its life (CPU taken by other load)
 STOLEN_SHARE = 0.25  # while still getting at least this much
+NEAR_HOT = 0.2       # a busiest thread within 20% of HOT_SHARE could be read either way
+MIN_LIFE_NS = 100_000_000   # threads of a pattern that all lived less than this form no group
 
 _Value = TypeVar("_Value")
+
+
+def near_hot(max_thread_share: float) -> float | None:
+    """How far (0 at the cutoff, 1 at the edge of the band) a busiest thread sits from
+    HOT_SHARE, when within NEAR_HOT of it; None when it is clearly on one side."""
+    band = NEAR_HOT * HOT_SHARE
+    distance = abs(max_thread_share - HOT_SHARE)
+    return distance / band if distance <= band else None
 
 
 def is_hot(cpu_share: _Value, demand: _Value) -> _Value:
@@ -75,6 +85,7 @@ class GroupRow:
     rq_latency_p99_ns: int | None = None
     in_wake_chain: bool = False
     avg_runtime_range_ns: list[int] | None = None   # [low, high) ns: an AvgRuntime behaviour split
+    thin_evidence: str | None = None     # what the role rests on little of (confidence lowered), if any
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "role", Role(self.role))   # unknown role names fail here
@@ -116,6 +127,9 @@ class AnalysisRecord:
     events_lost: int = 0
     caveats: list[str] = field(default_factory=list)
     cgroup: str | None = None      # the cgroup observe targeted (`observe --cgroup`), if any
+    cgroup_cpu_quota_us: int | None = None    # its CPU limit: quota per period (us)...
+    cgroup_cpu_period_us: int | None = None   # ...quota None with a period: no limit; both None: unread
+    short_lived: list[str] = field(default_factory=list)   # threads too short-lived to form a group
 
     @classmethod
     def of(cls, analysis: _AnalysisLike) -> AnalysisRecord:
@@ -124,7 +138,16 @@ class AnalysisRecord:
                    nr_cpus=int(analysis.nr_cpus),
                    groups=[GroupRow.from_row(row) for row in analysis.groups.to_dicts()],
                    events_lost=int(analysis.events_lost or 0), caveats=list(analysis.caveats),
-                   cgroup=getattr(analysis, "cgroup", None))
+                   cgroup=getattr(analysis, "cgroup", None),
+                   cgroup_cpu_quota_us=getattr(analysis, "cgroup_cpu_quota_us", None),
+                   cgroup_cpu_period_us=getattr(analysis, "cgroup_cpu_period_us", None),
+                   short_lived=list(getattr(analysis, "short_lived", [])))
+
+    def cgroup_cpu_millicores(self) -> int | None:
+        """The cgroup's CPU limit in millicores (None: no limit, or not read)."""
+        if self.cgroup_cpu_quota_us is None or not self.cgroup_cpu_period_us:
+            return None
+        return -(-self.cgroup_cpu_quota_us * 1000 // self.cgroup_cpu_period_us)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (what the golden fixtures hold)."""

@@ -59,6 +59,8 @@ class CaptureInfo:
     notes: str | None
     process_name: str
     cgroup: str | None = None   # the cgroup v2 path observe targeted (`observe --cgroup`)
+    cgroup_cpu_quota_us: int | None = None    # its CPU limit (None with a period: no limit)
+    cgroup_cpu_period_us: int | None = None   # None: the limit was not read
 
 
 def capture_info(con: duckdb.DuckDBPyConnection) -> CaptureInfo:
@@ -87,6 +89,7 @@ def capture_info(con: duckdb.DuckDBPyConnection) -> CaptureInfo:
         target_spec=row[7], end_reason=row[8], notes=row[9],
         process_name=proc[0] if proc and proc[0] else "",
         cgroup=row[7] if row[10] == "cgroup" else None,
+        cgroup_cpu_quota_us=row[11], cgroup_cpu_period_us=row[12],
     )
 
 

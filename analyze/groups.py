@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from threadwise.analyze import names as nm
-from threadwise.analyze.contract import is_hot
+from threadwise.analyze.contract import HOT_SHARE, MIN_LIFE_NS, is_hot, near_hot
 from threadwise.analyze.model import GROUP_SCHEMA
 from threadwise.analyze.roles import RoleClusterer, group_feature_matrix
 from threadwise.analyze.split import propose_split
@@ -62,6 +62,7 @@ def aggregate(threads: pl.DataFrame, key_of: dict[int, str], *, duration_ns: int
         rq_latency_p50_ns=pl.col("rq_latency_p50_ns").median().cast(pl.Int64),
         rq_latency_p99_ns=pl.col("rq_latency_p99_ns").max(),
         wakeups=pl.col("wakeups").sum().cast(pl.Int64),
+        life_ns=pl.col("life_ns").fill_null(0).max().cast(pl.Int64),   # its longest-lived thread
         in_wake_chain=pl.col("in_chain").any(),
         demand=pl.col("demand").fill_null(0.0).max(),
         wake_interval_cv=pl.col("periodic_cv").median(),
@@ -134,8 +135,6 @@ def assign(threads: pl.DataFrame, *, process_name: str, duration_ns: int,
     return grouping
 
 
-MIN_LIFE_NS = 100_000_000   # a pattern whose threads all lived less than this forms no group
-
 
 def _short_lived(threads: pl.DataFrame, key_of: dict[int, str]) -> dict[int, str]:
     """utid -> pattern of threads whose whole pattern lived under MIN_LIFE_NS (none when that
@@ -176,7 +175,12 @@ def _split_unnamed(threads: pl.DataFrame, grouping: Grouping, *, process_name: s
         grouping.pattern_of_key.pop(key, None)
 
 
-MIN_SLICES = 20   # a role read from fewer on-CPU slices than this is thin evidence
+MIN_SLICES = 20          # a role read from fewer on-CPU slices than this is thin evidence
+MIN_WAKEUPS = 10         # latency and housekeeping are read from wakeups: fewer is thin evidence
+FULL_LIFE_NS = 10**9     # a second of a thread's behaviour (or the whole capture) is enough
+NEAR_HOT_FLOOR = 0.75    # what a compute role keeps with its busiest thread on the hot cutoff
+SAYS_THIN = 0.99         # a weight at or above this is not reported (nor applied)
+_WOKEN_ROLES = ("latency", "housekeeping")
 
 
 def evidence_weight(slices: int) -> float:
@@ -185,15 +189,52 @@ def evidence_weight(slices: int) -> float:
     return min(1.0, max(slices, 0) / MIN_SLICES) ** 0.5
 
 
-def finish(groups: pl.DataFrame, grouping: Grouping, *, other_names: list[str]) -> pl.DataFrame:
+def thin_evidence(role: str, *, slices: int, wakeups: int, life_ns: int, duration_ns: int,
+                  max_thread_share: float) -> tuple[float, list[str]]:
+    """How much of its confidence a role keeps given how much there was to see, and why.
+
+    Each kind of evidence gives a weight in (0, 1]; the thinnest decides (they are not
+    independent: a short life also means few slices). Slices, wakeups (for the roles read
+    from them) and life fall as sqrt(seen / enough); a compute role whose busiest thread
+    sits on the hot cutoff keeps NEAR_HOT_FLOOR (the cutoff decides exclusive or not, so
+    it is worth saying, but not alone worth dropping the role).
+    """
+    if role == "default":
+        return 1.0, []
+    found: list[tuple[float, str]] = []
+    if slices < MIN_SLICES:
+        found.append((evidence_weight(slices), f"{slices} slices (< {MIN_SLICES})"))
+    if role in _WOKEN_ROLES and wakeups < MIN_WAKEUPS:
+        found.append((min(1.0, max(wakeups, 0) / MIN_WAKEUPS) ** 0.5,
+                      f"{wakeups} wakeups (< {MIN_WAKEUPS})"))
+    enough = min(FULL_LIFE_NS, duration_ns) if duration_ns > 0 else FULL_LIFE_NS
+    if life_ns < enough:
+        found.append((min(1.0, max(life_ns, 0) / enough) ** 0.5,
+                      f"lived {life_ns / 1e6:.0f} ms (< {enough / 1e6:.0f} ms)"))
+    distance = near_hot(max_thread_share) if role == "compute" else None
+    if distance is not None:
+        found.append((NEAR_HOT_FLOOR + (1 - NEAR_HOT_FLOOR) * distance,
+                      f"busiest thread {max_thread_share:.2f} CPU, near the hot cutoff ({HOT_SHARE})"))
+    # a factor that would print as x1.00 lowers nothing worth a reviewer's attention
+    found = [(w, why) for w, why in found if w < SAYS_THIN]
+    return min((w for w, _ in found), default=1.0), [why for _, why in found]
+
+
+def finish(groups: pl.DataFrame, grouping: Grouping, *, other_names: list[str],
+           duration_ns: int = 0) -> pl.DataFrame:
     """Roles, prefixes, separability and contract column order for aggregated groups."""
     if groups.is_empty():
         return pl.DataFrame(schema=GROUP_SCHEMA)
     roles, confidence = roles_for(groups)
     # the clusterer's responsibility says how well a group fits its role; how much there
-    # was to see (slices) says how far to trust that: thin evidence lowers the confidence
-    weights = [evidence_weight(int(n or 0)) for n in groups["slices"].to_list()]
-    confidence = [c * w if r != "default" else c for c, w, r in zip(confidence, weights, roles, strict=True)]
+    # was to see (slices, wakeups, life) and how close it sits to the hot cutoff say how
+    # far to trust that: thin evidence lowers the confidence, and says why
+    thin = [thin_evidence(role, slices=int(r["slices"] or 0), wakeups=int(r["wakeups"] or 0),
+                          life_ns=int(r.get("life_ns") or duration_ns), duration_ns=duration_ns,
+                          max_thread_share=float(r["max_thread_share"] or 0.0))
+            for role, r in zip(roles, groups.iter_rows(named=True), strict=True)]
+    weights = [w for w, _ in thin]
+    confidence = [c * w for c, w in zip(confidence, weights, strict=True)]
     keys = groups["pattern"].to_list()
     names_of = dict(zip(keys, groups["names"].to_list(), strict=True))
     rows = []
@@ -203,9 +244,10 @@ def finish(groups: pl.DataFrame, grouping: Grouping, *, other_names: list[str]) 
         selection = nm.select_prefixes(mine, [n for k in keys if k != key for n in names_of[k]],
                                        pattern=grouping.pattern_of_key.get(key, key))
         note = grouping.notes.get(key) or selection.note
-        if weights[i] < 1 and roles[i] != "default" and not note:
-            note = (f"role {roles[i]} read from {int(groups['slices'][i] or 0)} slices (< {MIN_SLICES}): "
-                    "thin evidence, confidence lowered")
+        thin_text = (f"{'; '.join(thin[i][1])}: confidence x{weights[i]:.2f}"
+                     if thin[i][1] else None)
+        if thin_text and not note:
+            note = f"role {roles[i]} on thin evidence: {thin_text}"
         leak = nm.collisions(selection.match_prefixes, selection.exclude_prefixes,
                              [n for n in others if n not in mine])
         if leak and selection.separable:
@@ -214,7 +256,8 @@ def finish(groups: pl.DataFrame, grouping: Grouping, *, other_names: list[str]) 
                      "confidence": round(confidence[i], 4), "match_prefixes": selection.match_prefixes,
                      "exclude_prefixes": selection.exclude_prefixes,
                      "separable": selection.separable and key not in grouping.ranges,
-                     "avg_runtime_range_ns": grouping.ranges.get(key), "group_id": i, "note": note})
+                     "avg_runtime_range_ns": grouping.ranges.get(key), "thin_evidence": thin_text,
+                     "group_id": i, "note": note})
     decided = pl.DataFrame(rows, schema={k: GROUP_SCHEMA[k] for k in rows[0]})
     out = groups.drop("pattern").with_columns(group_id=pl.int_range(pl.len(), dtype=pl.Int64))
     out = decided.join(out, on="group_id", how="left")

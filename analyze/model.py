@@ -67,6 +67,9 @@ class Analysis:
     capture_path: Path | None = None
     names_separate_roles: bool = True
     cgroup: str | None = None   # the cgroup observe targeted (a pod's), else None
+    cgroup_cpu_quota_us: int | None = None    # its CPU limit per period (None: no limit or not read)
+    cgroup_cpu_period_us: int | None = None   # None: the limit was not read
+    short_lived: list[str] = field(default_factory=list)   # names of threads grouped nowhere (too short)
 
     def record(self) -> AnalysisRecord:
         """The contract part as typed rows (what synthesize builds a profile from)."""
@@ -81,7 +84,8 @@ class Analysis:
             "process_name": self.process_name, "duration_ns": self.duration_ns,
             "nr_cpus": self.nr_cpus, "events_lost": self.events_lost,
             "names_separate_roles": self.names_separate_roles, "caveats": self.caveats,
-            "cgroup": self.cgroup,
+            "cgroup": self.cgroup, "cgroup_cpu_quota_us": self.cgroup_cpu_quota_us,
+            "cgroup_cpu_period_us": self.cgroup_cpu_period_us, "short_lived": self.short_lived,
             "groups": _rows(self.groups),
             "pattern_chains": _rows(self.pattern_chains),
             "wake_edges": _rows(self.wake_edges.filter(pl.col("causal")) if "causal" in self.wake_edges

@@ -46,10 +46,14 @@ def store_analysis(analysis: Analysis, path: str | Path | None = None) -> Path:
         "events_lost": [analysis.events_lost],
         "names_separate_roles": [analysis.names_separate_roles],
         "caveats": [analysis.caveats],
+        "cgroup": [analysis.cgroup],
+        "cgroup_cpu_quota_us": [analysis.cgroup_cpu_quota_us],
+        "cgroup_cpu_period_us": [analysis.cgroup_cpu_period_us],
     }, schema={"analysis_schema_version": pl.Int32, "capture_id": pl.String,
                "analyzed_at": pl.Datetime("us"), "process_name": pl.String, "duration_ns": pl.Int64,
                "nr_cpus": pl.Int32, "events_lost": pl.Int64, "names_separate_roles": pl.Boolean,
-               "caveats": pl.List(pl.String)})
+               "caveats": pl.List(pl.String), "cgroup": pl.String, "cgroup_cpu_quota_us": pl.Int64,
+               "cgroup_cpu_period_us": pl.Int64})
     frames = {
         "analysis_meta": meta,
         "analysis_groups": analysis.groups,
@@ -104,7 +108,10 @@ def load_analysis(path: str | Path) -> Analysis | None:
         caveats=list(meta["caveats"] or []), threads=frames["analysis_threads"],
         wake_edges=frames["analysis_wake_edges"], chains=frames["analysis_chains"],
         preemptors=frames["analysis_preemptors"], capture_id=meta["capture_id"], capture_path=Path(path),
-        names_separate_roles=meta["names_separate_roles"])
+        names_separate_roles=meta["names_separate_roles"],
+        # absent from analyses stored before issue 11 (additive columns: .get)
+        cgroup=meta.get("cgroup"), cgroup_cpu_quota_us=meta.get("cgroup_cpu_quota_us"),
+        cgroup_cpu_period_us=meta.get("cgroup_cpu_period_us"))
 
 
 def stored_version(path: str | Path) -> int | None:

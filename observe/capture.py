@@ -282,7 +282,13 @@ def _finish(writer: CaptureWriter, backend: TracerBackend, target: Target, *, re
         loss_detail = f"{backend.name} reported {lost_reported}; {counted_text}"
     if end_reason == "target-exited" and target.kind != "command":
         warnings.append("the target exited during the capture; the capture keeps what was recorded")
+    # a pod's CPU budget, read as the capture ends (the cgroup's members are all known by then)
+    limit = (procfs.cgroup_cpu_limit(target.cgroup, sorted(target.tgids))
+             if target.kind == "cgroup" and target.cgroup else None)
     writer.insert("capture", [CaptureMeta(
+        cgroup_cpu_quota_us=limit.quota_us if limit else None,
+        cgroup_cpu_period_us=limit.period_us if limit else None,
+        cgroup_cpu_source=limit.source if limit else None,
         capture_id=str(uuid.uuid4()), schema_version=SCHEMA_VERSION, host=socket.gethostname(),
         kernel_release=os.uname().release, start_wall=start_wall, start_ts=start_ts, end_ts=end_ts,
         duration_ns=end_ts - start_ts, target_kind=target.kind, target_spec=target.spec,

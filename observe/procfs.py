@@ -168,6 +168,72 @@ def cgroup2_mount() -> Path | None:
     return None
 
 
+def cgroup_path(given: str) -> str:
+    """A cgroup as /proc/PID/cgroup shows it after '0::' (what scx_layered's CgroupPrefix
+    matches), also when given as a directory under the cgroup2 mount (/sys/fs/cgroup/x)."""
+    mount = cgroup2_mount()
+    if mount is not None and given.startswith(f"{mount}/") and (Path(given)).is_dir():
+        return "/" + given[len(str(mount)):].strip("/")
+    return given
+
+
+@dataclass(frozen=True)
+class CpuLimit:
+    """A cgroup's CPU bandwidth limit as the kernel enforces it (CFS quota per period).
+
+    `quota_us` None means no limit ("max" in cgroup v2's cpu.max, -1 in v1's
+    cpu.cfs_quota_us); `source` is the file it was read from.
+    """
+
+    quota_us: int | None
+    period_us: int
+    source: str
+
+
+def _v1_cpu_mount() -> Path | None:
+    """Where a cgroup v1 hierarchy with the cpu controller is mounted (hybrid hosts), if any."""
+    for line in (_read(PROC / "mounts") or "").splitlines():
+        fields = line.split()
+        if len(fields) > 3 and fields[2] == "cgroup" and "cpu" in fields[3].split(","):
+            return Path(fields[1])
+    return None
+
+
+def _v1_cpu_cgroup(pid: int) -> str | None:
+    for line in (_read(PROC / str(pid) / "cgroup") or "").splitlines():
+        _hid, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            return path
+    return None
+
+
+def cgroup_cpu_limit(cgroup: str, pids: list[int]) -> CpuLimit | None:
+    """The CPU limit of a cgroup: its cpu.max (cgroup v2), else, on a hybrid host whose cpu
+    controller sits in a v1 hierarchy, cpu.cfs_quota_us/cfs_period_us of the v1 cpu cgroup
+    its processes `pids` share. None when neither can be read (no cpu controller there, or
+    the processes sit in different v1 cpu cgroups: no one limit to name)."""
+    mount = cgroup2_mount()
+    if mount is not None:
+        cpu_max = mount / cgroup.lstrip("/") / "cpu.max"
+        text = _read(cpu_max)
+        if text is not None:
+            quota, _, period = text.strip().partition(" ")
+            if period.isdigit() and (quota == "max" or quota.isdigit()):
+                return CpuLimit(None if quota == "max" else int(quota), int(period), str(cpu_max))
+    v1 = _v1_cpu_mount()
+    paths = {path for path in map(_v1_cpu_cgroup, pids) if path is not None}
+    if v1 is None or len(paths) != 1:
+        return None
+    directory = v1 / paths.pop().lstrip("/")
+    quota_text, period_text = (_read(directory / name) for name in ("cpu.cfs_quota_us",
+                                                                      "cpu.cfs_period_us"))
+    try:
+        quota, period = int((quota_text or "").strip()), int((period_text or "").strip())
+    except ValueError:
+        return None
+    return CpuLimit(None if quota < 0 else quota, period, str(directory / "cpu.cfs_quota_us"))
+
+
 def cgroup_pids(cgroup: str) -> list[int] | None:
     """Processes in a cgroup v2 directory and its descendants (None if no such cgroup)."""
     mount = cgroup2_mount()

@@ -31,7 +31,7 @@ from threadwise.observe.topology import CpuInfo
 from threadwise.paths import duckdb_kind, file_kind
 from threadwise.sqlfiles import identifier, placeholders, statement
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Numbered migrations: version -> description; the step that reaches it from
 # version - 1 is statement `migration_<version>` of sql/migrations.sql.
@@ -41,6 +41,7 @@ SCHEMA_VERSION = 3
 MIGRATIONS: dict[int, str] = {
     2: "proc_snapshot.read_ns: how long each schedstat read took",
     3: "tracer_counts.dropped: records the tracer counted exactly as dropped (libbpf)",
+    4: "capture.cgroup_cpu_quota_us, _period_us, _source: the targeted cgroup's CPU limit",
 }
 
 # Raw event tables, appended as Arrow batches of the tracer stream's schemas;
@@ -74,6 +75,11 @@ class CaptureMeta:
     loss_detail: str
     end_reason: str            # duration | interrupted | target-exited | tracer-failed
     notes: str | None = None
+    # the targeted cgroup's CPU limit (migration 4; `observe --cgroup` only): quota per period
+    # in us, quota None with a period = no limit ("max"), all None = not read (see docs/capture.md)
+    cgroup_cpu_quota_us: int | None = None
+    cgroup_cpu_period_us: int | None = None
+    cgroup_cpu_source: str | None = None
 
 
 @dataclass(frozen=True)

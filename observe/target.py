@@ -69,6 +69,8 @@ class Target:
                                   hint="list names with: ps -eo comm | sort -u")
             return cls("comm", comm, comm=comm, tgids=set(found))
         if cgroup is not None:
+            # the profile's CgroupPrefix needs the path as the kernel names it, not the directory
+            cgroup = procfs.cgroup_path(cgroup)
             found = procfs.cgroup_pids(cgroup)
             if found is None:
                 mount = procfs.cgroup2_mount()
@@ -76,7 +78,8 @@ class Target:
                     f"no cgroup {cgroup!r} in the cgroup v2 hierarchy"
                     + (f" ({mount})" if mount else " (no cgroup2 mount found)"),
                     hint="give a path as /proc/PID/cgroup shows it after '0::', "
-                         "e.g. /system.slice/redis.service")
+                         "e.g. /system.slice/redis.service"
+                         + (f", or its directory under {mount}" if mount else ""))
             return cls("cgroup", cgroup, cgroup=cgroup, tgids=set(found))
         assert command is not None
         if shutil.which(command[0]) is None:

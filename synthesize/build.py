@@ -28,9 +28,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from threadwise.analyze.contract import HOT_SHARE, AnalysisRecord, GroupRow, Role
+from threadwise.analyze.contract import (
+    HOT_SHARE,
+    MIN_LIFE_NS,
+    AnalysisRecord,
+    GroupRow,
+    Role,
+    near_hot,
+)
 from threadwise.errors import InputError
-from threadwise.synthesize.compact import DEFAULT_MAX_GROUPS, compact, readable_name
+from threadwise.synthesize.compact import DEFAULT_MAX_GROUPS, WORKLOAD_REST, compact, readable_name
 from threadwise.synthesize.families import MIN_CONFIDENCE, Families, decide
 from threadwise.synthesize.families import bundled as bundled_families
 from threadwise.synthesize.fit import clean_prefix, fit
@@ -87,12 +94,9 @@ def thin_evidence(row: GroupRow) -> str | None:
     return None
 
 
-NEAR_HOT = 0.2   # a busiest thread within 20% of the hot cutoff could go either way
-
-
 def near_hot_cutoff(row: GroupRow) -> str | None:
     """A note when the busiest thread sits near the hot cutoff (refine should try both)."""
-    if abs(row.max_thread_share - HOT_SHARE) <= NEAR_HOT * HOT_SHARE:
+    if near_hot(row.max_thread_share) is not None:
         return (f"busiest thread {row.max_thread_share:.2f} CPU is near the hot cutoff "
                 f"({HOT_SHARE} CPU): a candidate for refine to try both ways")
     return None
@@ -164,7 +168,9 @@ def _group(row: GroupRow, taken: set[str], requests: dict[str, int],
             why = None
         treatment = decision.treatment
         why = "; ".join(x for x in (why, decision.note) if x) or None
-    notes = [x for x in (why, near_hot_cutoff(row)) if x]
+    # a role read from little evidence (analyze lowered its confidence): the reviewer sees it
+    rests = f"decided on thin evidence: {row.thin_evidence}" if row.thin_evidence else None
+    notes = [x for x in (why, rests, near_hot_cutoff(row)) if x]
     sizing: dict[str, Any] = {"hot_threads": row.hot_threads}
     request = requests.get(row.pattern)
     if treatment is Treatment.EXCLUSIVE and request:
@@ -184,6 +190,68 @@ def _group(row: GroupRow, taken: set[str], requests: dict[str, int],
         evidence=_evidence(row),
         **sizing,
     )
+
+
+def short_lived(groups: list[Group], analysis: AnalysisRecord, notes: list[str]) -> list[Group]:
+    """Say where the threads too short-lived to judge went (analyze formed no group for them):
+    the workload's catch-all when the profile has one, else nowhere of the workload's own."""
+    if not analysis.short_lived:
+        return groups
+    names = ", ".join(analysis.short_lived[:8]) + (", ..." if len(analysis.short_lived) > 8 else "")
+    why = (f"{len(analysis.short_lived)} thread name(s) lived under {MIN_LIFE_NS // 1_000_000} ms "
+           f"in the capture, too short to judge, so they form no group of their own: {names}")
+    rest = next((g for g in groups if g.match == [WORKLOAD_REST]), None)
+    if rest is None:
+        notes.append(f"{why}; the profile has no catch-all of the workload's own: they go to the "
+                     "first layer whose patterns match them, else scx_layered's last layer")
+        return groups
+    comment = "\n".join(x for x in (rest.comment, f"also takes: {why}") if x)
+    return [g.model_copy(update={"comment": comment}) if g is rest else g for g in groups]
+
+
+def pod_budget(groups: list[Group], analysis: AnalysisRecord, notes: list[str]) -> list[Group]:
+    """The targeted cgroup's CPU limit as the CPU request of its exclusive groups.
+
+    A pod's limit bounds every thread in it, so exclusive cores beyond it would sit idle: the
+    limit becomes `request_millicores` of the exclusive groups that have none from --request
+    (which wins), split by their hot threads when there are several. In Kubernetes the limit
+    (cpu.max) equals the request for Guaranteed pods; a Burstable pod's request lives only in
+    cpu.weight, which is not read back (--request PATTERN=M gives it). "max" is no request.
+    """
+    if analysis.cgroup is None:
+        return groups
+    where = f"cgroup {analysis.cgroup}"
+    if analysis.cgroup_cpu_period_us is None:
+        notes.append(f"{where}: its CPU limit could not be read (no cpu controller for it): "
+                     "no request from the pod; exclusive cores follow the hot threads")
+        return groups
+    limit = analysis.cgroup_cpu_millicores()
+    if limit is None:
+        notes.append(f"{where} has no CPU limit (cpu.max \"max\", or a v1 cfs quota of -1): "
+                     "no request from the pod; "
+                     "exclusive cores follow the hot threads")
+        return groups
+    quota = f"{analysis.cgroup_cpu_quota_us}/{analysis.cgroup_cpu_period_us} us = {limit}m"
+    takers = {id(g) for g in groups if g.treatment is Treatment.EXCLUSIVE
+              and g.request_millicores is None and g.hot_threads >= 1}
+    if not takers:
+        notes.append(f"{where} CPU limit {quota}: no exclusive group to size with it")
+        return groups
+    hot = sum(g.hot_threads for g in groups if id(g) in takers)
+    out: list[Group] = []
+    for group in groups:
+        if id(group) not in takers:
+            out.append(group)
+            continue
+        request = max(1, limit * group.hot_threads // hot)
+        fraction, fraction_note = fraction_for(request, group.hot_threads)
+        why = (f"request {request}m from the pod's CPU limit ({where}: {quota}"
+               + (f", x {group.hot_threads}/{hot} hot threads" if len(takers) > 1 else "") + ")")
+        parts = [x for x in (group.comment, why, fraction_note) if x]
+        comment = ("\n" if group.comment and "\n" in group.comment else "; ").join(parts)
+        out.append(group.model_copy(update={"request_millicores": request, "cpu_fraction": fraction,
+                                            "comment": comment}))
+    return out
 
 
 def build_profile(analysis: AnalysisRecord, name: str, *, capture: str | None = None,
@@ -212,7 +280,7 @@ def build_profile(analysis: AnalysisRecord, name: str, *, capture: str | None = 
                         f"(budget {max_groups}); {compacted.merged} merged into others, "
                         f"{compacted.folded} folded into the workload's catch-all; "
                         "each group's comment says what it took in and why")
-    groups = fit(compacted.groups, notes)
+    groups = fit(pod_budget(short_lived(compacted.groups, analysis, notes), analysis, notes), notes)
     source = Source(
         capture=capture, capture_sha256=capture_sha256, duration_s=round(analysis.duration_ns / 1e9, 3),
         nr_cpus=analysis.nr_cpus, events_lost=analysis.events_lost,

@@ -128,6 +128,11 @@ CASES = [
     Case("range", ("show", CAP, "--top", "-1"), 2, "--top"),
     Case("range", ("observe", "-d", "-5", "--", "true"), 2, "duration"),
     Case("range", ("observe", "--pid", "999999999", "-d", "1"), 3),
+    Case("missing", ("observe", "--cgroup", "/threadwise-no-such.slice/pod0", "-d", "1", "-o", "x.duckdb"), 3,
+         "no cgroup '/threadwise-no-such.slice/pod0' in the cgroup v2 hierarchy"),
+    Case("range", ("synthesize", CAP, "--name", "x", "-o", "x.toml", "--families", "turbo-families.toml"), 2,
+         "turbo-families.toml:20: family[0].treatment"),
+    Case("range", ("diff", PROF, "v2.toml"), 2, "schema_version 1, but v2.toml:"),
     Case("range", ("status", "--interval", "-1"), 2, "--interval"),
     Case("range", ("lab", "run", "--cpus", "0", "--", "true"), 2, "--cpus"),
     Case("range", ("lab", "run", "--timeout", "0", "--", "true"), 2, "--timeout"),
@@ -201,6 +206,9 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert "cpu_fraction = 5.0" in (root / "range.toml").read_text()
     (root / "badname.toml").write_text(profile.replace('name = "profile"', 'name = "my profile"', 1))
     (root / "broken.toml").write_text("schema_version = 1\nname = [\n")
+    (root / "v2.toml").write_text(profile.replace("schema_version = 1", "schema_version = 2", 1))
+    families = (ROOT / "synthesize" / "data" / "families-1.toml").read_text()
+    (root / "turbo-families.toml").write_text(families.replace('treatment = "', 'treatment = "turbo', 1))
     (root / "broken.json").write_text('{"layers": [')
     (root / "broken-shape.json").write_text("{cores: 2")
     workload = (ROOT / "refine" / "workloads" / "rolesim.toml").read_text()

@@ -16,6 +16,18 @@ ALTER TABLE proc_snapshot ADD COLUMN IF NOT EXISTS read_ns BIGINT;
 -- them (bpftrace; migrated captures); then kernel - ingested is the only measure.
 ALTER TABLE tracer_counts ADD COLUMN IF NOT EXISTS dropped BIGINT;
 
+-- name: migration_4
+-- The CPU limit of the cgroup `observe --cgroup` targeted, read at the end of the capture
+-- (a pod's CPU budget; synthesize turns it into request_millicores):
+-- capture.cgroup_cpu_quota_us BIGINT   CFS quota per period (us); NULL with a period: no limit
+--                                      (cpu.max "max", v1 cfs_quota_us -1)
+-- capture.cgroup_cpu_period_us BIGINT  CFS period (us); NULL: not read (not a cgroup target, no
+--                                      cpu controller for it, or a migrated capture)
+-- capture.cgroup_cpu_source VARCHAR    the file read (cpu.max, or a v1 cpu.cfs_quota_us)
+ALTER TABLE capture ADD COLUMN IF NOT EXISTS cgroup_cpu_quota_us BIGINT;
+ALTER TABLE capture ADD COLUMN IF NOT EXISTS cgroup_cpu_period_us BIGINT;
+ALTER TABLE capture ADD COLUMN IF NOT EXISTS cgroup_cpu_source VARCHAR;
+
 -- name: record_migration
 -- Parameters: ? INTEGER version reached, ? TIMESTAMP applied at (UTC), ? VARCHAR description.
 INSERT INTO schema_migrations (version, applied_at, description) VALUES (?, ?, ?);

@@ -23,11 +23,50 @@ from threadwise.synthesize.writer import dumps
 POD = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod8f3c.slice"
 
 
-def pod_profile(*, process: bool = True) -> str:
+def pod_record(*, process: bool = True, quota_us: int | None = None,
+               period_us: int | None = None) -> AnalysisRecord:
     base = jvm_like()
-    record = AnalysisRecord(process_name="java" if process else "", duration_ns=base.duration_ns,
-                            nr_cpus=2, groups=base.groups, cgroup=POD)
-    return dumps(build_profile(record, "pod"))
+    return AnalysisRecord(process_name="java" if process else "", duration_ns=base.duration_ns,
+                          nr_cpus=2, groups=base.groups, cgroup=POD, cgroup_cpu_quota_us=quota_us,
+                          cgroup_cpu_period_us=period_us)
+
+
+def pod_profile(*, process: bool = True) -> str:
+    return dumps(build_profile(pod_record(process=process), "pod"))
+
+
+def test_the_pods_cpu_limit_sizes_its_exclusive_group() -> None:
+    # 250000/100000 us: 2.5 CPUs for 3 hot request threads -> ceil(2500m x 0.90) = 3 cores
+    profile = build_profile(pod_record(quota_us=250_000, period_us=100_000), "pod")
+    [request] = [g for g in profile.groups if g.treatment.value == "exclusive"]
+    assert request.request_millicores == 2500 and request.exclusive_cores() == 3
+    assert f"request 2500m from the pod's CPU limit (cgroup {POD}: 250000/100000 us = 2500m)" in (
+        request.comment or "")
+    # a tighter limit than the hot threads: 1.5 CPUs -> 2 cores, not 3
+    tight = build_profile(pod_record(quota_us=150_000, period_us=100_000), "pod")
+    [request] = [g for g in tight.groups if g.treatment.value == "exclusive"]
+    assert (request.request_millicores, request.exclusive_cores()) == (1500, 2)
+    text = dumps(tight)
+    assert "request_millicores = 1500" in text
+
+
+def test_an_explicit_request_wins_over_the_pods_limit() -> None:
+    profile = build_profile(pod_record(quota_us=150_000, period_us=100_000), "pod",
+                            requests={"request-*": 3000})
+    [request] = [g for g in profile.groups if g.treatment.value == "exclusive"]
+    assert request.request_millicores == 3000 and "pod's CPU limit" not in (request.comment or "")
+
+
+@pytest.mark.parametrize(("quota_us", "period_us", "says"), [
+    (None, 100_000, "has no CPU limit (cpu.max \"max\", or a v1 cfs quota of -1): no request from the pod"),
+    (None, None, "its CPU limit could not be read"),
+])
+def test_no_limit_is_no_request_and_the_profile_says_so(quota_us: int | None, period_us: int | None,
+                                                        says: str) -> None:
+    profile = build_profile(pod_record(quota_us=quota_us, period_us=period_us), "pod")
+    [request] = [g for g in profile.groups if g.treatment.value == "exclusive"]
+    assert request.request_millicores is None and request.exclusive_cores() == 3
+    assert says in (profile.comment or "")
 
 
 def test_a_cgroup_capture_gives_a_cgroup_targeted_profile() -> None:
