@@ -12,6 +12,8 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -119,6 +121,16 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def stop_by_pid(proc: subprocess.Popen) -> None:
+    """Stop a process a test started: SIGTERM to its PID, SIGKILL after 10 s (never by name)."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _wait_for_port(port: int, timeout_s: float = 10) -> None:
     import socket
 
@@ -207,12 +219,7 @@ def redis_capture(tmp_path_factory: pytest.TempPathFactory, tracer_backend: str)
         assert observer.returncode == 0, stderr
         return out
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_by_pid(server)
 
 
 JVM_SOURCE = Path(__file__).parent / "jvm" / "PoolService.java"
@@ -223,7 +230,6 @@ def jvm_capture(tmp_path_factory: pytest.TempPathFactory, tracer_backend: str) -
     """Our JVM service with named pools (tests/jvm/PoolService.java: a CPU-busy request pool
     feeding a writer and an acceptor through queues, a periodic flusher, the JVM's own
     threads), observed with `threadwise observe --pid` for 5 s once it serves; stopped by PID."""
-    import signal
     import subprocess
     import sys
 
@@ -248,9 +254,4 @@ def jvm_capture(tmp_path_factory: pytest.TempPathFactory, tracer_backend: str) -
         assert done.returncode == 0, done.stderr
         return out
     finally:
-        service.send_signal(signal.SIGTERM)
-        try:
-            service.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            service.kill()
-            service.wait()
+        stop_by_pid(service)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROLESIM_ARGS
+from tests.conftest import ROLESIM_ARGS, stop_by_pid
 from threadwise.analyze.store import load_analysis
 from threadwise.observe import procfs
 from threadwise.synthesize import oracle
@@ -118,12 +117,7 @@ def test_a_cgroup_capture_gives_a_pod_profile_the_real_scx_layered_accepts(
         done = tw("observe", "--cgroup", pod.path, "-d", "3s", "-o", str(capture))
         assert done.returncode == 0, done.stderr
     finally:
-        workload.send_signal(signal.SIGTERM)
-        try:
-            workload.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            workload.kill()
-            workload.wait()
+        stop_by_pid(workload)
 
     done = tw("analyze", str(capture))
     assert done.returncode == 0, done.stderr

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import stop_by_pid
 from threadwise.synthesize.diagnostics import ProfileError
 from threadwise.synthesize.families import bundled, decide, load_families, parse_families
 from threadwise.synthesize.schema import Treatment
@@ -86,15 +86,6 @@ def _comms(pid: int) -> set[str]:
     return out
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 def _check(runtime_families: list[str], comms: set[str]) -> None:
     families = {f.name: f for f in bundled().families}
     for name in runtime_families:
@@ -121,7 +112,7 @@ def test_redis_families_match_a_live_redis(tmp_path: Path) -> None:
             comms = _comms(proc.pid)
         _check(["redis-io", "redis-bio", "jemalloc"], comms)
     finally:
-        _stop(proc)
+        stop_by_pid(proc)
 
 
 def test_jvm_families_match_a_live_jvm(tmp_path: Path) -> None:
@@ -142,5 +133,5 @@ def test_jvm_families_match_a_live_jvm(tmp_path: Path) -> None:
         untaken = sorted(c for c in internals if families.family_of([c]) is None)
         assert not untaken, f"JVM threads no family takes: {untaken}"
     finally:
-        _stop(proc)
+        stop_by_pid(proc)
     assert os.path.exists(tmp_path / "PoolService.class")
