@@ -18,26 +18,14 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from results import child  # benchmarks/results.py, beside this script
 
 TARGET_S = 15.0
 TARGET_RSS_MB = 2048.0
-
-
-def run_child(argv: list[str]) -> tuple[float, float, int, str]:
-    """Run argv; wall seconds, peak RSS in MB (that child only), exit code, stdout."""
-    began = time.monotonic()
-    with tempfile.TemporaryFile("w+") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=sys.stderr)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.monotonic() - began
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        return wall, usage.ru_maxrss / 1024, proc.returncode, out.read()
 
 
 def generate_only(path: Path, events: int) -> None:
@@ -64,7 +52,7 @@ def main() -> int:
     capture = args.reuse or (workdir / f"bulk-{args.events}.duckdb")  # type: ignore[operator]
     try:
         if not args.reuse:
-            wall, rss, code, out = run_child([sys.executable, __file__, "--events", str(args.events),
+            wall, rss, code, out = child([sys.executable, __file__, "--events", str(args.events),
                                               "--generate-only", str(capture)])
             if code != 0:
                 print(f"generation failed (exit {code})", file=sys.stderr)
@@ -73,7 +61,7 @@ def main() -> int:
             print(f"generate  {args.events:,} switches: {wall:.1f} s wall, peak RSS {rss:,.0f} MB "
                   f"(ingest {phases['ingest_s']:.1f} s, observe finalize.sql {phases['finalize_s']:.1f} s)")
         threadwise = shutil.which("threadwise", path=str(Path(sys.executable).parent)) or "threadwise"
-        wall, rss, code, _ = run_child([threadwise, "analyze", str(capture)])
+        wall, rss, code, _ = child([threadwise, "analyze", str(capture)])
         if code != 0:
             print(f"threadwise analyze failed (exit {code})", file=sys.stderr)
             return 1
