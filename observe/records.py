@@ -12,6 +12,7 @@ sched.h byte for byte: tests/observe/test_records.py compares them with the C si
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,8 +40,10 @@ FILES: dict[str, np.dtype] = {"switch.bin": SWITCH, "waking.bin": WAKING, "migra
 
 
 def _column(values: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
-    return pa.array(np.ascontiguousarray(values).astype(arrow_type.to_pandas_dtype(), copy=False),
-                    type=arrow_type)
+    # one copy from the strided record field straight into the column's dtype (a field of a
+    # structured array is never contiguous, so this always copies: the column never aliases
+    # the read buffer, which RecordReader reuses)
+    return pa.array(values.astype(arrow_type.to_pandas_dtype()), type=arrow_type)
 
 
 def _table(name: str, columns: dict[str, np.ndarray | list]) -> pa.Table:
@@ -122,6 +125,9 @@ class RecordReader:
     directory: Path
     offsets: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FILES, 0))
     records: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FILES, 0))
+    # One read buffer for every call: a fresh `f.read` of 8 MB is fresh memory, faulted in page
+    # by page each time. Safe to reuse because decoding copies every column out of it.
+    _buffer: bytearray = field(default_factory=bytearray, repr=False)
 
     def read(self, *, max_bytes: int = 256 << 20) -> dict[str, list[pa.Table]]:
         """Tables decoded from what was appended since the last call."""
@@ -130,14 +136,20 @@ class RecordReader:
             path = self.directory / name
             try:
                 with open(path, "rb") as f:
+                    want = min(max_bytes, os.fstat(f.fileno()).st_size - self.offsets[name])
+                    if want < dtype.itemsize:
+                        continue
+                    if len(self._buffer) < want:    # only as big as a read needs (bytearray zero-fills)
+                        self._buffer = bytearray(want)
+                    buffer = memoryview(self._buffer)[:want]
                     f.seek(self.offsets[name])
-                    data = f.read(max_bytes)
+                    got = f.readinto(buffer)
             except FileNotFoundError:
                 continue
-            whole = len(data) - len(data) % dtype.itemsize
+            whole = got - got % dtype.itemsize
             if not whole:
                 continue
-            for table, batch in decode(name, memoryview(data)[:whole]).items():
+            for table, batch in decode(name, buffer[:whole]).items():
                 out.setdefault(table, []).append(batch)
             self.offsets[name] += whole
             self.records[name] += whole // dtype.itemsize

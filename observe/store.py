@@ -162,7 +162,9 @@ class CaptureWriter:
             raise ValueError(f"{table}: columns {batch.schema.names}, expected {schema.names}")
         if batch.num_rows == 0:
             return
-        self.con.register("_batch", batch.cast(schema))
+        # the decoders build the exact schema: casting anyway would cost a pass over the batch and,
+        # the first time, importing pyarrow.compute (0.2-1 s, inside a capture's finalize time)
+        self.con.register("_batch", batch if batch.schema.equals(schema) else batch.cast(schema))
         try:
             self.con.execute(f"INSERT INTO {identifier(table, RAW_TABLES)} SELECT * FROM _batch")
         finally:
