@@ -270,6 +270,11 @@ def main() -> int:
     if os.geteuid() != 0:
         print("error: needs root (tracing)", file=sys.stderr)
         return 2
+    # The Redis arms stop `threadwise observe` with SIGINT. Started in the background of a
+    # non-interactive shell, this process inherits SIGINT ignored and so would every observer
+    # (Python keeps an inherited SIG_IGN): it never stopped and the run hung. A handler here is
+    # reset to the default in each child at exec.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     for tool in ("hackbench", "perf", "redis-server", "redis-benchmark", "bpftrace"):
         if shutil.which(tool) is None:
             print(f"error: {tool} not found (scripts/setup-system.sh installs it)", file=sys.stderr)

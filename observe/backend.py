@@ -33,6 +33,18 @@ class TracerReport:
     stderr_tail: str = ""
 
 
+@dataclass
+class TaskActivity:
+    """Task births and renames a backend recorded since it was last asked (what observe's /proc
+    scans follow: a scan can only find something new after a task was born or renamed)."""
+
+    parent_tgids: set[int] = field(default_factory=set)   # the creators' thread groups
+    comms: set[str] = field(default_factory=set)          # names born with, or renamed to
+
+    def __bool__(self) -> bool:
+        return bool(self.parent_tgids or self.comms)
+
+
 class TracerBackend(Protocol):
     name: str
 
@@ -48,6 +60,9 @@ class TracerBackend(Protocol):
         """Events that arrived since the last poll (never blocks long)."""
 
     def alive(self) -> bool: ...
+
+    def task_activity(self) -> TaskActivity | None:
+        """Births and renames since the last call; None: this backend cannot tell in time."""
 
     def pending(self) -> int:
         """Events recorded but not yet returned by poll (a backend that defers ingest)."""

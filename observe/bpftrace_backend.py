@@ -129,6 +129,9 @@ class BpftraceBackend:
     def pending(self) -> int:
         return 0   # bpftrace's stream is parsed as it arrives
 
+    def task_activity(self) -> None:
+        return None   # births are in its parsed stream, not told apart: observe scans on a timer
+
     def drain_into(self, writer: object) -> int:
         return 0   # stop() returned everything
 

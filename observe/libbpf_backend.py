@@ -21,9 +21,9 @@ import pyarrow as pa
 
 from threadwise.errors import MissingTool, PermissionProblem, TracerError
 from threadwise.observe import tracer_build
-from threadwise.observe.backend import TracerReport
+from threadwise.observe.backend import TaskActivity, TracerReport
 from threadwise.observe.ingest import ingest_records
-from threadwise.observe.records import RecordReader
+from threadwise.observe.records import RecordReader, TaskFollower
 from threadwise.observe.store import CaptureWriter
 from threadwise.observe.stream import ParsedChunk
 
@@ -62,6 +62,7 @@ class LibbpfBackend:
         self.poll_ms = poll_ms
         self._proc: subprocess.Popen[bytes] | None = None
         self._reader: RecordReader | None = None
+        self._tasks: TaskFollower | None = None
         self._control = b""
         self._lines: list[str] = []
         self._err: Path | None = None
@@ -95,6 +96,7 @@ class LibbpfBackend:
         records = workdir / "records"
         records.mkdir()
         self._reader = RecordReader(records)
+        self._tasks = TaskFollower(records / "task.bin")
         self._err = workdir / "tracer.err"
         with open(self._err, "wb") as err:
             self._proc = subprocess.Popen(
@@ -165,6 +167,11 @@ class LibbpfBackend:
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    def task_activity(self) -> TaskActivity:
+        """Births and renames in task.bin since the last call (it trails the kernel by --poll-ms)."""
+        assert self._tasks is not None
+        return self._tasks.read()
 
     def stop(self) -> tuple[ParsedChunk, TracerReport]:
         """Stop tracing and report; the records still on disk follow through `drain_into`."""

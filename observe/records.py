@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from threadwise.observe.backend import TaskActivity
 from threadwise.observe.stream import CLONE_THREAD, SCHEMAS
 
 # enum tw_kind (sched.h)
@@ -178,3 +179,28 @@ class RecordReader:
         """Bytes of a partial last record per file (a write cut short), wherever reading is."""
         partial = {name: size % FILES[name].itemsize for name, size in self._sizes().items()}
         return {name: extra for name, extra in partial.items() if extra}
+
+
+@dataclass
+class TaskFollower:
+    """Follows task.bin while tracing runs, on an offset of its own (RecordReader still ingests
+    every record at the end): births and renames, so the observer scans /proc only when a scan
+    can find something new. task.bin is small (a record per birth, exit or rename)."""
+
+    path: Path
+    offset: int = 0
+
+    def read(self) -> TaskActivity:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return TaskActivity()
+        whole = len(data) - len(data) % TASK.itemsize
+        self.offset += whole
+        recs = np.frombuffer(memoryview(data)[:whole], dtype=TASK)
+        births = recs[recs["kind"] == TW_NEW]
+        renames = recs[recs["kind"] == TW_RENAME]
+        return TaskActivity(parent_tgids=set(births["parent_tgid"].tolist()),
+                            comms=set(_names(births["comm"])) | set(_names(renames["new_comm"])))

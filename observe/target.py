@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from threadwise.durations import parse_duration
 from threadwise.errors import TargetError, UsageError
 from threadwise.observe import procfs
+from threadwise.observe.backend import TaskActivity
 
 __all__ = ["Target", "parse_duration"]   # parse_duration: threadwise.durations, re-exported
 
@@ -111,6 +112,20 @@ class Target:
         elif self.pid is not None:
             self.tgids.update(procfs.descendants_of(self.pid))
         return self.tgids - before
+
+    def may_have_grown(self, activity: TaskActivity) -> bool:
+        """Could `activity` (births and renames the tracer saw) have added threads or processes?
+
+        A thread or child process of a target process is born with that process as its parent
+        (a grandchild's parent joins first: its own birth triggers the scan that finds both);
+        a process takes a name by fork or rename (exec renames). A cgroup also gains members that
+        are moved in, which no task event shows: cgroup targets always say yes.
+        """
+        if self.kind == "cgroup":
+            return True
+        if activity.parent_tgids & self.tgids:
+            return True
+        return self.kind == "comm" and self.comm is not None and self.comm[:15] in activity.comms
 
     def alive(self) -> bool:
         if self.launched is not None:

@@ -12,6 +12,8 @@ import pytest
 
 from threadwise.durations import parse_duration
 from threadwise.errors import TargetError, UsageError
+from threadwise.observe import procfs
+from threadwise.observe.backend import TaskActivity
 from threadwise.observe.target import Target
 
 THREADWISE = [sys.executable, "-m", "threadwise.cli"]
@@ -131,3 +133,21 @@ def test_cli_show_missing_and_bad_files(tmp_path):
     result = run_cli("show", str(junk))
     assert result.returncode == 2 and "not a threadwise capture (it is not a DuckDB file)" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_which_task_activity_can_grow_a_target():
+    launched = Target("command", "app", command=["app"], pid=100, tgids={100, 101})
+    assert launched.may_have_grown(TaskActivity(parent_tgids={101}))        # its child or thread
+    assert not launched.may_have_grown(TaskActivity(parent_tgids={7}, comms={"app"}))
+    named = Target("comm", "worker", comm="worker", tgids={200})
+    assert named.may_have_grown(TaskActivity(comms={"worker"}))             # born or renamed so
+    assert named.may_have_grown(TaskActivity(parent_tgids={200}))           # a new thread
+    assert not named.may_have_grown(TaskActivity(parent_tgids={7}, comms={"other"}))
+    # processes are moved into a cgroup without any task event
+    assert Target("cgroup", "/x", cgroup="/x").may_have_grown(TaskActivity())
+
+
+def test_a_process_snapshot_skips_known_threads_before_reading_them():
+    mine = procfs.snapshot_process(os.getpid())
+    assert mine and {snap.tid for snap in mine} == set(procfs.thread_ids(os.getpid()))
+    assert procfs.snapshot_process(os.getpid(), skip={snap.tid for snap in mine}) == []

@@ -125,3 +125,25 @@ def test_an_empty_or_missing_file_decodes_to_nothing(tmp_path):
     (tmp_path / "switch.bin").write_bytes(b"")
     assert RecordReader(tmp_path).read() == {}
     assert decode("waking.bin", b"") == {}
+
+
+def test_task_follower_reports_births_and_renames_once_and_waits_for_whole_records(tmp_path):
+    recs = np.zeros(3, dtype=records.TASK)
+    recs["kind"] = [records.TW_NEW, records.TW_RENAME, records.TW_EXIT]
+    recs["tid"] = [21, 21, 21]
+    recs["parent_tgid"] = [20, 0, 0]
+    recs["comm"] = [b"app", b"app", b"app"]
+    recs["new_comm"] = [b"", b"worker-0", b""]
+    data = recs.tobytes()
+    follower = records.TaskFollower(tmp_path / "task.bin")
+    assert not follower.read()                          # no file yet: nothing happened
+    (tmp_path / "task.bin").write_bytes(data[: records.TASK.itemsize + 5])
+    first = follower.read()
+    assert first.parent_tgids == {20} and first.comms == {"app"}
+    with open(tmp_path / "task.bin", "ab") as f:
+        f.write(data[records.TASK.itemsize + 5:])
+    second = follower.read()                            # the rename, not the birth again
+    assert second.parent_tgids == set() and second.comms == {"worker-0"}
+    assert not follower.read()
+    # the follower has its own offset: ingest still reads every record
+    assert RecordReader(tmp_path).read()["raw_task_new"][0].num_rows == 1
