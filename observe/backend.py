@@ -8,6 +8,7 @@ implementing it and registering in BACKENDS.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +79,23 @@ class TracerBackend(Protocol):
 # default cannot (not built, no BTF) and the user did not ask for a backend by name.
 DEFAULT_BACKEND = "libbpf"
 FALLBACK_BACKEND = "bpftrace"
+
+
+def kill_tracer(proc: subprocess.Popen | None) -> None:
+    """SIGKILL a tracer process we started (if still running) and reap it."""
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def stderr_tail(path: Path | None, *, skip: str | None = None, lines: int = 5) -> str:
+    """The last non-blank lines of a tracer's stderr file, joined with ' | ' (for error messages);
+    lines containing `skip` (a known harmless warning) are left out."""
+    if path is None or not path.exists():
+        return ""
+    kept = [line for line in path.read_text(errors="replace").splitlines()
+            if line.strip() and (skip is None or skip not in line)]
+    return " | ".join(kept[-lines:])
 
 
 def choose_backend(name: str | None, progress: Callable[[str], None]) -> TracerBackend:

@@ -24,7 +24,7 @@ from importlib import resources
 from pathlib import Path
 
 from threadwise.errors import MissingTool, PermissionProblem, TracerError
-from threadwise.observe.backend import TracerReport
+from threadwise.observe.backend import TracerReport, kill_tracer, stderr_tail
 from threadwise.observe.stream import ParsedChunk, StreamParser
 from threadwise.paths import find_program
 
@@ -51,6 +51,9 @@ def _child_setup() -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_MEMLOCK, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+
+MEMLOCK_WARNING = "RLIMIT_MEMLOCK"   # a warning bpftrace prints on every start; no error
 
 
 class BpftraceBackend:
@@ -104,11 +107,11 @@ class BpftraceBackend:
         while self._parser.live_ts is None:
             if self._proc.poll() is not None:
                 raise TracerError(f"bpftrace exited with status {self._proc.returncode} before "
-                                  f"tracing started: {self._stderr_tail()}")
+                                  f"tracing started: {stderr_tail(self._err, skip=MEMLOCK_WARNING)}")
             if time.monotonic() > deadline:
-                self._kill()
+                kill_tracer(self._proc)
                 raise TracerError(f"bpftrace did not attach within {attach_timeout_s:.0f} s: "
-                                  f"{self._stderr_tail()}")
+                                  f"{stderr_tail(self._err, skip=MEMLOCK_WARNING)}")
             self._pending.append(self._read())
             time.sleep(0.05)
         return self._parser.live_ts
@@ -169,7 +172,7 @@ class BpftraceBackend:
             try:
                 self._proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                self._kill()
+                kill_tracer(self._proc)
         chunks.append(self._read())
         chunks.append(self._parser.close())
         if self._fh is not None:
@@ -180,21 +183,10 @@ class BpftraceBackend:
             kernel_counts=map_counts or dict(self._parser.kernel_counts),
             unparsed=self._parser.unparsed,
             unparsed_samples=list(self._parser.unparsed_samples),
-            stderr_tail=self._stderr_tail(),
+            stderr_tail=stderr_tail(self._err, skip=MEMLOCK_WARNING),
         )
         return _merge(chunks), report
 
-    def _kill(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait()
-
-    def _stderr_tail(self) -> str:
-        if self._err is None or not self._err.exists():
-            return ""
-        lines = [line for line in self._err.read_text(errors="replace").splitlines()
-                 if "RLIMIT_MEMLOCK" not in line and line.strip()]
-        return " | ".join(lines[-5:])
 
 
 def _bytes(raw: object) -> bytes:

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from threadwise.errors import MissingTool, PermissionProblem, TracerError
 from threadwise.observe import tracer_build
-from threadwise.observe.backend import TaskActivity, TracerReport
+from threadwise.observe.backend import TaskActivity, TracerReport, kill_tracer, stderr_tail
 from threadwise.observe.ingest import ingest_records
 from threadwise.observe.records import RecordReader, TaskFollower
 from threadwise.observe.store import CaptureWriter
@@ -114,11 +114,11 @@ class LibbpfBackend:
             if self._proc.poll() is not None:
                 self._read_control(timeout_s=0)
                 raise TracerError(f"the libbpf tracer exited with status {self._proc.returncode} before "
-                                  f"tracing started: {self._stderr_tail()}")
+                                  f"tracing started: {stderr_tail(self._err)}")
             if time.monotonic() > deadline:
-                self._kill()
+                kill_tracer(self._proc)
                 raise TracerError(f"the libbpf tracer did not attach within {attach_timeout_s:.0f} s: "
-                                  f"{self._stderr_tail()}")
+                                  f"{stderr_tail(self._err)}")
 
     def _read_control(self, *, timeout_s: float) -> list[str]:
         """Complete control lines that arrived on the tracer's stdout."""
@@ -182,7 +182,7 @@ class LibbpfBackend:
             try:
                 self._proc.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
-                self._kill()
+                kill_tracer(self._proc)
         self._read_control(timeout_s=0)
         self._stopped = True
         end_ts, counts = None, {}
@@ -211,20 +211,10 @@ class LibbpfBackend:
             unparsed=len(trailing),  # files that end in a partial record (a write cut short)
             unparsed_samples=[f"{name}: {size} bytes of an incomplete record"
                               for name, size in trailing.items()],
-            stderr_tail=self._stderr_tail(),
+            stderr_tail=stderr_tail(self._err),
         )
         return chunk, report
 
-    def _kill(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait()
-
-    def _stderr_tail(self) -> str:
-        if self._err is None or not self._err.exists():
-            return ""
-        lines = [line for line in self._err.read_text(errors="replace").splitlines() if line.strip()]
-        return " | ".join(lines[-5:])
 
 
 def _chunk(parts: dict[str, list[pa.Table]]) -> ParsedChunk:
