@@ -73,12 +73,15 @@ def test_kill9_then_clean_and_recover(tmp_path, env, backend):
     observer_gone = _wait_exit(observer_fd, 10)
     tracer_gone = _wait_exit(tracer_fd, 10)
     observer.wait()
-    # The tracer dies with the observer (PR_SET_PDEATHSIG, SIGKILL). The libbpf tracer's BPF
-    # links go with its process: gone within 100 ms. bpftrace's kernel side stops recording at
-    # the observer's exit (its sched_process_exit probe), but the kernel detaches its
-    # perf-event probes one synchronize at a time: measured 1.1 s here, bounded at 3 s.
+    # The tracer dies with the observer (PR_SET_PDEATHSIG, SIGKILL): without it the tracer would
+    # run on and the wait above would fail. How fast is a benchmark's business, not a test's
+    # (benchmarks/kill9.py: the libbpf tracer is gone within 100 ms; under load 15-30 on 2 cores
+    # a 0.1 s bound here failed at 0.168 s): the bounds only tell death-with-the-observer from
+    # anything slower. bpftrace's kernel side stops recording at the observer's exit (its
+    # sched_process_exit probe), but the kernel detaches its perf-event probes one synchronize
+    # at a time: measured 1.1 s on a quiet host.
     outlived = tracer_gone - observer_gone
-    assert outlived < (0.1 if backend == "libbpf" else 3.0), \
+    assert outlived < (1.0 if backend == "libbpf" else 5.0), \
         f"tracer outlived the observer by {outlived:.3f} s"
     assert not out.exists()
 
