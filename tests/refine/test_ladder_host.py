@@ -12,6 +12,7 @@ the test checks precisely that instead of expecting a quiet machine.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -93,7 +94,13 @@ def test_a_service_that_never_becomes_ready_stops_the_ladder_clearly(tmp_path: P
                    place=where(False, 2, profiles=False), levels=[0], repeats=1, command="pytest",
                    progress=lambda _line: None)
     assert "service-not-ready" in stopped.value.message
-    assert str(ladder_file) in (stopped.value.hint or "")
+    hint = stopped.value.hint or ""
+    assert str(ladder_file) in hint
+    # the raw files of a stopped ladder are kept where the hint says (nothing lost); they are
+    # this test's own debris, so it removes them (each run left a /tmp/threadwise-ladder-* behind)
+    raw = Path(hint.rsplit("raw files in ", 1)[1].strip())
+    assert (raw / "failed").read_text().strip() == "service-not-ready"
+    shutil.rmtree(raw)
     con = store.open_ladder(ladder_file, read_only=True)
     completed, reason = con.execute("SELECT completed, stopped_reason FROM run").fetchone()
     assert not completed and "stopped after 0 of 2 cells (service-not-ready)" in reason
