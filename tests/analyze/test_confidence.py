@@ -5,7 +5,6 @@ Threads that lived under the minimum form no group: the workload's catch-all nam
 
 from __future__ import annotations
 
-import polars as pl
 import pytest
 
 from tests.synthesize.test_compact import jvm_like, row
@@ -107,17 +106,3 @@ def test_short_lived_threads_are_named_in_the_catch_all() -> None:
     assert rest.match == ["*"]
     assert ("also takes: 1 thread name(s) lived under 100 ms in the capture, too short to judge, "
             "so they form no group of their own: tmp-job") in (rest.comment or "")
-
-
-def test_short_lived_names_reach_the_analysis(tmp_path) -> None:
-    cap = CaptureBuilder(target_tgids=[400], duration_ns=2 * SECOND)
-    cap.thread(400, 400, "svc")
-    cap.thread(401, 400, "loop")
-    cap.periodic(401, 0, first_ts=T0 + 1_000 * US, run_ns=200 * US, period_ns=10_000 * US, count=150)
-    cap.thread(402, 400, "tmp-job", born_ts=T0 + 500_000 * US, exit_ts=T0 + 520_000 * US)
-    cap.slice(402, 1, T0 + 501_000 * US, 5_000 * US, "S")
-    analysis = analyze_capture(cap.write(tmp_path / "short.duckdb"))
-    assert analysis.short_lived == ["tmp-job"]
-    assert analysis.record().short_lived == ["tmp-job"]
-    assert "tmp-job" not in analysis.groups["pattern"].to_list()
-    assert pl.DataFrame(analysis.groups)["thin_evidence"].dtype == pl.String

@@ -83,3 +83,7 @@ def test_short_lived_threads_form_no_group_of_their_own(tmp_path):
     assert any("lived under 100 ms" in c and "tmp-job" in c for c in analysis.caveats), analysis.caveats
     [row] = analysis.threads.filter(pl.col("name") == "tmp-job").to_dicts()
     assert row["group"] is None
+    # the names reach the analysis and its stored record (the catch-all's comment lists them)
+    assert analysis.short_lived == ["tmp-job"]
+    assert analysis.record().short_lived == ["tmp-job"]
+    assert pl.DataFrame(analysis.groups)["thin_evidence"].dtype == pl.String
