@@ -28,14 +28,6 @@ TARGET_S = 15.0
 TARGET_RSS_MB = 2048.0
 
 
-def generate_only(path: Path, events: int) -> None:
-    from bulk import bulk_capture  # benchmarks/bulk.py, beside this script
-
-    timings: dict[str, float] = {}
-    bulk_capture(path, switches=events, timings=timings)
-    print(json.dumps(timings))
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--events", type=int, default=10_000_000, help="sched_switch events to generate")
@@ -45,7 +37,9 @@ def main() -> int:
     parser.add_argument("--generate-only", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.generate_only:
-        generate_only(args.generate_only, args.events)
+        from bulk import generate_and_report  # benchmarks/bulk.py: numpy only in the child
+
+        generate_and_report(args.generate_only, args.events)
         return 0
 
     workdir = Path(tempfile.mkdtemp(prefix="tw-bench-", dir=args.out)) if not args.reuse else None

@@ -30,14 +30,6 @@ TARGET_RSS_MB = {100_000_000: 4096.0}
 DEFAULT_SIZES = "1000000,10000000,100000000"
 
 
-def generate_only(path: Path, switches: int) -> None:
-    from bulk import bulk_capture
-
-    timings: dict[str, float] = {}
-    bulk_capture(path, switches=switches, timings=timings)
-    print(json.dumps(timings))
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--sizes", default=DEFAULT_SIZES, help="sched_switch events per capture")
@@ -49,7 +41,9 @@ def main() -> int:
     parser.add_argument("--generate-only", nargs=2, metavar=("PATH", "SWITCHES"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.generate_only:
-        generate_only(Path(args.generate_only[0]), int(args.generate_only[1]))
+        from bulk import generate_and_report  # benchmarks/bulk.py: numpy only in the child
+
+        generate_and_report(Path(args.generate_only[0]), int(args.generate_only[1]))
         return 0
 
     sizes = [int(s) for s in args.sizes.split(",") if s]

@@ -13,6 +13,7 @@ capture (`CaptureBuilder.open`), so the events never sit in memory twice.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -105,6 +106,13 @@ def bulk_capture(path: Path, *, switches: int = 10_000_000, nr_cpus: int = 2, se
     if timings is not None:
         timings.update(ingest_s=finalizing - began, finalize_s=time.monotonic() - finalizing)
     return Path(path)
+
+
+def generate_and_report(path: Path, switches: int) -> None:
+    """A benchmark's generating child: write the capture, print its phase timings as JSON."""
+    timings: dict[str, float] = {}
+    bulk_capture(path, switches=switches, timings=timings)
+    print(json.dumps(timings))
 
 
 def _bulk_wakings(rng: np.random.Generator, slices: tuple[np.ndarray, ...], *, tids: np.ndarray,
