@@ -173,8 +173,6 @@ def redis_capture(tmp_path_factory: pytest.TempPathFactory, tracer_backend: str)
     tests had nothing to judge. The server and its benchmark also run at nice -10 (the tests
     are about what analyze makes of Redis at work, not of Redis starved). The server is
     stopped by its PID."""
-    import signal
-    import subprocess
     import sys
 
     if shutil.which("redis-server") is None or shutil.which("redis-benchmark") is None:
@@ -202,8 +200,7 @@ def redis_capture(tmp_path_factory: pytest.TempPathFactory, tracer_backend: str)
         sleeps_at_start, sleeps = _io_thread_sleeps(server.pid), 0
         bench = subprocess.Popen(
             [*NICE_WORKLOAD, "redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", "50",
-             "-n", "20000000",
-             "-t", "set,get", "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             "-n", "20000000", "-t", "set,get", "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         while time.monotonic() - began < REDIS_MAX_S - 5 and observer.poll() is None:
             time.sleep(0.5)
             sleeps = _io_thread_sleeps(server.pid) - sleeps_at_start
@@ -230,7 +227,6 @@ def jvm_capture(tmp_path_factory: pytest.TempPathFactory, tracer_backend: str) -
     """Our JVM service with named pools (tests/jvm/PoolService.java: a CPU-busy request pool
     feeding a writer and an acceptor through queues, a periodic flusher, the JVM's own
     threads), observed with `threadwise observe --pid` for 5 s once it serves; stopped by PID."""
-    import subprocess
     import sys
 
     if shutil.which("javac") is None or shutil.which("java") is None:
