@@ -16,6 +16,9 @@ instance, and every event has one (its tid's first event is covered). The per-CP
 the same window over the same rows, only narrower, and each slice's utid is the one of its
 next_tid, as before. Where the old path was not deterministic (two switches of one CPU, or two
 wakings of one thread, at the same nanosecond) neither is the new one, so the input has none.
+Two changes of form are deliberate (docs/capture.md): end_state is an ENUM of its letters
+where it was a VARCHAR (the same values; cheaper to write and scan), and thread_state is a view
+over sched_slice and thread_wait where it was a table (the same rows).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from threadwise.observe.store import RAW_TABLES, CaptureWriter
 
 DERIVED = ("sched_slice", "thread_state", "wakeup", "migration", "thread", "process", "switch_gap")
 VOLATILE = {"capture_id", "start_wall"}   # differ between any two builds
+END_STATE = "ENUM('R+', 'R', 'S', 'D', 'T', 't', 'X', 'Z', 'P', 'I')"
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +74,9 @@ def _columns(con, db, table):
 @pytest.mark.parametrize("table", [*DERIVED, "capture", *RAW_TABLES])
 def test_new_path_builds_the_same_tables(both, table):
     columns = _columns(both, "old", table)
-    assert columns and columns == _columns(both, "new", table)
+    new_columns = [(name, "VARCHAR" if kind == END_STATE else kind)
+                   for name, kind in _columns(both, "new", table)]
+    assert columns and columns == new_columns
     names = ", ".join(f'"{name}"' for name, _ in columns if name not in VOLATILE)
     count = both.execute(f"SELECT count(*) FROM old.{table}").fetchone()[0]
     assert count == both.execute(f"SELECT count(*) FROM new.{table}").fetchone()[0]
