@@ -83,51 +83,39 @@ CREATE TEMP TABLE _instance AS
 -- the columns later steps read are carried through the sort, and the tids are
 -- mapped to utids afterwards, once per slice (next_tid), not before for both
 -- sides of every switch (prev_tid is only needed for each CPU's first switch).
-CREATE TEMP TABLE _ordered AS
-    SELECT ts, cpu, prev_tid, prev_state, prev_prio, next_tid, next_prio,
-        LEAD(ts) OVER w AS next_ts,
-        LEAD(prev_state) OVER w AS next_prev_state,
-        LEAD(prev_tid) OVER w AS next_prev_tid,
-        ROW_NUMBER() OVER w AS nth
-    FROM raw_sched_switch
-    WINDOW w AS (PARTITION BY cpu ORDER BY ts);
-
-CREATE TABLE switch_gap AS
-    SELECT cpu,
-           ts AS before_ts,          -- last switch before the gap
-           next_ts AS after_ts,      -- first switch after it
-           next_tid AS expected_tid, -- who should have switched out
-           next_prev_tid AS found_tid
-    FROM _ordered
-    WHERE next_prev_tid IS NOT NULL AND next_prev_tid <> next_tid
-    ORDER BY before_ts;
-
-UPDATE capture SET
-    switch_gaps = (SELECT count(*) FROM switch_gap),
-    events_lost = COALESCE(events_lost, 0) + (SELECT count(*) FROM switch_gap);
-
 CREATE TABLE sched_slice AS
 WITH bounds AS (
     SELECT start_ts, end_ts FROM capture
+), ordered AS (
+    SELECT ts, cpu, next_tid, next_prio,
+        LEAD(ts) OVER w AS next_ts,
+        LEAD(prev_state) OVER w AS next_prev_state,
+        LEAD(prev_tid) OVER w AS next_prev_tid
+    FROM raw_sched_switch
+    WINDOW w AS (PARTITION BY cpu ORDER BY ts)
 ), body AS (
     -- A slice of next_tid's instance from this switch to the next switch on the CPU.
     SELECT o.ts, COALESCE(o.next_ts, b.end_ts) - o.ts AS dur, o.cpu, n.utid,
            CASE WHEN o.next_prev_tid <> o.next_tid THEN NULL ELSE o.next_prev_state END AS raw_end_state,
            o.next_prio AS priority,
            o.next_ts IS NULL OR o.next_prev_tid <> o.next_tid AS clipped
-    FROM _ordered o
+    FROM ordered o
     JOIN _instance n ON n.tid = o.next_tid AND o.ts >= n.born_ts
                     AND (n.next_born_ts IS NULL OR o.ts < n.next_born_ts),
     bounds b
+), first_switch AS (
+    SELECT cpu, min(ts) AS ts, arg_min(prev_tid, ts) AS prev_tid, arg_min(prev_state, ts) AS prev_state,
+           arg_min(prev_prio, ts) AS prev_prio
+    FROM raw_sched_switch GROUP BY cpu
 ), head AS (
     -- The thread that held the CPU when tracing started, up to its first switch.
     SELECT b.start_ts AS ts, o.ts - b.start_ts AS dur, o.cpu, p.utid,
            o.prev_state AS raw_end_state, o.prev_prio AS priority, TRUE AS clipped
-    FROM _ordered o
+    FROM first_switch o
     JOIN _instance p ON p.tid = o.prev_tid AND o.ts >= p.born_ts
                     AND (p.next_born_ts IS NULL OR o.ts < p.next_born_ts),
     bounds b
-    WHERE o.nth = 1 AND o.ts > b.start_ts
+    WHERE o.ts > b.start_ts
 )
 SELECT ts, dur, cpu, utid,
     -- Perfetto's end_state letters; R+ = preempted (TASK_REPORT_MAX bit, 0x100).
@@ -149,6 +137,23 @@ FROM (SELECT * FROM body UNION ALL SELECT * FROM head)
 WHERE dur >= 0
 -- (no ORDER BY: a 10M-row sort; readers order what they need)
 ;
+
+
+CREATE TABLE switch_gap AS
+    SELECT s.cpu,
+           s.ts AS before_ts,          -- last switch before the gap
+           s.ts + s.dur AS after_ts,   -- first switch after it
+           i.tid AS expected_tid,      -- who should have switched out
+           r.prev_tid AS found_tid
+    FROM sched_slice s
+    JOIN _instance i ON i.utid = s.utid
+    JOIN raw_sched_switch r ON r.cpu = s.cpu AND r.ts = s.ts + s.dur
+    WHERE s.clipped AND s.end_state IS NULL AND r.prev_tid <> i.tid
+    ORDER BY before_ts;
+
+UPDATE capture SET
+    switch_gaps = (SELECT count(*) FROM switch_gap),
+    events_lost = COALESCE(events_lost, 0) + (SELECT count(*) FROM switch_gap);
 
 -- ---------------------------------------------------------------------------
 -- wakeup and migration, keyed by utid
@@ -315,5 +320,5 @@ LEFT JOIN _instance_span sp ON sp.utid = t.utid
 LEFT JOIN last_snap s ON s.tid = t.tid AND t.end_ts IS NULL
 ORDER BY utid;
 
-DROP TABLE _tid_first; DROP TABLE _births; DROP TABLE _ordered; DROP TABLE _instance; DROP TABLE _gap; DROP TABLE _instance_span; DROP TABLE _facts;
+DROP TABLE _tid_first; DROP TABLE _births; DROP TABLE _instance; DROP TABLE _gap; DROP TABLE _instance_span; DROP TABLE _facts;
 DROP TABLE _thread_facts; DROP TABLE _thread0; DROP TABLE _thread_leader;
