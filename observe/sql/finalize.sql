@@ -189,13 +189,6 @@ CREATE TABLE migration AS
 -- same compressed or not), so the capture stores 5.2M gaps instead and readers
 -- get the same rows (tests/observe/test_ingest.py).
 -- ---------------------------------------------------------------------------
-CREATE TEMP TABLE _gap AS
-    SELECT utid, ts + dur AS gap_ts,
-           LEAD(ts) OVER (PARTITION BY utid ORDER BY ts) AS gap_end,
-           end_state, cpu
-    FROM sched_slice
-    WHERE utid <> 0;
-
 -- The first waking at or after the gap's start, if it came before the next
 -- slice and the thread was asleep (after R / R+ it was runnable right away).
 CREATE TABLE thread_wait AS
@@ -207,7 +200,13 @@ CREATE TABLE thread_wait AS
         SELECT g.utid, g.gap_ts AS ts, g.gap_end AS end_ts, g.end_state, g.cpu,
                w.ts AS wake_ts, w.waker_utid, w.target_cpu,
                g.end_state NOT IN ('R', 'R+') AND w.ts < g.gap_end AS woken
-        FROM _gap g
+        FROM (
+            SELECT utid, ts + dur AS gap_ts,
+                   LEAD(ts) OVER (PARTITION BY utid ORDER BY ts) AS gap_end,
+                   end_state, cpu
+            FROM sched_slice
+            WHERE utid <> 0
+        ) g
         ASOF LEFT JOIN (SELECT ts, wakee_utid, waker_utid, target_cpu FROM wakeup) w
             ON w.wakee_utid = g.utid AND w.ts >= g.gap_ts
         WHERE g.gap_end IS NOT NULL AND g.end_state IS NOT NULL
@@ -320,5 +319,5 @@ LEFT JOIN _instance_span sp ON sp.utid = t.utid
 LEFT JOIN last_snap s ON s.tid = t.tid AND t.end_ts IS NULL
 ORDER BY utid;
 
-DROP TABLE _tid_first; DROP TABLE _births; DROP TABLE _instance; DROP TABLE _gap; DROP TABLE _instance_span; DROP TABLE _facts;
+DROP TABLE _tid_first; DROP TABLE _births; DROP TABLE _instance; DROP TABLE _instance_span; DROP TABLE _facts;
 DROP TABLE _thread_facts; DROP TABLE _thread0; DROP TABLE _thread_leader;
