@@ -148,6 +148,9 @@ class CaptureWriter:
         except duckdb.Error as error:
             raise UsageError(f"cannot create a capture in {final_path.parent}: {error}",
                              hint="the directory is not writable; choose another --output") from error
+        # Raw tables are sets (readers order what they need): an INSERT that need not keep the
+        # batch's row order runs in parallel without reordering, 10-15% faster (benchmarks/ingest.py).
+        self.con.execute("SET preserve_insertion_order = false")
         self.con.execute(_sql("schema_v1.sql"))
         self.con.execute(_stmt("record_migration"), [1, _now(), "base schema"])
         _migrate(self.con, 1)
