@@ -89,6 +89,10 @@ def generate(directory: Path, events: int, *, seed: int = 0) -> dict[str, int]:
     """Record files of about `events` events in `directory`, with the meta.json build_capture reads."""
     info = write_records(directory, events=events, seed=seed)
     (directory / "meta.json").write_text(json.dumps(info))
+    # The files are written back before any build is timed: a tracer writes its records over the
+    # capture's duration, so a build never starts with hundreds of MB of them still to flush
+    # (the first build after generating paid that: 5.3 s against 4.8 s at 10M).
+    os.sync()
     return info
 
 

@@ -97,6 +97,12 @@ def test_the_input_has_what_finalize_must_get_right(both):
     assert one("SELECT count(*) FROM new.migration").fetchone()[0] > 100
     assert one("SELECT count(*) FROM new.raw_task_rename").fetchone()[0] >= 1
     assert one("SELECT count(DISTINCT state) FROM new.thread_state").fetchone()[0] >= 4
+    # the new capture stores each gap once and unfolds it in the view
+    assert one("SELECT table_type FROM information_schema.tables WHERE table_catalog = 'new' "
+               "AND table_name = 'thread_state'").fetchone()[0] == "VIEW"
+    gaps = one("SELECT count(*) FROM new.thread_wait").fetchone()[0]
+    assert gaps == one("SELECT count(*) FROM old.thread_state WHERE state <> 'Running'").fetchone()[0] \
+        - one("SELECT count(*) FROM new.thread_wait WHERE wake_ts IS NOT NULL").fetchone()[0] > 0
     # no ties where the old path was not deterministic
     assert one("SELECT count(*) FROM (SELECT cpu, ts FROM new.raw_sched_switch GROUP BY ALL "
                "HAVING count(*) > 1)").fetchone()[0] == 0
