@@ -23,6 +23,7 @@ import datetime as dt
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -159,6 +160,16 @@ def main() -> int:
         lines += [f"| {r['events']:,} | {r['switches']:,} | {r['mb']:,.0f} | {r['way']} | {r['round']} | "
                   f"{r['ingest_s']:.2f} | {r['finalize_s']:.2f} | {r['total_s']:.2f} | "
                   f"{r['rate'] / 1e6:.2f}M | {r['rss']:,.0f} | {r['load']:.1f} |" for r in rows]
+        lines += ["", "Median over the rounds (range), against the target:", ""]
+        for size in sizes:
+            for way in ways:
+                rates = sorted(r["rate"] for r in rows if r["size"] == size and r["way"] == way)
+                peak = max(r["rss"] for r in rows if r["size"] == size and r["way"] == way)
+                verdict = ("meets" if statistics.median(rates) >= TARGET_EVENTS_PER_S
+                           and peak <= TARGET_RSS_MB else "misses")
+                lines.append(f"- {size:,} events, {way}: {statistics.median(rates) / 1e6:.2f}M events/s "
+                             f"({rates[0] / 1e6:.2f}-{rates[-1] / 1e6:.2f}M), peak RSS {peak:,.0f} MB: "
+                             f"{verdict} the target")
         print(f"wrote {write_section('ingest', chr(10).join(lines))}")
     return 0
 
