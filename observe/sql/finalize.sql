@@ -86,9 +86,11 @@ CREATE TEMP TABLE _instance AS
 -- recorded, counted as lost events, and the slice before a gap gets no
 -- end_state.
 -- The switches of each CPU in time order, with the next switch's fields. Only
--- the columns later steps read are carried through the sort, and the tids are
--- mapped to utids afterwards, once per slice (next_tid), not before for both
--- sides of every switch (prev_tid is only needed for each CPU's first switch).
+-- the columns later steps read are carried through the sort (inline: a temp
+-- table of them cost more than it saved), and the tids are mapped to utids
+-- afterwards, once per slice (next_tid), not before for both sides of every
+-- switch (prev_tid is only needed for each CPU's first switch, found by
+-- arg_min without the sort).
 CREATE TABLE sched_slice AS
 WITH bounds AS (
     SELECT start_ts, end_ts FROM capture
@@ -148,7 +150,11 @@ WHERE dur >= 0
 -- (no ORDER BY: a 10M-row sort; readers order what they need)
 ;
 
-
+-- A gap is a slice the next switch on its CPU did not close: clipped, no
+-- end_state, and a switch at its end (ts + dur) whose prev is someone else.
+-- dur > 0 keeps a CPU's last slice out when its switch is the capture's last
+-- event (end_ts = that ts: the slice would meet its own switch). Two switches
+-- of one CPU at the same nanosecond have no defined order, here or before.
 CREATE TABLE switch_gap AS
     SELECT s.cpu,
            s.ts AS before_ts,          -- last switch before the gap
@@ -158,7 +164,7 @@ CREATE TABLE switch_gap AS
     FROM sched_slice s
     JOIN _instance i ON i.utid = s.utid
     JOIN raw_sched_switch r ON r.cpu = s.cpu AND r.ts = s.ts + s.dur
-    WHERE s.clipped AND s.end_state IS NULL AND r.prev_tid <> i.tid
+    WHERE s.clipped AND s.end_state IS NULL AND s.dur > 0 AND r.prev_tid <> i.tid
     ORDER BY before_ts;
 
 UPDATE capture SET

@@ -159,6 +159,19 @@ def test_broken_switch_chain_is_a_recorded_gap(tmp_path):
                            "WHERE tid = 10").fetchall() == [(200, None, True)]
 
 
+def test_a_switch_at_the_capture_end_is_no_gap(tmp_path):
+    # The capture ends at its last event (capture.py, recover.py): here a switch at 400, whose
+    # zero-length last slice must not be taken for a gap closed by its own switch.
+    events = {"raw_sched_switch": [(100, 0, 0, 0, 120, 10, 120), (400, 0, 10, S, 120, 11, 120)]}
+    path = build(tmp_path / "end.duckdb", end_ts=400, events=events)
+    with open_capture(path) as con:
+        assert con.execute("SELECT count(*) FROM switch_gap").fetchall() == [(0,)]
+        assert con.execute("SELECT events_lost, switch_gaps FROM capture").fetchall() == [(0, 0)]
+        assert con.execute("SELECT tid, dur, end_state, clipped FROM sched_slice JOIN thread USING (utid) "
+                           "WHERE tid IN (10, 11) ORDER BY ts").fetchall() == [
+            (10, 300, "S", False), (11, 0, None, True)]
+
+
 def test_a_version_1_capture_is_migrated_on_open(tmp_path):
     from threadwise.observe.store import SCHEMA_VERSION
 
