@@ -135,7 +135,6 @@ def assign(threads: pl.DataFrame, *, process_name: str, duration_ns: int,
     return grouping
 
 
-
 def _short_lived(threads: pl.DataFrame, key_of: dict[int, str]) -> dict[int, str]:
     """utid -> pattern of threads whose whole pattern lived under MIN_LIFE_NS (none when that
     would leave no group at all)."""

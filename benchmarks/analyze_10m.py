@@ -47,7 +47,7 @@ def main() -> int:
     try:
         if not args.reuse:
             wall, rss, code, out = child([sys.executable, __file__, "--events", str(args.events),
-                                              "--generate-only", str(capture)])
+                                          "--generate-only", str(capture)])
             if code != 0:
                 print(f"generation failed (exit {code})", file=sys.stderr)
                 return 1

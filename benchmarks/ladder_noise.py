@@ -82,5 +82,6 @@ def main() -> None:
         body = "\n".join(["## The lab ladder's noise floor (issue 9, A/A)", "", header, *lines])
         print(f"wrote {write_section('ladder_noise', body)}")
 
+
 if __name__ == "__main__":
     main()

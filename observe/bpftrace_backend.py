@@ -188,7 +188,6 @@ class BpftraceBackend:
         return _merge(chunks), report
 
 
-
 def _bytes(raw: object) -> bytes:
     return bytes(int(b, 16) for b in raw) if isinstance(raw, list) else str(raw).encode()
 

@@ -216,7 +216,6 @@ class LibbpfBackend:
         return chunk, report
 
 
-
 def _chunk(parts: dict[str, list[pa.Table]]) -> ParsedChunk:
     return ParsedChunk({name: tables[0] if len(tables) == 1 else pa.concat_tables(tables)
                         for name, tables in parts.items() if tables})

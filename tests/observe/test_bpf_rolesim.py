@@ -54,11 +54,11 @@ def test_feeder_wakes_the_workers(rolesim_capture):
         assert edges.get(worker, 0) > 50, edges
     with open_capture(rolesim_capture) as con:
         # Wakeups that end an interruptible sleep (S: nanosleep, the queue's condvar). A
-        # thread in D waits inside the kernel, e.g. at start-up on a lock of the process
-        # such as mmap_lock while a sibling takes its first page faults, and whichever
-        # thread releases it wakes it, a spinner included: seen once in a fresh-clone CI
-        # run (bpftrace: hot-0 woke the feeder out of D 0.67 s into the capture, during
-        # the threads' start; the libbpf capture of that run had two D wakeups, by IRQs).
+        # thread in D waits inside the kernel (at start-up most likely on a lock of the
+        # process; not traced further), and whichever thread finishes what it waits for
+        # wakes it, a spinner included: seen once in a fresh-clone CI run (bpftrace: hot-0
+        # woke the feeder out of D 0.67 s into the capture, during the threads' start; the
+        # libbpf capture of that run had two D wakeups, by IRQs).
         by_hot = con.execute(
             "SELECT count(*) FROM thread_wait w JOIN thread r ON r.utid = w.waker_utid "
             "JOIN thread e ON e.utid = w.utid "
