@@ -10,9 +10,14 @@ child process then builds the capture from them and reports its phases; the pare
 child's peak RSS from os.wait4. `--baseline` also times the path as it was before issue 10
 (256 MB reads, an INSERT and a CHECKPOINT per read, the ASOF-join finalize kept in
 tests/observe/fixtures/finalize_asof.sql) in the same run, interleaved, so the two are compared
-under the same load. Events/s is events / (first read -> file renamed into place).
+under the same load. `--bound` adds a third way, `noraw`: the new path with the two big raw
+tables (switches, wakings) kept in memory as temporary tables, so the capture stores only the
+derived tables. It is not a capture anyone should ship (it loses the raw events), but it
+measures how fast a build could be if the contract stored no raw events: the answer to "would
+storing fewer rows reach the target?". Events/s is events / (first read -> file renamed into
+place).
 
-    flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/ingest.py --baseline --write-results
+    flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/ingest.py --baseline --bound --write-results
     .venv/bin/python benchmarks/ingest.py --sizes 200000        # a quick look
 """
 
@@ -38,13 +43,16 @@ from results import child, stamp, write_section
 TARGET_EVENTS_PER_S = 2_000_000
 TARGET_RSS_MB = 2048.0
 REFERENCE_SQL = Path(__file__).resolve().parents[1] / "tests" / "observe" / "fixtures" / "finalize_asof.sql"
+# the raw tables the `noraw` way keeps in memory: 99% of a capture's raw rows
+IN_MEMORY_RAW = ("raw_sched_switch", "raw_sched_waking")
 COUNTED = {"switch": "raw_sched_switch", "waking": "raw_sched_waking", "migrate": "raw_sched_migrate",
            "new": "raw_task_new", "exit": "raw_task_exit", "rename": "raw_task_rename"}
 
 
 def build_capture(records: Path, out: Path, *, way: str = "new") -> dict[str, float]:
     """The capture of the record files in `records` (written by records_gen), built `way`:
-    "new" (observe.ingest + finalize.sql) or "old" (the pre-issue-10 path). Phase seconds."""
+    "new" (observe.ingest + finalize.sql), "old" (the pre-issue-10 path) or "noraw" (new, with
+    the big raw tables in memory: the bound if no raw events were stored). Phase seconds."""
     from threadwise.observe.ingest import ingest_records
     from threadwise.observe.records import RecordReader
     from threadwise.observe.store import EVENT_TABLES, SCHEMA_VERSION, CaptureMeta, CaptureWriter, TracerCount
@@ -53,8 +61,14 @@ def build_capture(records: Path, out: Path, *, way: str = "new") -> dict[str, fl
     meta = json.loads((records / "meta.json").read_text())
     began = time.monotonic()
     writer = CaptureWriter(out, force=True)
+    if way == "noraw":
+        for table in IN_MEMORY_RAW:     # the same columns, in a temporary table finalize.sql reads
+            ddl = writer.con.execute("SELECT sql FROM duckdb_tables() WHERE table_name = ?",
+                                     [table]).fetchall()[0][0]
+            writer.con.execute(f"DROP TABLE {table}")
+            writer.con.execute(ddl.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
     reader = RecordReader(records)
-    if way == "new":
+    if way in ("new", "noraw"):
         ingest_records(reader, writer)
     else:
         while parts := reader.read():          # as capture.py's loop did: one INSERT per batch
@@ -74,7 +88,7 @@ def build_capture(records: Path, out: Path, *, way: str = "new") -> dict[str, fl
         target_kind="pid", target_spec=str(TARGET_TGID), target_tgids=[TARGET_TGID],
         tracer_backend="libbpf", tracer_version="records_gen", events_recorded=events, events_lost=0,
         loss_detail="synthetic: none", end_reason="duration")])
-    if way == "new":
+    if way in ("new", "noraw"):
         writer.finalize()
     else:
         writer.con.execute(REFERENCE_SQL.read_text())
@@ -101,6 +115,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--sizes", default="1000000,10000000", help="events per capture, comma-separated")
     parser.add_argument("--baseline", action="store_true", help="also time the pre-issue-10 path")
+    parser.add_argument("--bound", action="store_true",
+                        help="also time `noraw`: the big raw tables in memory (the bound if a capture "
+                             "stored no raw events)")
     parser.add_argument("--rounds", type=int, default=1, help="builds per size and way (interleaved)")
     parser.add_argument("--out", type=Path, help="directory for records and captures (default: temp)")
     parser.add_argument("--write-results", action="store_true", help="write benchmarks/RESULTS.md")
@@ -112,7 +129,7 @@ def main() -> int:
         return 0
 
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    ways = ["old", "new"] if args.baseline else ["new"]
+    ways = (["old"] if args.baseline else []) + ["new"] + (["noraw"] if args.bound else [])
     header = stamp("flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/ingest.py "
                    + " ".join(sys.argv[1:]))
     workdir = Path(tempfile.mkdtemp(prefix="tw-ingest-", dir=args.out))
@@ -136,7 +153,7 @@ def main() -> int:
                            "rate": rate, "load": os.getloadavg()[0], "mb": size_mb, **phases,
                            "switches": info["switch.bin"]}
                     rows.append(row)
-                    print(f"{way:3} {phases['events']:>11,} events ({size_mb:,.0f} MB of records): "
+                    print(f"{way:5} {phases['events']:>11,} events ({size_mb:,.0f} MB of records): "
                           f"{phases['total_s']:6.2f} s (ingest {phases['ingest_s']:.2f}, finalize "
                           f"{phases['finalize_s']:.2f}) = {rate / 1e6:.2f} M events/s, peak RSS "
                           f"{rss:,.0f} MB, child wall {wall:.2f} s, load {row['load']:.1f}", flush=True)
@@ -150,7 +167,9 @@ def main() -> int:
             f"Target: >= {TARGET_EVENTS_PER_S / 1e6:.0f}M events/s end to end, <= {TARGET_RSS_MB:,.0f} MB "
             "peak RSS. `new` = observe/ingest.py + observe/sql/finalize.sql; `old` = the path before "
             "issue 10 (256 MB reads, an INSERT + CHECKPOINT per read, the ASOF-join finalize in "
-            "tests/observe/fixtures/finalize_asof.sql), run interleaved with `new` on the same files. "
+            "tests/observe/fixtures/finalize_asof.sql), run interleaved with `new` on the same files; "
+            "`noraw` = `new` with raw_sched_switch and raw_sched_waking kept in memory (temporary "
+            "tables): not a shippable capture, the bound for one that stored no raw events. "
             "Records: benchmarks/records_gen.py, 4 CPUs. Time is first read -> capture renamed into "
             "place, inside the child; peak RSS is the child's (os.wait4).", "",
             "| events | switches | records MB | way | round | ingest s | finalize s | total s | "
