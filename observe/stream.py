@@ -51,7 +51,6 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 
 
-
 def table_from_rows(name: str, rows: Sequence[tuple]) -> pa.Table:
     """Rows (tuples in the raw table's column order) as an Arrow table of SCHEMAS[name]."""
     schema = SCHEMAS[name]

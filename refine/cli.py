@@ -158,8 +158,6 @@ def ladder_command(
                + ("" if ingested.completed else f"; {ingested.stopped_reason}"))
 
 
-
-
 def train_command(
     workload: Annotated[str, typer.Option("--workload", "-w", help="A workload file or a bundled name.")],
     name: Annotated[str, typer.Option("--name", "-n", help="Profile name: writes profiles/NAME.toml "

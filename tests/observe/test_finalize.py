@@ -20,6 +20,7 @@ def build(path, *, end_ts, events=None, target_tgids=(), snapshots=(), events_lo
         cap.snapshot(*snap[:5], runtime_ns=snap[5])
     return cap.write(path, force=force)
 
+
 S, R_PLUS = 1, 256
 
 
