@@ -49,10 +49,11 @@ COUNTED = {"switch": "raw_sched_switch", "waking": "raw_sched_waking", "migrate"
            "new": "raw_task_new", "exit": "raw_task_exit", "rename": "raw_task_rename"}
 
 
-def build_capture(records: Path, out: Path, *, way: str = "new") -> dict[str, float]:
+def build_capture(records: Path, out: Path, *, way: str = "new", threads: int = 0) -> dict[str, float]:
     """The capture of the record files in `records` (written by records_gen), built `way`:
     "new" (observe.ingest + finalize.sql), "old" (the pre-issue-10 path) or "noraw" (new, with
-    the big raw tables in memory: the bound if no raw events were stored). Phase seconds."""
+    the big raw tables in memory: the bound if no raw events were stored). `threads` > 0 sets
+    DuckDB's threads (default: one per core). Phase seconds."""
     from threadwise.observe.ingest import ingest_records
     from threadwise.observe.records import RecordReader
     from threadwise.observe.store import EVENT_TABLES, SCHEMA_VERSION, CaptureMeta, CaptureWriter, TracerCount
@@ -61,6 +62,8 @@ def build_capture(records: Path, out: Path, *, way: str = "new") -> dict[str, fl
     meta = json.loads((records / "meta.json").read_text())
     began = time.monotonic()
     writer = CaptureWriter(out, force=True)
+    if threads:
+        writer.con.execute(f"SET threads = {int(threads)}")
     if way == "noraw":
         for table in IN_MEMORY_RAW:     # the same columns, in a temporary table finalize.sql reads
             ddl = writer.con.execute("SELECT sql FROM duckdb_tables() WHERE table_name = ?",
@@ -118,6 +121,9 @@ def main() -> int:
     parser.add_argument("--bound", action="store_true",
                         help="also time `noraw`: the big raw tables in memory (the bound if a capture "
                              "stored no raw events)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="DuckDB threads for the builds (default: one per core); 1 shows the "
+                             "build's CPU work as wall time")
     parser.add_argument("--rounds", type=int, default=1, help="builds per size and way (interleaved)")
     parser.add_argument("--out", type=Path, help="directory for records and captures (default: temp)")
     parser.add_argument("--write-results", action="store_true", help="write benchmarks/RESULTS.md")
@@ -125,7 +131,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.child:
         records, out, way = args.child
-        print(json.dumps(build_capture(Path(records), Path(out), way=way)))
+        print(json.dumps(build_capture(Path(records), Path(out), way=way, threads=args.threads)))
         return 0
 
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -142,7 +148,8 @@ def main() -> int:
             for rnd in range(args.rounds):
                 for way in ways:
                     capture = workdir / f"capture-{size}-{way}.duckdb"
-                    argv = [sys.executable, __file__, "--child", str(records), str(capture), way]
+                    argv = [sys.executable, __file__, "--child", str(records), str(capture), way,
+                            "--threads", str(args.threads)]
                     wall, rss, code, out = child(argv)
                     if code != 0:
                         print(f"build failed ({way}, {size}): exit {code}", file=sys.stderr)
