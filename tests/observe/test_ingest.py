@@ -110,6 +110,27 @@ def test_the_input_has_what_finalize_must_get_right(both):
                "HAVING count(*) > 1)").fetchone()[0] == 0
 
 
+def test_the_bound_builds_the_same_derived_tables_and_no_raw_events(records, both, tmp_path):
+    """benchmarks/ingest.py --bound measures a capture without raw events: it must do the same
+    derived work, or the bound would be a bound on something else."""
+    noraw = tmp_path / "noraw.duckdb"
+    build_capture(records, noraw, way="noraw", threads=1)
+    both.execute(f"ATTACH '{noraw}' AS noraw (READ_ONLY)")
+    try:
+        stored = {row[0] for row in both.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'noraw'").fetchall()}
+        assert "raw_sched_switch" not in stored and "raw_sched_waking" not in stored
+        assert "raw_sched_migrate" in stored
+        for table in (*DERIVED, "thread_wait"):
+            columns = ", ".join(f'"{name}"' for name, _ in _columns(both, "new", table))
+            for a, b in (("new", "noraw"), ("noraw", "new")):
+                extra = both.execute(f"SELECT count(*) FROM (SELECT {columns} FROM {a}.{table} "
+                                     f"EXCEPT ALL SELECT {columns} FROM {b}.{table})").fetchone()[0]
+                assert extra == 0, f"{table}: {extra} rows of {a} are not in {b}"
+    finally:
+        both.execute("DETACH noraw")
+
+
 def test_ingest_flushes_in_pieces_and_keeps_every_record(records, tmp_path):
     writer = CaptureWriter(tmp_path / "c.duckdb")
     try:
