@@ -45,6 +45,7 @@ TARGET_RSS_MB = 2048.0
 REFERENCE_SQL = Path(__file__).resolve().parents[1] / "tests" / "observe" / "fixtures" / "finalize_asof.sql"
 # the raw tables the `noraw` way keeps in memory: 99% of a capture's raw rows
 IN_MEMORY_RAW = ("raw_sched_switch", "raw_sched_waking")
+WAYS = ("old", "new", "noraw")
 COUNTED = {"switch": "raw_sched_switch", "waking": "raw_sched_waking", "migrate": "raw_sched_migrate",
            "new": "raw_task_new", "exit": "raw_task_exit", "rename": "raw_task_rename"}
 
@@ -59,6 +60,9 @@ def build_capture(records: Path, out: Path, *, way: str = "new", threads: int = 
     from threadwise.observe.store import EVENT_TABLES, SCHEMA_VERSION, CaptureMeta, CaptureWriter, TracerCount
     from threadwise.observe.topology import synthetic_topology
 
+    if way not in WAYS:
+        raise ValueError(f"way {way!r}: one of {', '.join(WAYS)}")
+    old = way == "old"          # else the shipped path (noraw: with the big raw tables in memory)
     meta = json.loads((records / "meta.json").read_text())
     began = time.monotonic()
     writer = CaptureWriter(out, force=True)
@@ -71,14 +75,14 @@ def build_capture(records: Path, out: Path, *, way: str = "new", threads: int = 
             writer.con.execute(f"DROP TABLE {table}")
             writer.con.execute(ddl.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
     reader = RecordReader(records)
-    if way in ("new", "noraw"):
-        ingest_records(reader, writer)
-    else:
+    if old:
         while parts := reader.read():          # as capture.py's loop did: one INSERT per batch
             for table, batches in parts.items():
                 for batch in batches:
                     writer.append(table, batch)
             writer.checkpoint()
+    else:
+        ingest_records(reader, writer)
     ingested = time.monotonic()
     writer.insert("cpu_topology", synthetic_topology(meta["nr_cpus"]))
     writer.insert("tracer_counts", [TracerCount(name, writer.rows[table], writer.rows[table], 0)
@@ -91,13 +95,13 @@ def build_capture(records: Path, out: Path, *, way: str = "new", threads: int = 
         target_kind="pid", target_spec=str(TARGET_TGID), target_tgids=[TARGET_TGID],
         tracer_backend="libbpf", tracer_version="records_gen", events_recorded=events, events_lost=0,
         loss_detail="synthetic: none", end_reason="duration")])
-    if way in ("new", "noraw"):
-        writer.finalize()
-    else:
+    if old:
         writer.con.execute(REFERENCE_SQL.read_text())
         writer.con.execute("CHECKPOINT")
         writer.con.close()
         os.replace(writer.temp_path, writer.final_path)
+    else:
+        writer.finalize()
     done = time.monotonic()
     return {"events": events, "ingest_s": ingested - began, "finalize_s": done - ingested,
             "total_s": done - began}

@@ -71,6 +71,12 @@ def _columns(con, db, table):
                        [db, table]).fetchall()
 
 
+def _rows_not_in(con, table, columns, a, b):
+    """Rows of `table` in database `a` (as a multiset of `columns`) that `b` lacks."""
+    return con.execute(f"SELECT count(*) FROM (SELECT {columns} FROM {a}.{table} "
+                       f"EXCEPT ALL SELECT {columns} FROM {b}.{table})").fetchone()[0]
+
+
 @pytest.mark.parametrize("table", [*DERIVED, "capture", *RAW_TABLES])
 def test_new_path_builds_the_same_tables(both, table):
     columns = _columns(both, "old", table)
@@ -81,8 +87,7 @@ def test_new_path_builds_the_same_tables(both, table):
     count = both.execute(f"SELECT count(*) FROM old.{table}").fetchone()[0]
     assert count == both.execute(f"SELECT count(*) FROM new.{table}").fetchone()[0]
     for a, b in (("old", "new"), ("new", "old")):
-        extra = both.execute(f"SELECT count(*) FROM (SELECT {names} FROM {a}.{table} "
-                             f"EXCEPT ALL SELECT {names} FROM {b}.{table})").fetchone()[0]
+        extra = _rows_not_in(both, table, names, a, b)
         assert extra == 0, f"{table}: {extra} of {count} rows of {a} are not in {b}"
 
 
@@ -124,8 +129,7 @@ def test_the_bound_builds_the_same_derived_tables_and_no_raw_events(records, bot
         for table in (*DERIVED, "thread_wait"):
             columns = ", ".join(f'"{name}"' for name, _ in _columns(both, "new", table))
             for a, b in (("new", "noraw"), ("noraw", "new")):
-                extra = both.execute(f"SELECT count(*) FROM (SELECT {columns} FROM {a}.{table} "
-                                     f"EXCEPT ALL SELECT {columns} FROM {b}.{table})").fetchone()[0]
+                extra = _rows_not_in(both, table, columns, a, b)
                 assert extra == 0, f"{table}: {extra} rows of {a} are not in {b}"
     finally:
         both.execute("DETACH noraw")
