@@ -133,6 +133,8 @@ def main() -> int:
     parser.add_argument("--write-results", action="store_true", help="write benchmarks/RESULTS.md")
     parser.add_argument("--child", nargs=3, metavar=("RECORDS", "OUT", "WAY"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.threads < 0:
+        parser.error(f"--threads {args.threads}: give 1 or more, or 0 for DuckDB's default")
     if args.child:
         records, out, way = args.child
         print(json.dumps(build_capture(Path(records), Path(out), way=way, threads=args.threads)))
