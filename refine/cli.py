@@ -268,7 +268,47 @@ def _train_and_show(options: object) -> None:
     typer.echo(f"next: review {written} and {report}; apply it with: threadwise apply {written}")
 
 
+def rejudge_command(
+    record: Annotated[Path, typer.Argument(help="A training record (artifacts/NAME/, with ladder.duckdb and "
+                                           "REPORT.md) or a ladder file.")],
+    profile: Annotated[Path | None, typer.Option("--profile", help="The trained profile whose header "
+                                                 "states the verdict (default: the record's own).")] = None,
+) -> None:
+    """Judge a stored ladder again with the current judge, and rewrite what shows its verdicts.
+
+    Floors from the A/A runs, every comparison, every refine step's keep decision, then (for a
+    record) REPORT.md, its plots and the profile's header, all from the file's measurements.
+
+      threadwise rejudge artifacts/rolesim
+    """
+    from threadwise.refine import rejudge, report
+    from threadwise.refine.store import open_ladder
+
+    ladder_file = record / "ladder.duckdb" if record.is_dir() else record
+    con = open_ladder(ladder_file, read_only=not ladder_file.is_file())
+    try:
+        if record.is_dir() and (record / "REPORT.md").is_file():
+            rejudge.training_from_report(con, record / "REPORT.md")
+        result = rejudge.rejudge_file(con)
+        if record.is_dir():
+            report.write_report(con, record)
+            row = con.execute(report.sql("training")).fetchone()
+            target = profile or Path(row[3])
+            if target.is_file():
+                rejudge.rewrite_header(target, record, result.verdict)
+                typer.echo(f"rejudge: rewrote {target}'s header")
+    finally:
+        con.close()
+    typer.echo(f"rejudge: {result.runs} runs judged again in {ladder_file}"
+               + (f"; {result.revalidated} cells the profile's starved background had made invalid "
+                  "are valid by today's rule" if result.revalidated else ""))
+    for line in result.changed or ["no step decision changed"]:
+        typer.echo(f"  {line}")
+    typer.echo(result.verdict.replace("**", ""))
+
+
 def register(app: typer.Typer) -> None:
+    app.command("rejudge")(rejudge_command)
     app.add_typer(workload_app, name="workload")
     app.command("ladder")(ladder_command)
     app.command("train")(train_command)

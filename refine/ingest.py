@@ -25,7 +25,7 @@ from typing import Any
 
 import duckdb
 
-from threadwise.refine import store
+from threadwise.refine import hostload, store
 from threadwise.refine.ladder import Execution, Plan
 from threadwise.refine.metrics import parse_metrics, require
 from threadwise.refine.validity import CellRaw, read_cell, reasons
@@ -97,6 +97,7 @@ def ingest(con: duckdb.DuckDBPyConnection, plan: Plan, out: Path, execution: Exe
     objective = plan.workload.objective
     specs = {arm.name: json.loads(arm.config_json) for arm in plan.arms if arm.config_json}
     cell_rows, sample_rows, member_rows = [], [], []
+    host = hostload.read_series(out)
     for cell in plan.cells:
         directory = out / "cells" / str(cell.idx)
         if not (directory / "cell").is_file():
@@ -109,11 +110,13 @@ def ingest(con: duckdb.DuckDBPyConnection, plan: Plan, out: Path, execution: Exe
         why = reasons(raw, baseline=plan.arm(cell.arm).is_baseline, vcpus=execution.vcpus,
                       window_s=objective.window_s, duty=plan.background_duty,
                       metrics_error=metrics_error)
+        host_s = host.window(*raw.window) if host is not None and raw.window else None
         cell_rows.append({
             "run_id": run_id, "idx": cell.idx, "arm": cell.arm, "level": cell.level,
             "repeat": cell.repeat, "valid": not why, "reasons": "; ".join(why), "wall_s": raw.wall_s,
             "spinner_cpu_s": raw.spinner_cpu_s, "generator_cpu_s": raw.generator_cpu_s,
             "scx_cpu_s": raw.scx_cpu_s, "service_cpu_s": raw.service_cpu_s, "busy_cpu_s": raw.busy_cpu_s,
+            "host_cpu_s": host_s[0] if host_s else None, "host_wait_s": host_s[1] if host_s else None,
             "state_before": raw.state_before, "state_after": raw.state_after,
         })
         sample_rows += [{"run_id": run_id, "idx": cell.idx, "metric": m, "value": v}

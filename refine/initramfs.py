@@ -57,6 +57,7 @@ from pathlib import Path, PurePosixPath
 
 from threadwise.errors import InitramfsError, MissingTool, ThreadwiseError
 from threadwise.paths import find_program
+from threadwise.refine import hostload
 from threadwise.refine.ladder import Execution, agent_path
 
 GUEST_OUT = "/out"
@@ -75,6 +76,7 @@ QEMU_APPEND = "console=ttyS0 rdinit=/init quiet panic=1"
 # (multi-threaded TCG's code-patching race, runtime/lab.py).
 TRANSIENT = ("Oops: int3", "Kernel panic")
 BOOT_ATTEMPTS = 2
+ICOUNT_ENV = "THREADWISE_LAB_ICOUNT"
 
 
 @dataclass
@@ -423,15 +425,31 @@ def find_qemu() -> Path:
     return Path(found)
 
 
+def icount_shift() -> int | None:
+    """THREADWISE_LAB_ICOUNT=N: a measuring experiment, qemu's instruction-counted clock
+    (`-icount shift=N,sleep=off`, single-threaded TCG). docs/lab.md says why it is not the default."""
+    value = os.environ.get(ICOUNT_ENV, "").strip()
+    if not value:
+        return None
+    if not value.isdigit():
+        raise ThreadwiseError(f"{ICOUNT_ENV}={value!r}: expected a shift (0-10), e.g. 2")
+    return int(value)
+
+
 def qemu_argv(qemu: Path, vmlinuz: Path, initrd: Path, *, cpus: int, memory: str) -> list[str]:
     """shared/biglab's command line: q35, multi-threaded TCG, the console on stdio, exit on reboot."""
-    return [str(qemu), "-machine", "q35", "-accel", "tcg,thread=multi", "-cpu", "max",
+    shift = icount_shift()
+    accel = (["-accel", "tcg,thread=multi"] if shift is None else
+             ["-accel", "tcg,thread=single", "-icount", f"shift={shift},sleep=off"])
+    # debug-threads names the vCPU threads (`CPU n/TCG`), so the host can sample them (hostload.py).
+    return [str(qemu), "-name", "threadwise-lab,debug-threads=on", "-machine", "q35", *accel,
+            "-cpu", "max",
             "-smp", str(cpus), "-m", memory, "-kernel", str(vmlinuz), "-initrd", str(initrd),
             "-append", QEMU_APPEND, "-display", "none", "-serial", "stdio", "-nodefaults",
             "-no-reboot"]
 
 
-MARKERS = ("TWAGENT: ", "TWINIT: ", "TWSTATUS: ", "TWCELL-BEGIN ", "TWARCHIVE-BEGIN ")
+MARKERS = ("TWAGENT: ", "TWINIT: ", "TWSTATUS: ", "TWCLOCK: ", "TWCELL-BEGIN ", "TWARCHIVE-BEGIN ")
 
 
 @dataclass
@@ -448,10 +466,12 @@ class Console:
     cells: list[str] = field(default_factory=list)  # cells received intact
     damaged: list[str] = field(default_factory=list)
     archive: bool = False  # the whole /out arrived intact
+    clock: list[tuple[float, float]] = field(default_factory=list)  # (host arrival, guest uptime)
     _payload: list[str] | None = None
     _header: list[str] = field(default_factory=list)
 
-    def feed(self, raw: str) -> None:
+    def feed(self, raw: str, arrived: float | None = None) -> None:
+        """One console line, `arrived` the host's monotonic time when it came in."""
         line = raw.rstrip("\r\n").replace("\r", "")
         if self._payload is not None:
             if "-END" in line and line.lstrip().startswith(("TWCELL-END", "TWARCHIVE-END")):
@@ -476,6 +496,12 @@ class Console:
                 elif key == "cpus" and value.isdigit():
                     self.cpus = int(value)
             self.progress(f"guest: {text}")
+        elif name == "TWCLOCK: ":
+            try:
+                self.clock.append((time.monotonic() if arrived is None else arrived,
+                                   float(text.split()[0])))
+            except (ValueError, IndexError):
+                pass
         elif name == "TWSTATUS: ":
             self.status = int(text.strip()) if text.strip().lstrip("-").isdigit() else 255
         else:
@@ -509,9 +535,9 @@ class Console:
         return f"last agent line: {last!r}; {got}"
 
 
-def _reader(stream: Iterable[bytes], lines: queue.Queue[str | None]) -> None:
+def _reader(stream: Iterable[bytes], lines: queue.Queue[tuple[float, str] | None]) -> None:
     for raw in stream:
-        lines.put(raw.decode(errors="replace"))
+        lines.put((time.monotonic(), raw.decode(errors="replace")))
     lines.put(None)
 
 
@@ -529,13 +555,28 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def _boot(argv: list[str], console: Console, deadline: float) -> tuple[int | None, bool]:
-    """One qemu run fed into `console`; (qemu's exit status, whether the deadline stopped it)."""
+    """One qemu run fed into `console`; (qemu's exit status, whether the deadline stopped it).
+
+    The vCPU threads' host run and wait times are sampled meanwhile (hostload.py) and written,
+    with the guest's clock lines, into the run directory."""
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, start_new_session=True)
     assert process.stdout is not None
-    lines: queue.Queue[str | None] = queue.Queue()
+    lines: queue.Queue[tuple[float, str] | None] = queue.Queue()
     thread = threading.Thread(target=_reader, args=(process.stdout, lines), daemon=True)
     thread.start()
+    sampler = hostload.VcpuSampler(process.pid)
+    try:
+        with sampler:
+            return _follow(process, lines, console, deadline)
+    finally:
+        if icount_shift() is None:  # an instruction-counted guest clock does not follow the host's
+            hostload.write_series(console.out, sampler.samples, console.clock)
+        thread.join(timeout=5)
+
+
+def _follow(process: subprocess.Popen[bytes], lines: queue.Queue[tuple[float, str] | None],
+            console: Console, deadline: float) -> tuple[int | None, bool]:
     try:
         while True:
             remaining = deadline - time.monotonic()
@@ -548,12 +589,10 @@ def _boot(argv: list[str], console: Console, deadline: float) -> tuple[int | Non
                 continue
             if line is None:
                 return process.wait(), False
-            console.feed(line)
+            console.feed(line[1], line[0])
     except BaseException:
         _stop(process)
         raise
-    finally:
-        thread.join(timeout=5)
 
 
 def run_initramfs(out: Path, *, cpus: int, memory: str = "2G", timeout_s: float,

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from threadwise.refine.workload import Workload
 
 BASELINE = "baseline"
+AA_ARM = "baseline-aa"  # a second, identical baseline arm: the A/A noise floors
 ORDERS = ("abba", "shuffle")
 DEFAULT_LEVELS = (0, 1, 2, 4, 8)
 ARM_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")

@@ -17,16 +17,19 @@ Approach (docs/refine.md "Refinement"):
   shape)`, vets it (validate, compile, oracle, lint; a rejected candidate is
   recorded with its reason and costs no measurement), then measures
   `baseline`, `best` and `candidate` in ONE call (one interleaved ladder) and
-  keeps the candidate only if `compare_arms(best -> candidate).wins`. After a
+  keeps the candidate only if `compare_arms(best -> candidate).keep`: the Pareto
+  rule (no objective metric worse at any level, one better somewhere), so a
+  change that fixes a secondary while the primary holds is kept. After a
   keep the candidates are generated afresh from the new best; a configuration
   (profile TOML and reserve) is never tried twice.
 - `budget` counts measured candidates; the loop also ends when no untried
   candidate is left.
 - The measurement is a function `measure(arms) -> Measured` (arm -> level ->
-  metric -> valid samples); the loop does no I/O besides `on_step`, which
-  gets every Step as soon as it is decided. Each step's comparisons are
-  seeded with `[seed, step index, k]`, and the samples are kept in the Step,
-  so every CI, verdict and decision can be recomputed from the record.
+  metric -> repeat -> valid observation); the loop does no I/O besides
+  `on_step`, which gets every Step as soon as it is decided. Verdicts depend
+  on the samples and the A/A floors only (stats.py derives its resampling seed
+  from the data), and the samples are kept in the Step, so every interval,
+  verdict and decision can be recomputed from the record.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from typing import NamedTuple
 from threadwise.errors import ThreadwiseError
 from threadwise.refine.mutate import Candidate, Rejected, Vetted, all_mutations, toml_text
 from threadwise.refine.mutate import vet as default_vet
-from threadwise.refine.stats import Direction, LadderComparison, Measured, compare_arms
+from threadwise.refine.stats import NO_FLOORS, Direction, Floors, LadderComparison, Measured, compare_arms
 from threadwise.synthesize.schema import Profile
 from threadwise.synthesize.shape import Shape
 
@@ -123,10 +126,10 @@ def _key(profile: Profile, shape: Shape) -> tuple[str, int]:
 
 
 def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
-           secondary: Sequence[Metric] = (), noise: float = 0.0, budget: int, seed: int,
+           secondary: Sequence[Metric] = (), floors: Floors = NO_FLOORS, budget: int,
            candidates: Candidates = all_mutations, vet: Vet = default_vet,
            on_step: Callable[[Step], None] | None = None) -> RefineResult:
-    """Refine `start` by keeping only candidates that win a ladder against the current best."""
+    """Refine `start` by keeping only candidates that beat the current best (the Pareto rule)."""
     if budget < 0:
         raise ValueError(f"budget is a number of measured candidates, got {budget}")
     steps: list[Step] = []
@@ -136,10 +139,9 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
         if on_step is not None:
             on_step(step)
 
-    def ladder(measured: Measured, reference: str, candidate: str, index: int,
-               k: int) -> LadderComparison:
+    def ladder(measured: Measured, reference: str, candidate: str) -> LadderComparison:
         return compare_arms(measured, reference, candidate, primary=primary, secondary=secondary,
-                            noise=noise, seed=[seed, index, k])
+                            floors=floors)
 
     checked = vet(Candidate(START, "the start profile", start), shape)
     note = ""
@@ -151,7 +153,7 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
         note = (f"; it has lint errors on {shape.describe()} ({checked.reason}) and is measured "
                 "anyway: it is the profile being trained")
     measured = measure([Arm(BASELINE, None, None), Arm(START, start, shape)])
-    vs_baseline = ladder(measured, BASELINE, START, 0, 1)
+    vs_baseline = ladder(measured, BASELINE, START)
     record(Step(
         0, START, "the start profile", toml_diff(None, start, "/dev/null", f"{START}.toml"),
         Decision.KEPT, f"the start profile is the first best (step 0 keeps it by definition){note}"
@@ -183,12 +185,13 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
             measured = measure([Arm(BASELINE, None, None), Arm(BEST, best, best_shape),
                                 Arm(CANDIDATE, candidate.profile, cand_shape)])
             used += 1
-            vs_best = ladder(measured, BEST, CANDIDATE, index, 0)
-            vs_base = ladder(measured, BASELINE, CANDIDATE, index, 1)
-            kept = vs_best.wins
+            vs_best = ladder(measured, BEST, CANDIDATE)
+            vs_base = ladder(measured, BASELINE, CANDIDATE)
+            kept = vs_best.keep
             decision = Decision.KEPT if kept else Decision.REVERTED
             record(Step(index, candidate.name, candidate.description, diff, decision,
-                        f"{decision.value}: against the best it {vs_best.reason}",
+                        f"{decision.value} against the best ({vs_best.keep_reason}); against the "
+                        f"baseline it {vs_base.reason}",
                         cand_shape.reserve_cores, vs_best=vs_best, vs_baseline=vs_base,
                         measured=measured, config_json=checked.config_json, notes=checked.notes))
             index += 1

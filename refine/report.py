@@ -9,7 +9,7 @@ Approach: `write_report` reads the `run`, `cell`, `comparison` and `step`
 tables, writes REPORT.md (per-level table like the lab's seed tables,
 refinement steps, invalid cells with reasons, method, environment,
 limitations, the command to reproduce) and one PNG per run (metric against
-background level per arm, error bars the seeded bootstrap 95% CI of each
+background level per arm, error bars the range of each
 arm's median). Nothing is passed in from memory but paths and names.
 """
 
@@ -21,7 +21,8 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from threadwise.refine import store
+from threadwise.errors import ThreadwiseError
+from threadwise.refine import judge, stats, store
 from threadwise.refine.store import sql
 
 _UNITS = {"per_s": "/s", "_us": " us", "_ms": " ms", "_rps": " req/s"}
@@ -35,51 +36,67 @@ def _fmt(value: float | None) -> str:
     return f"{value:.3g}"
 
 
-def _median_ci(values: list[float], seed: int, n_boot: int = 2000) -> tuple[float, float, float]:
+def _median_range(values: list[float]) -> tuple[float, float, float]:
+    """An arm's median and the range of its cells (the plot's bars; verdicts are paired ratios)."""
     data = np.asarray(values, dtype=float)
-    median = float(np.median(data))
-    if data.size < 2:
-        return median, median, median
-    rng = np.random.default_rng(seed)
-    boot = np.median(data[rng.integers(0, data.size, (n_boot, data.size))], axis=1)
-    return median, float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975))
+    return float(np.median(data)), float(data.min()), float(data.max())
 
 
 def level_table(con: duckdb.DuckDBPyConnection, run_id: int, candidate: str,
                 reference: str = "baseline") -> list[str]:
-    """Markdown rows: bg | reference metric (secondary) | candidate ... | ratio [CI] | verdict."""
+    """Markdown rows per level: both arms' medians, then per metric the paired ratio, its 95%
+    interval and verdict, as stored by judge.judge (the same verdicts every decision used)."""
     info = store.run_info(con, run_id)
-    primary = info.primary[0]
-    second = info.secondary[0][0] if info.secondary else None
-    rows = con.execute(sql("primary_comparison"), [run_id, reference, candidate, primary]).fetchall()
-    secondary = {}
-    if second:
-        secondary = {r[0]: (r[1], r[2], r[3], r[6]) for r in con.execute(
-            sql("secondary_comparison"), [run_id, reference, candidate, second]).fetchall()}
+    metrics = [info.primary[0], *(m for m, _ in info.secondary)]
+    by_metric = {metric: {row[0]: row for row in con.execute(
+        sql("comparisons"), [run_id, reference, candidate, metric]).fetchall()} for metric in metrics}
+    levels = sorted(by_metric[metrics[0]])
     background = dict(((arm, level), cpus) for arm, level, cpus in con.execute(
         sql("background_got"), [run_id]).fetchall())
-    head = f"| bg spinners | {reference} {primary}" + (f" ({second})" if second else "") + \
-        f" | {candidate} {primary}" + (f" ({second})" if second else "") + \
-        f" | ratio [95% CI] | verdict | n ({reference}/{candidate}) | background CPUs got |"
-    lines = [head, "|---|---|---|---|---|---|---|"]
-    for level, ref, cand, ratio, low, high, verdict, n_ref, n_cand in rows:
-        extra_ref = extra_cand = ""
-        note = ""
-        if level in secondary:
-            s_ref, s_cand, _s_ratio, s_verdict = secondary[level]
-            extra_ref, extra_cand = f" ({_fmt(s_ref)})", f" ({_fmt(s_cand)})"
-            if s_verdict == "worse":
-                note = f"; {second} worse"
-        ci = f"[{_fmt(low)}, {_fmt(high)}]" if low is not None else "[-]"
+    shown = f"{metrics[0]}" + (f" ({', '.join(metrics[1:])})" if metrics[1:] else "")
+    head = (f"| bg spinners | {reference} {shown} | {candidate} {shown} | "
+            + " | ".join(f"{metric} ratio [95% interval] | verdict" for metric in metrics)
+            + " | pairs | background CPUs got |")
+    lines = [head, "|" + "---|" * (5 + 2 * len(metrics))]
+    for level in levels:
+        rows = [by_metric[metric].get(level) for metric in metrics]
+
+        def medians(column: int) -> str:
+            values = [_fmt(row[column]) if row else "-" for row in rows]
+            return values[0] + (f" ({', '.join(values[1:])})" if values[1:] else "")
+
+        cells = []
+        for row in rows:
+            if row is None:
+                cells += ["-", "-"]
+                continue
+            _level, _ref, _cand, ratio, low, high, verdict, *_ = row
+            interval = f"[{_fmt(low)}, {_fmt(high)}]" if low is not None else "[-]"
+            cells += [f"{_fmt(ratio)} {interval}", verdict.replace("_", " ")]
+        first = rows[0]
+        pairs = "-" if first is None else (f"{first[7]}" + (f" ({first[8]} disturbed)" if first[8] else ""))
         got = (f"{_fmt(background.get((reference, level)))} / {_fmt(background.get((candidate, level)))}"
                if level > 0 else "-")
-        lines.append(f"| {level} | {_fmt(ref)}{extra_ref} | {_fmt(cand)}{extra_cand} | "
-                     f"{_fmt(ratio)} {ci} | {verdict.replace('_', ' ')}{note} | {n_ref}/{n_cand} | {got} |")
+        lines.append(f"| {level} | {medians(1)} | {medians(2)} | " + " | ".join(cells)
+                     + f" | {pairs} | {got} |")
     return lines
 
 
+def floors_line(con: duckdb.DuckDBPyConnection, run_id: int | None, n: int) -> str:
+    """What margin each metric's verdicts had to clear: the A/A floors at n pairs."""
+    floors = judge.load_floors(con, run_id)
+    if not floors.by_metric:
+        return ("A/A floors: not measured (verdicts rest on each comparison's own spread of "
+                "paired ratios only).")
+    parts = [f"`{metric}` {judge.floor_text(floors, metric, n)} (from {floors.aa_pairs[metric]} A/A pairs)"
+             for metric in floors.by_metric]
+    return (f"A/A floors (ladder run {run_id}, the default scheduler against itself, at {n} pairs): "
+            + "; ".join(parts) + ". An interval is the paired ratio times/divided by the larger of its "
+            "metric's floor and its own spread; a verdict is `better` or `worse` only when it excludes 1.")
+
+
 def plot_run(con: duckdb.DuckDBPyConnection, run_id: int, path: Path, *, title: str) -> Path:
-    """PNG: primary metric against background level, one line per arm, median with 95% CI bars."""
+    """PNG: primary metric against background level, one line per arm, median with bars over the range of its cells."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -92,10 +109,10 @@ def plot_run(con: duckdb.DuckDBPyConnection, run_id: int, path: Path, *, title: 
     for offset, (arm, levels) in enumerate(measured.items()):
         xs, ys, lows, highs = [], [], [], []
         for level in sorted(levels):
-            values = levels[level].get(metric, [])
+            values = [obs.value for obs in levels[level].get(metric, {}).values()]
             if not values:
                 continue
-            median, low, high = _median_ci(values, seed=info.seed + level)
+            median, low, high = _median_range(values)
             xs.append(level + (offset - (len(measured) - 1) / 2) * 0.08)
             ys.append(median)
             lows.append(median - low)
@@ -152,21 +169,51 @@ def best_measurement(con: duckdb.DuckDBPyConnection) -> tuple[int, str] | None:
     return run_id, "candidate" if decision == "kept" else "best"
 
 
-def write_report(con: duckdb.DuckDBPyConnection, directory: Path, *, name: str, workload: str,
-                 command: str, profile_path: str, wall_s: float, verdict: str,
-                 limitations: list[str]) -> Path:
-    """REPORT.md and one plot per measured run into `directory`, from the ladder file."""
+def final_comparison(con: duckdb.DuckDBPyConnection) -> stats.LadderComparison | None:
+    """The final best profile against the default scheduler, judged from the file."""
+    best = best_measurement(con)
+    if best is None:
+        return None
+    run_id, arm = best
+    info = store.run_info(con, run_id)
+    floors = judge.load_floors(con, con.execute(sql("floors_run")).fetchone()[0])
+    return stats.compare_arms(store.measured(con, run_id), "baseline", arm, primary=info.primary,  # type: ignore[arg-type]
+                              secondary=info.secondary, floors=floors)  # type: ignore[arg-type]
+
+
+def verdict_sentence(con: duckdb.DuckDBPyConnection) -> str:
+    """Whether the trained profile beat the default scheduler, and the kept steps, from the file."""
+    final = final_comparison(con)
+    steps = con.execute(sql("steps")).fetchall()
+    kept = [candidate for step, _run, candidate, decision, _reason in steps if step > 0 and decision == "kept"]
+    what = "The trained profile" if kept else "The synthesized profile"
+    beat = ("**beat the default scheduler**" if final is not None and final.wins
+            else "**did not beat the default scheduler**")
+    text = f"{what} {beat} ({final.reason if final is not None else 'not measured'})."
+    if kept:
+        text += " Refinement kept " + ", ".join(f"`{name}`" for name in kept) + "."
+    elif len(steps) > 1:
+        text += " No refinement step beat it; it stands as synthesized."
+    return text
+
+
+def write_report(con: duckdb.DuckDBPyConnection, directory: Path) -> Path:
+    """REPORT.md and one plot per measured run into `directory`, from the ladder file alone."""
+    row = con.execute(sql("training")).fetchone()
+    if row is None:
+        raise ThreadwiseError("this ladder file has no training record (it was not written by train)",
+                              hint="`threadwise ladder` prints its own tables")
+    name, workload, command, profile_path, wall_s, limitations_json = row
+    limitations = json.loads(limitations_json)
+    verdict = verdict_sentence(con)
     best = best_measurement(con)
     runs = [r[0] for r in con.execute(sql("run_ids")).fetchall()]
     lines = [f"# Training record: `{name}` on workload `{workload}`", "",
              f"Profile: `{profile_path}`. Generated by `threadwise train` from `ladder.duckdb` in this "
              "folder; nothing here is written by hand.", "", "## Result", "", verdict, ""]
-    noise = con.execute(sql("noise_floor")).fetchone()[0]
-    aa = con.execute(sql("aa_run")).fetchone()[0]
-    if noise is not None:
-        lines += [f"Noise floor: {noise:.3f} (the largest distance of an A/A bound from 1 in ladder run "
-                  f"{aa}, the default scheduler against itself); every refinement decision required its "
-                  f"CI to clear 1 by this margin.", ""]
+    aa = con.execute(sql("floors_run")).fetchone()[0]
+    if aa is not None:
+        lines += [floors_line(con, aa, store.run_info(con, aa).repeats), ""]
     if best is not None:
         run_id, arm = best
         lines += [f"The final profile (arm `{arm}` of ladder run {run_id}) against the kernel's default "
@@ -175,8 +222,8 @@ def write_report(con: duckdb.DuckDBPyConnection, directory: Path, *, name: str, 
                   f"![{name}](ladder-run{run_id}.png)", ""]
     lines += ["## Refinement steps", "",
               "Each step measured the baseline, the current best and one candidate in one interleaved "
-              "ladder; a candidate is kept only if it wins against the best (better beyond the noise at "
-              "one level or more on the primary metric, worse at none, and no secondary metric worse).",
+              "ladder; a candidate is kept only if, against the best, no objective metric is worse at any "
+              "level and at least one is better at some level (the Pareto rule, docs/refine.md).",
               "", *steps_table(con), ""]
     diffs = con.execute(sql("step_diffs")).fetchall()
     for step, candidate, diff in diffs:
@@ -205,15 +252,19 @@ def write_report(con: duckdb.DuckDBPyConnection, directory: Path, *, name: str, 
               "lived, scx_layered was attached at the window's start and end (profile cells) or nothing "
               "was (baseline cells), and every target thread sat in the layer its group names "
               "(scx_layered's tid -> layer map).",
-              "- Verdicts: ratio of medians (profile / baseline) with a seeded percentile bootstrap 95% CI. "
-              "The per-level tables use no margin; the refinement decisions use the A/A noise floor as "
-              "their margin (step table: `noise`).", "",
+              "- Verdicts (docs/refine.md \"Statistics\"): the cells of one level and repeat of two arms "
+              "ran seconds apart (ABBA order) and form a pair; the ratio is exp(median of the pairs' log "
+              "ratios); its 95% interval is that ratio times/divided by the larger of the metric's A/A "
+              "floor at that many pairs and the pairs' own spread. Pairs whose cells the host denied "
+              "unequally are left out (`disturbed`). Tables, decisions and the verdict above come from the "
+              "same stored comparisons.", "",
               "## Environment", ""]
     if runs:
         lines += environment(con, runs[-1])
     lines += ["", "## Limitations", "", *[f"- {item}" for item in limitations], "",
               "## Reproduce", "", "```sh", command, "```", "",
-              f"Training took {wall_s / 60:.1f} minutes of wall time.", ""]
+              (f"Training took {wall_s / 60:.1f} minutes of wall time." if wall_s is not None
+               else "Training wall time: not recorded."), ""]
     path = directory / "REPORT.md"
     path.write_text("\n".join(lines))
     return path

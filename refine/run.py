@@ -20,8 +20,8 @@ from pathlib import Path
 import duckdb
 
 from threadwise.errors import LadderIncomplete, MissingTool, UsageError
-from threadwise.refine import ingest, judge, ladder, store
-from threadwise.refine.ladder import BASELINE, Arm
+from threadwise.refine import ingest, judge, ladder, stats, store
+from threadwise.refine.ladder import AA_ARM, BASELINE, Arm
 from threadwise.refine.workload import Workload
 
 LAB_SHAPE = "cores={cpus},threads-per-core=1"
@@ -86,17 +86,22 @@ def arm_from_file(path: Path, shape: str, name: str | None = None) -> Arm:
 class LadderRun:
     run_id: int
     ingested: ingest.Ingested
-    comparisons: dict[str, object]  # candidate arm -> stats.LadderComparison vs the reference
+    comparisons: dict[str, stats.LadderComparison]  # candidate arm -> vs the reference
     out: Path
+    floors: stats.Floors = stats.NO_FLOORS  # the floors the comparisons used
 
 
 def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladder_file: Path,
                place: Where, levels: list[int], repeats: int, order: str = "abba", seed: int = 1,
-               purpose: str = "ladder", command: str | None = None, noise: float = 0.0,
+               purpose: str = "ladder", command: str | None = None,
+               floors: stats.Floors = stats.NO_FLOORS,
                reference: str = BASELINE, keep_raw: Path | None = None,
                timeout_s: float | None = None, background: str = "",
                progress: Callable[[str], None] = print) -> LadderRun:
-    """Measure `arms` on `workload`, store the run in `ladder_file`, judge every arm vs `reference`."""
+    """Measure `arms` on `workload`, store the run in `ladder_file`, judge every arm vs `reference`.
+
+    With an `AA_ARM` among the arms the run measures its own per-metric floors (reference
+    against AA_ARM) and judges the other arms with them; else with `floors`."""
     from threadwise.refine.bundled import build
     from threadwise.scx import SCX_LAYERED_VERSION, scx_layered_path
 
@@ -131,8 +136,11 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
     con, ingested = _store(plan, out, execution, ladder_file=ladder_file, command=command,
                            purpose=purpose, scx_version=SCX_LAYERED_VERSION)
     try:
-        comparisons = {arm.name: judge.judge(con, ingested.run_id, reference, arm.name, noise=noise)
+        if any(arm.name == AA_ARM for arm in arms):
+            floors = judge.aa_floors(con, ingested.run_id, reference, AA_ARM)
+        comparisons = {arm.name: judge.judge(con, ingested.run_id, reference, arm.name, floors=floors)
                        for arm in arms if arm.name != reference}
+        con.execute("CHECKPOINT")
     finally:
         con.close()
     if not ingested.completed:
@@ -141,7 +149,7 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
             hint=f"what was measured is kept: {ladder_file} (run {ingested.run_id}); raw files in {out}")
     if keep_raw is None:
         shutil.rmtree(out, ignore_errors=True)
-    return LadderRun(ingested.run_id, ingested, comparisons, out)
+    return LadderRun(ingested.run_id, ingested, comparisons, out, floors)
 
 
 def _store(plan: ladder.Plan, out: Path, execution: ladder.Execution, *,

@@ -1,60 +1,88 @@
-"""Statistics of a ladder: ratio of medians, seeded bootstrap CIs, verdicts, the ladder verdict.
+"""The judge of a ladder: paired ratios, per-metric A/A floors, verdicts, the keep rule.
 
-Problem: a ladder gives, per arm, background level and metric, a handful of
-samples (one per valid window) from a noisy machine. A refinement step may
-only be kept when the candidate is better than the current best beyond that
-noise somewhere and worse nowhere, and the same numbers must always give the
-same decision, so that a report can recompute every decision it shows.
+Problem: a ladder gives, per arm, level and metric, three or so windows from a
+machine whose noise is as large as many effects (the lab's A/A spread was
++-50% on a busy host). Schema 1 judged each level by a percentile bootstrap of
+a ratio of medians with the arms resampled independently: at 3 samples per arm
+that "interval" is just [min/max, max/min], its coverage unknown, and one
+outlier cell set the noise floor of every metric. The verdicts must be valid
+at the sample sizes the lab affords, and one function must give every verdict
+that a report, the README, `threadwise ladder` and the refine loop show.
 
-Approach (docs/refine.md "Statistics"):
-- The effect size is the ratio of medians, candidate / reference. Medians,
-  because a window that caught a stall moves a mean but not a median; a
-  ratio, because metrics differ in unit and scale (requests/s, ms) and the
-  noise floor is a relative margin that must apply to all of them.
-- Its 95% CI is a percentile bootstrap: each arm's valid samples are
-  resampled independently (they are separate windows, not pairs), the ratio
-  of the resampled medians is taken `n_boot` times and the CI is the
-  (1-c)/2 and (1+c)/2 percentiles of those ratios. The percentile bootstrap
-  needs no distributional assumption, handles the skew of latency metrics and
-  is invariant under the monotone map ratio -> log(ratio), so nothing changes
-  if one would rather think in log ratios. The bounds are taken with the
-  "lower" and "higher" order statistics (no interpolation): slightly
-  conservative, and defined when a bound is infinite. A generator seeded by
-  the caller makes every CI reproducible.
-- Verdict in the objective's direction: `better` when the whole CI lies
-  beyond `1 +/- noise` on the good side, `worse` when it lies beyond it on the
-  bad side, else `within_noise`; fewer than 2 valid samples in an arm:
-  `insufficient` (no CI). `classify` is the single place this is decided.
-- Zero and negative values, explicitly: the metrics are rates and latencies,
-  so a negative sample is an error (ValueError), as is a non-finite one. A
-  zero median is legitimate (a latency rounded to 0 ms): 0/0 counts as a
-  ratio of 1 (no change) and x/0 with x > 0 as +inf (an increase beyond any
-  margin), in the point estimate and in every bootstrap replicate alike.
-- A/A noise (`noise_floor`): the largest |bound - 1| over the CIs of an arm
-  compared with itself, or 0 when there is none.
-- A candidate wins a ladder (`ladder_verdict`) when on the primary metric it
-  is `better` at one level or more and `worse` at none, and on each secondary
-  metric `worse` at none; `insufficient` counts as neither. The reason names
-  the levels that decided.
+Approach (docs/refine.md "Statistics", calibrated by benchmarks/calibration.py):
+- **Pairs.** Arms alternate in ABBA order and every arm runs each level once
+  per repeat, so the reference's and the candidate's cells of one level and
+  repeat ran seconds apart; their ratio cancels the host's slow drift. A
+  comparison uses the pairs whose two cells are both valid, and leaves out a
+  pair whose cells the host denied unequally (their shares of vCPU time the
+  host did not serve differ by more than PAIR_DENIED_MAX: refine/hostload.py).
+- **Estimate.** d_r = log(candidate_r / reference_r) per pair; the effect is
+  exp(median d_r). A median, so one disturbed pair does not move it.
+- **Floor (per metric).** From an A/A run (the reference scheduler against
+  itself): the paired log ratios of every level, taken with both signs (the
+  arms are exchangeable, so the null is symmetric), are the null distribution
+  of one pair. The floor for a comparison of n pairs is the 95% quantile of
+  |median of n draws| from it (seeded resampling): exactly the statistic the
+  comparison computes, under "no effect", at the comparison's n (resampled with a
+  seed derived from the data, so the same numbers give the same floor and verdict
+  wherever they are judged: nothing else to record). Pooled over
+  levels, because at train's repeats a level has only a handful of A/A pairs;
+  an outlier pair is one value among 2 x levels x repeats and moves a median of
+  draws only when drawn more than n/2 times, so it cannot set the floor.
+- **Own spread.** The same quantile from the comparison's own pairs, centred
+  on their median: a candidate much noisier than the A/A arms widens its own
+  interval instead of borrowing the baseline's calm.
+- **Interval and verdict.** half-width = max(A/A floor, own spread); the
+  interval is exp(median d +- half-width). `better` when it lies wholly on the
+  objective's good side of 1, `worse` when wholly on the bad side, else
+  `within_noise`; fewer than MIN_PAIRS pairs: `insufficient`.
+- **Ladder verdict against the default scheduler** (`ladder_verdict`): wins
+  when the primary is better at one level or more and worse at none, and no
+  secondary is worse anywhere.
+- **Keep rule against the current best** (`pareto_verdict`): kept when no
+  objective metric is worse at any level and at least one metric is better
+  at some level: a change that fixes a secondary while the primary holds is
+  a win; a primary gain that costs a secondary is not.
+- Zero and negative values: metrics are rates and latencies, so a negative or
+  non-finite sample is an error. 0/0 is a ratio of 1, x/0 and 0/x are clipped
+  to 1e6 and 1e-6 (beyond any floor) so that every log ratio stays finite.
 """
 
 from __future__ import annotations
 
+import math
 import zlib
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
 
 import numpy as np
 
 Direction = Literal["higher", "lower"]
-Seed = int | Sequence[int]
-# arm -> background level -> metric -> the valid samples of that cell's windows
-Measured = dict[str, dict[int, dict[str, list[float]]]]
 
-MIN_SAMPLES = 2
+MIN_PAIRS = 2
+MIN_AA_PAIRS = 4  # fewer A/A pairs than this: the floor is "not measured"
+QUANTILE = 0.95  # the floor's null quantile: at most 5% false verdicts per comparison
+DRAWS = 20000  # resamples per quantile (seeded; the quantile's own error ~ 0.3%)
+# A pair whose two cells the host denied shares of vCPU time differing by more than this is
+# left out (hostload.py). Chosen from the pools in benchmarks/data (benchmarks/calibration.py).
+PAIR_DENIED_MAX = 0.10
+LOG_CLIP = math.log(1e6)
 DIRECTIONS: tuple[Direction, ...] = ("higher", "lower")
+METHOD = "paired-v2: median of paired log ratios +- max(A/A null q95 at n, own q95 at n)"
+
+
+@dataclass(frozen=True)
+class Obs:
+    """One valid cell's value of a metric, with the share of vCPU time the host denied it."""
+
+    value: float
+    denied: float | None = None
+
+
+# arm -> background level -> metric -> repeat -> the valid cell's observation
+Measured = dict[str, dict[int, dict[str, dict[int, Obs]]]]
 
 
 class Verdict(StrEnum):
@@ -65,13 +93,42 @@ class Verdict(StrEnum):
 
 
 @dataclass(frozen=True)
-class Comparison:
-    """One level and metric: candidate against reference.
+class Floors:
+    """Per-metric A/A floors on the log-ratio scale: metric -> pairs n -> floor.
 
-    `ratio`, `ci_low` and `ci_high` are candidate/reference (NaN where an arm
-    has no samples, or for the CI of an `insufficient` comparison); `noise` is
-    the margin the verdict was taken with, so that the verdict can be
-    recomputed from this record alone (`classify`).
+    `aa_pairs` is how many A/A pairs each metric's floor rests on; a metric
+    missing from `by_metric` was not measured (too few A/A pairs, or no A/A).
+    """
+
+    by_metric: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
+    aa_pairs: Mapping[str, int] = field(default_factory=dict)
+    run_id: int | None = None
+    method: str = "none"
+
+    def floor(self, metric: str, n: int) -> float | None:
+        table = self.by_metric.get(metric)
+        if not table or n < 1:
+            return None
+        return table[min(n, max(table))]
+
+    def describe(self, metric: str, n: int) -> str:
+        value = self.floor(metric, n)
+        if value is None:
+            return f"{metric}: floor not measured"
+        return f"{metric}: +-{math.expm1(value):.1%} at {n} pairs (from {self.aa_pairs.get(metric, 0)} A/A pairs)"
+
+
+NO_FLOORS = Floors()
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One level and metric: candidate against reference, paired.
+
+    `ratio` = exp(median paired log ratio); `ci_low`/`ci_high` its interval
+    (NaN when insufficient); `floor` the half-width used (log scale), the larger
+    of `aa_floor` (None: not measured) and `own_spread`. `reference_median` and
+    `candidate_median` are medians of each arm's valid cells (shown beside the ratio).
     """
 
     level: int
@@ -85,13 +142,16 @@ class Comparison:
     n_reference: int
     n_candidate: int
     verdict: Verdict
-    noise: float = 0.0
+    pairs: int = 0
+    pairs_disturbed: int = 0
+    floor: float = float("nan")
+    aa_floor: float | None = None
+    own_spread: float = float("nan")
 
     def describe(self) -> str:
         """E.g. `bg=8 1.12 [1.05, 1.19]`."""
         if self.verdict is Verdict.INSUFFICIENT:
-            return (f"bg={self.level} (n={self.n_reference} reference, "
-                    f"{self.n_candidate} candidate samples)")
+            return f"bg={self.level} ({self.pairs} valid pairs)"
         return f"bg={self.level} {self.ratio:.3g} [{self.ci_low:.3g}, {self.ci_high:.3g}]"
 
 
@@ -99,107 +159,142 @@ class Comparison:
 class LadderComparison:
     """A candidate arm against a reference arm over the whole ladder.
 
-    `primary` holds one Comparison per level of the primary metric,
-    `secondary` one per level of each secondary metric (metric-major, in the
-    order given), all taken with `noise`; `seed` is what `compare_arms` was
-    given. `wins` and `reason` are `ladder_verdict(primary, secondary)`.
+    `primary` one Comparison per level of the primary metric, `secondary` one per
+    level of each secondary metric (metric-major); `wins`/`reason` are
+    `ladder_verdict` (against the default scheduler) and `keep`/`keep_reason`
+    `pareto_verdict` (the refine loop's rule against the current best).
     """
 
     reference: str
     candidate: str
     primary: tuple[Comparison, ...]
     secondary: tuple[Comparison, ...]
-    noise: float
-    seed: Seed
+    floors: Floors
     wins: bool
     reason: str
+    keep: bool = False
+    keep_reason: str = ""
 
     def comparisons(self, metric: str) -> tuple[Comparison, ...]:
         return tuple(c for c in (*self.primary, *self.secondary) if c.metric == metric)
 
 
-def _samples(values: Iterable[float], what: str) -> np.ndarray:
+def _check(values: Iterable[float], what: str) -> np.ndarray:
     array = np.asarray(list(values), dtype=float)
-    if array.ndim != 1:
-        raise ValueError(f"{what}: samples must be a flat list of numbers")
     if not np.all(np.isfinite(array)):
         raise ValueError(f"{what}: samples must be finite, got {array[~np.isfinite(array)][:3]}")
     if np.any(array < 0):
-        raise ValueError(f"{what}: negative samples {array[array < 0][:3]}; a ratio of medians "
-                         "needs a non-negative metric (a rate or a latency)")
+        raise ValueError(f"{what}: negative samples {array[array < 0][:3]}; a ratio needs a "
+                         "non-negative metric (a rate or a latency)")
     return array
 
 
-def _ratio(candidate: np.ndarray, reference: np.ndarray) -> np.ndarray:
-    """candidate / reference elementwise, with 0/0 = 1 and x/0 = +inf (inputs >= 0)."""
-    candidate, reference = np.broadcast_arrays(np.asarray(candidate, float),
-                                               np.asarray(reference, float))
-    out = np.ones(candidate.shape, dtype=float)
-    nonzero = reference > 0
-    out[nonzero] = candidate[nonzero] / reference[nonzero]
-    out[~nonzero & (candidate > 0)] = np.inf
-    return out
+def log_ratio(candidate: float, reference: float) -> float:
+    """log(candidate / reference) with 0/0 = 0 and a zero on one side clipped to +-LOG_CLIP."""
+    if reference <= 0 and candidate <= 0:
+        return 0.0
+    if reference <= 0:
+        return LOG_CLIP
+    if candidate <= 0:
+        return -LOG_CLIP
+    return float(np.clip(math.log(candidate / reference), -LOG_CLIP, LOG_CLIP))
 
 
-def classify(ci_low: float, ci_high: float, *, direction: Direction, noise: float,
-             n_reference: int, n_candidate: int) -> Verdict:
-    """The verdict of a ratio CI in the objective's direction (docs/refine.md)."""
+def data_seed(values: np.ndarray, n: int) -> list[int]:
+    """A resampling seed derived from the data itself (values to 1e-9, sorted, and n): the same
+    numbers give the same quantile wherever they are judged, with no seed to carry around."""
+    canonical = np.round(np.sort(values), 9).tobytes()
+    return [zlib.crc32(canonical), n, values.size]
+
+
+def null_quantile(null: Sequence[float], n: int, *, quantile: float = QUANTILE,
+                  draws: int = DRAWS) -> float:
+    """The `quantile` of |median of n draws| from `null` taken with both signs (seeded by the data)."""
+    values = np.asarray(list(null), dtype=float)
+    if values.size == 0 or n < 1:
+        return float("nan")
+    symmetric = np.concatenate([values, -values])
+    rng = np.random.default_rng(data_seed(symmetric, n))
+    medians = np.median(symmetric[rng.integers(0, symmetric.size, (draws, n))], axis=1)
+    return float(np.quantile(np.abs(medians), quantile, method="higher"))
+
+
+def _denied_apart(a: Obs, b: Obs) -> bool:
+    return a.denied is not None and b.denied is not None and abs(a.denied - b.denied) > PAIR_DENIED_MAX
+
+
+def pair_up(reference: Mapping[int, Obs], candidate: Mapping[int, Obs]) -> tuple[list[float], int]:
+    """Paired log ratios of the repeats both arms have, and how many pairs host load disturbed."""
+    ratios, disturbed = [], 0
+    for repeat in sorted(set(reference) & set(candidate)):
+        ref, cand = reference[repeat], candidate[repeat]
+        if _denied_apart(ref, cand):
+            disturbed += 1
+            continue
+        ratios.append(log_ratio(cand.value, ref.value))
+    return ratios, disturbed
+
+
+def classify(low: float, high: float, *, direction: Direction, pairs: int) -> Verdict:
+    """The verdict of a ratio interval in the objective's direction."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
-    if n_reference < MIN_SAMPLES or n_candidate < MIN_SAMPLES:
+    if pairs < MIN_PAIRS:
         return Verdict.INSUFFICIENT
-    above, below = ci_low > 1.0 + noise, ci_high < 1.0 - noise
+    above, below = low > 1.0, high < 1.0
     if direction == "higher":
         return Verdict.BETTER if above else Verdict.WORSE if below else Verdict.WITHIN_NOISE
     return Verdict.BETTER if below else Verdict.WORSE if above else Verdict.WITHIN_NOISE
 
 
-def compare(reference: Sequence[float], candidate: Sequence[float], *, level: int, metric: str,
-            direction: Direction, noise: float = 0.0, seed: Seed, n_boot: int = 4000,
-            confidence: float = 0.95) -> Comparison:
-    """Ratio of medians candidate/reference with a seeded percentile bootstrap CI and verdict."""
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if n_boot < 1:
-        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
-    if not (np.isfinite(noise) and noise >= 0):
-        raise ValueError(f"noise is a non-negative relative margin, got {noise}")
-    ref = _samples(reference, f"{metric} at bg={level}, reference")
-    cand = _samples(candidate, f"{metric} at bg={level}, candidate")
-    ref_median = float(np.median(ref)) if ref.size else float("nan")
-    cand_median = float(np.median(cand)) if cand.size else float("nan")
-    ratio = (float(_ratio(np.array(cand_median), np.array(ref_median)))
-             if ref.size and cand.size else float("nan"))
-    low = high = float("nan")
-    if ref.size >= MIN_SAMPLES and cand.size >= MIN_SAMPLES:
-        rng = np.random.default_rng(seed)
-        ref_boot = np.median(ref[rng.integers(0, ref.size, (n_boot, ref.size))], axis=1)
-        cand_boot = np.median(cand[rng.integers(0, cand.size, (n_boot, cand.size))], axis=1)
-        ratios = _ratio(cand_boot, ref_boot)
-        tail = (1.0 - confidence) / 2.0
-        low = float(np.quantile(ratios, tail, method="lower"))
-        high = float(np.quantile(ratios, 1.0 - tail, method="higher"))
-    verdict = classify(low, high, direction=direction, noise=noise, n_reference=int(ref.size),
-                       n_candidate=int(cand.size))
-    return Comparison(level, metric, direction, ref_median, cand_median, ratio, low, high,
-                      int(ref.size), int(cand.size), verdict, float(noise))
+def compare(reference: Mapping[int, Obs], candidate: Mapping[int, Obs], *, level: int, metric: str,
+            direction: Direction, aa_floor: float | None) -> Comparison:
+    """One level and metric: paired ratio, interval and verdict (see the module's note)."""
+    ref_values = _check((o.value for o in reference.values()), f"{metric} at bg={level}, reference")
+    cand_values = _check((o.value for o in candidate.values()), f"{metric} at bg={level}, candidate")
+    ref_median = float(np.median(ref_values)) if ref_values.size else float("nan")
+    cand_median = float(np.median(cand_values)) if cand_values.size else float("nan")
+    ratios, disturbed = pair_up(reference, candidate)
+    nan = float("nan")
+    if not ratios:
+        return Comparison(level, metric, direction, ref_median, cand_median, nan, nan, nan,
+                          int(ref_values.size), int(cand_values.size), Verdict.INSUFFICIENT, 0,
+                          disturbed, nan, aa_floor, nan)
+    estimate = float(np.median(ratios))
+    centred = [r - estimate for r in ratios]
+    own = null_quantile(centred, len(ratios)) if len(ratios) >= MIN_PAIRS else nan
+    half = max(aa_floor or 0.0, own) if len(ratios) >= MIN_PAIRS else nan
+    low, high = (math.exp(estimate - half), math.exp(estimate + half)) if math.isfinite(half) else (nan, nan)
+    verdict = classify(low, high, direction=direction, pairs=len(ratios))
+    return Comparison(level, metric, direction, ref_median, cand_median, math.exp(estimate), low, high,
+                      int(ref_values.size), int(cand_values.size), verdict, len(ratios), disturbed,
+                      half, aa_floor, own)
 
 
-def noise_floor(aa_comparisons: Iterable[Comparison]) -> float:
-    """The noise margin of an A/A ladder: the largest |bound - 1| over its CIs (0 if none).
+def aa_pairs(measured: Measured, arm_a: str, arm_b: str, metric: str) -> tuple[list[float], int]:
+    """Every level's paired log ratios of two identical arms, and the disturbed pairs left out."""
+    ratios, disturbed = [], 0
+    a, b = measured.get(arm_a, {}), measured.get(arm_b, {})
+    for level in sorted(set(a) | set(b)):
+        got, left = pair_up(a.get(level, {}).get(metric, {}), b.get(level, {}).get(metric, {}))
+        ratios += got
+        disturbed += left
+    return ratios, disturbed
 
-    Insufficient comparisons have no CI and are skipped, and so are infinite
-    bounds (a zero median in one A/A arm says nothing about relative noise).
-    """
-    bounds = [abs(b - 1.0) for c in aa_comparisons if c.verdict is not Verdict.INSUFFICIENT
-              for b in (c.ci_low, c.ci_high) if np.isfinite(b)]
-    return float(max(bounds, default=0.0))
 
-
-def cell_seed(seed: Seed, level: int, metric: str) -> list[int]:
-    """The bootstrap seed of one level and metric within a ladder comparison (stable)."""
-    base = [seed] if isinstance(seed, int) else list(seed)
-    return [*base, level, zlib.crc32(metric.encode())]
+def floors(measured: Measured, arm_a: str, arm_b: str, metrics: Sequence[str], *,
+           n_max: int = 8, run_id: int | None = None) -> Floors:
+    """Per-metric floors for comparisons of 1..n_max pairs from an A/A run's two arms."""
+    by_metric: dict[str, dict[int, float]] = {}
+    counts: dict[str, int] = {}
+    for metric in metrics:
+        ratios, _ = aa_pairs(measured, arm_a, arm_b, metric)
+        counts[metric] = len(ratios)
+        if len(ratios) < MIN_AA_PAIRS:
+            continue
+        by_metric[metric] = {n: null_quantile(ratios, n) for n in range(1, n_max + 1)}
+    return Floors(by_metric, counts, run_id, f"null q{QUANTILE * 100:.0f} of the median of n paired A/A "
+                  "log ratios, both signs, pooled over levels")
 
 
 def _levels(names: Iterable[str]) -> str:
@@ -208,14 +303,13 @@ def _levels(names: Iterable[str]) -> str:
 
 def ladder_verdict(primary: Sequence[Comparison],
                    secondary: Sequence[Comparison] = ()) -> tuple[bool, str]:
-    """Whether the candidate wins the ladder, and why (docs/refine.md "A candidate wins")."""
+    """Against the default scheduler: primary better somewhere and worse nowhere, no secondary worse."""
     if not primary:
         return False, "no primary comparisons (no levels measured)"
     metric = primary[0].metric
     better = [c for c in primary if c.verdict is Verdict.BETTER]
     worse = [c for c in primary if c.verdict is Verdict.WORSE]
     vetoes = [c for c in secondary if c.verdict is Verdict.WORSE]
-    insufficient = [c for c in (*primary, *secondary) if c.verdict is Verdict.INSUFFICIENT]
     parts: list[str] = []
     if worse:
         parts.append(f"{metric} worse at {_levels(c.describe() for c in worse)}")
@@ -229,39 +323,58 @@ def ladder_verdict(primary: Sequence[Comparison],
     if vetoes:
         parts.append("secondary " + "; ".join(f"{c.metric} worse at {c.describe()}" for c in vetoes))
     elif secondary:
-        parts.append(f"secondary {', '.join(dict.fromkeys(c.metric for c in secondary))} "
-                     "worse at none")
-    if insufficient:
-        parts.append("insufficient samples at " + _levels(
-            f"{c.metric} bg={c.level}" for c in insufficient))
+        parts.append(f"secondary {', '.join(dict.fromkeys(c.metric for c in secondary))} worse at none")
+    parts += _insufficient(primary, secondary)
     wins = bool(better) and not worse and not vetoes
     return wins, ("wins: " if wins else "does not win: ") + "; ".join(parts)
 
 
+def pareto_verdict(primary: Sequence[Comparison],
+                   secondary: Sequence[Comparison] = ()) -> tuple[bool, str]:
+    """Against the current best: no metric worse at any level, at least one better somewhere."""
+    every = [*primary, *secondary]
+    if not every:
+        return False, "no comparisons (no levels measured)"
+    better = [c for c in every if c.verdict is Verdict.BETTER]
+    worse = [c for c in every if c.verdict is Verdict.WORSE]
+    parts: list[str] = []
+    if worse:
+        parts.append("worse: " + "; ".join(f"{c.metric} at {c.describe()}" for c in worse))
+    if better:
+        parts.append("better: " + "; ".join(f"{c.metric} at {c.describe()}" for c in better))
+    if not worse and not better:
+        parts.append("every metric within noise at every level")
+    parts += _insufficient(primary, secondary)
+    keep = bool(better) and not worse
+    return keep, ("keep: " if keep else "revert: ") + "; ".join(parts)
+
+
+def _insufficient(primary: Sequence[Comparison], secondary: Sequence[Comparison]) -> list[str]:
+    missing = [c for c in (*primary, *secondary) if c.verdict is Verdict.INSUFFICIENT]
+    return ["insufficient pairs at " + _levels(f"{c.metric} bg={c.level}" for c in missing)] if missing else []
+
+
 def compare_arms(measured: Measured, reference_arm: str, candidate_arm: str, *,
                  primary: tuple[str, Direction], secondary: Sequence[tuple[str, Direction]] = (),
-                 noise: float = 0.0, seed: Seed, n_boot: int = 4000,
-                 confidence: float = 0.95) -> LadderComparison:
-    """Compare two arms of a ladder at every level either arm has, and decide the ladder.
-
-    A level or metric one arm lacks compares as `insufficient` (no samples).
-    Each (level, metric) is bootstrapped with its own seed, `cell_seed(seed, level, metric)`.
-    """
+                 floors: Floors = NO_FLOORS) -> LadderComparison:
+    """Compare two arms at every level either has; both verdicts (vs default, keep rule)."""
     reference = measured.get(reference_arm, {})
     candidate = measured.get(candidate_arm, {})
     levels = sorted(set(reference) | set(candidate))
 
     def per_level(metric: str, direction: Direction) -> tuple[Comparison, ...]:
-        return tuple(compare(reference.get(level, {}).get(metric, []),
-                             candidate.get(level, {}).get(metric, []), level=level,
-                             metric=metric, direction=direction, noise=noise,
-                             seed=cell_seed(seed, level, metric), n_boot=n_boot,
-                             confidence=confidence)
-                     for level in levels)
+        out = []
+        for level in levels:
+            ref = reference.get(level, {}).get(metric, {})
+            cand = candidate.get(level, {}).get(metric, {})
+            n = len(pair_up(ref, cand)[0])
+            out.append(compare(ref, cand, level=level, metric=metric, direction=direction,
+                               aa_floor=floors.floor(metric, n)))
+        return tuple(out)
 
     primary_comparisons = per_level(*primary)
-    secondary_comparisons = tuple(c for metric, direction in secondary
-                                  for c in per_level(metric, direction))
+    secondary_comparisons = tuple(c for metric, direction in secondary for c in per_level(metric, direction))
     wins, reason = ladder_verdict(primary_comparisons, secondary_comparisons)
-    return LadderComparison(reference_arm, candidate_arm, primary_comparisons,
-                            secondary_comparisons, float(noise), seed, wins, reason)
+    keep, keep_reason = pareto_verdict(primary_comparisons, secondary_comparisons)
+    return LadderComparison(reference_arm, candidate_arm, primary_comparisons, secondary_comparisons,
+                            floors, wins, reason, keep, keep_reason)

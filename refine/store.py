@@ -19,9 +19,12 @@ from typing import Any
 import duckdb
 
 from threadwise.errors import InputError
+from threadwise.refine.stats import Measured, Obs
 from threadwise.sqlfiles import identifier, placeholders, statement
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# version -> the script that brings a file of that version to the next (sql/)
+MIGRATIONS = {1: "migrate_1_2.sql"}
 _TABLES = {
     "run": ("run_id", "started", "command", "purpose", "workload", "workload_toml", "primary_metric",
             "primary_direction", "secondary", "levels", "repeats", "arm_order", "seed", "window_s",
@@ -29,14 +32,17 @@ _TABLES = {
             "completed", "stopped_reason"),
     "arm": ("run_id", "arm", "kind", "profile_toml", "config_json", "attach_s"),
     "cell": ("run_id", "idx", "arm", "level", "repeat", "valid", "reasons", "wall_s", "spinner_cpu_s",
-             "generator_cpu_s", "scx_cpu_s", "service_cpu_s", "busy_cpu_s", "state_before", "state_after"),
+             "generator_cpu_s", "scx_cpu_s", "service_cpu_s", "busy_cpu_s", "host_cpu_s", "host_wait_s",
+             "state_before", "state_after"),
     "sample": ("run_id", "idx", "metric", "value"),
     "membership": ("run_id", "idx", "tid", "comm", "expected_layer", "actual_layer"),
     "comparison": ("run_id", "reference", "candidate", "metric", "level", "reference_median",
                    "candidate_median", "ratio", "ci_low", "ci_high", "n_reference", "n_candidate",
-                   "verdict"),
+                   "verdict", "pairs", "pairs_disturbed", "floor", "method"),
+    "floor": ("run_id", "metric", "level", "n", "floor", "aa_pairs", "method"),
+    "training": ("name", "workload", "command", "profile_path", "wall_s", "limitations"),
     "step": ("step", "run_id", "candidate", "description", "decision", "reason", "toml_diff", "noise",
-             "decision_seed"),
+             "decision_seed", "floors_run"),
 }
 
 
@@ -54,8 +60,9 @@ def open_ladder(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnec
     except duckdb.Error as error:
         raise InputError(f"{path}: not a ladder file ({error})",
                          hint="`threadwise ladder` and `threadwise train` write them") from None
+    sql_dir = resources.files("threadwise.refine").joinpath("sql")
     if not read_only:
-        con.execute(resources.files("threadwise.refine").joinpath("sql", "ladder.sql").read_text())
+        con.execute(sql_dir.joinpath("ladder.sql").read_text())
         if con.execute(sql("meta_rows")).fetchone() == (0,):
             con.execute(sql("insert_meta"), [SCHEMA_VERSION])
     try:
@@ -64,9 +71,16 @@ def open_ladder(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnec
         con.close()
         raise InputError(f"{path}: not a ladder file (no ladder_meta table)",
                          hint="is this a capture? captures are read by show/analyze") from None
+    while not read_only and version is not None and version[0] in MIGRATIONS:
+        con.execute(sql_dir.joinpath(MIGRATIONS[version[0]]).read_text())
+        version = con.execute(sql("schema_version")).fetchone()
     if version != (SCHEMA_VERSION,):
         con.close()
-        raise InputError(f"{path}: ladder schema version {version} (this threadwise reads {SCHEMA_VERSION})")
+        old = version is not None and version[0] in MIGRATIONS
+        raise InputError(f"{path}: ladder schema version {version[0] if version else '?'} "
+                         f"(this threadwise reads {SCHEMA_VERSION})",
+                         hint="open it once writable (e.g. `threadwise rejudge FILE`) to migrate it"
+                         if old else "written by a newer threadwise")
     return con
 
 
@@ -96,6 +110,7 @@ class RunInfo:
     primary: tuple[str, str]
     secondary: list[tuple[str, str]]
     levels: list[int]
+    repeats: int
     seed: int
     tcg: bool
     vcpus: int
@@ -108,18 +123,19 @@ def run_info(con: duckdb.DuckDBPyConnection, run_id: int) -> RunInfo:
     if row is None:
         raise InputError(f"no run {run_id} in this ladder file")
     secondary = [(s["metric"], s["direction"]) for s in json.loads(row[3])]
-    return RunInfo(run_id, row[0], (row[1], row[2]), secondary, json.loads(row[4]), int(row[5]),
-                   bool(row[6]), int(row[7]), bool(row[8]), row[9])
+    return RunInfo(run_id, row[0], (row[1], row[2]), secondary, json.loads(row[4]), int(row[10]),
+                   int(row[5]), bool(row[6]), int(row[7]), bool(row[8]), row[9])
 
 
-def measured(con: duckdb.DuckDBPyConnection, run_id: int) -> dict[str, dict[int, dict[str, list[float]]]]:
-    """arm -> level -> metric -> samples of VALID cells, in execution order."""
+def measured(con: duckdb.DuckDBPyConnection, run_id: int) -> Measured:
+    """arm -> level -> metric -> repeat -> Obs(value, host denied share) of VALID cells."""
     rows = con.execute(sql("valid_samples"), [run_id]).fetchall()
-    result: dict[str, dict[int, dict[str, list[float]]]] = {}
+    result: Measured = {}
     arms = [r[0] for r in con.execute(sql("run_arms"), [run_id]).fetchall()]
     info = run_info(con, run_id)
     for arm in arms:  # every arm and level present, even with no valid cell
         result[arm] = {level: {} for level in info.levels}
-    for arm, level, metric, value in rows:
-        result.setdefault(arm, {}).setdefault(level, {}).setdefault(metric, []).append(float(value))
+    for arm, level, repeat, metric, value, denied in rows:
+        result.setdefault(arm, {}).setdefault(level, {}).setdefault(metric, {})[int(repeat)] = Obs(
+            float(value), None if denied is None else float(denied))
     return result

@@ -29,13 +29,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from threadwise.errors import ThreadwiseError, UsageError
-from threadwise.refine import judge, store
-from threadwise.refine.ladder import BASELINE, Arm
+from threadwise.refine import judge, stats, store
+from threadwise.refine.ladder import AA_ARM, BASELINE, Arm
 from threadwise.refine.run import Where, profile_arm, run_ladder
 from threadwise.refine.service import RunningService
 from threadwise.refine.workload import Workload, load_workload
-
-AA_ARM = "baseline-aa"  # a second, identical baseline arm: the A/A noise floor
 
 
 @dataclass(frozen=True)
@@ -92,33 +90,20 @@ def _arm(item: object, shape: object) -> Arm:
     return profile_arm(name, toml_text(profile), config_json)
 
 
-def store_steps(con: object, result: object, runs: list[int], *, seed: int, noise: float) -> None:
+def store_steps(con: object, result: object, runs: list[int], *, floors: stats.Floors,
+                repeats: int, primary: str) -> None:
     """The loop's steps, with the ladder run that measured each (rejected steps have none)."""
     rows, measured_steps = [], iter(runs)
     for step in result.steps:  # type: ignore[attr-defined]
         run_id = None if step.decision.value == "rejected" else next(measured_steps)
-        # the loop's deciding comparison: step 0 start vs baseline [seed, 0, 1]; later best ->
-        # candidate [seed, index, 0] (loop.refine)
-        decision_seed = [seed, 0, 1] if step.index == 0 else [seed, step.index, 0]
+        floor = floors.floor(primary, repeats)
         rows.append({"step": step.index, "run_id": run_id, "candidate": step.candidate,
                      "description": step.description, "decision": step.decision.value,
-                     "reason": step.reason, "toml_diff": step.diff, "noise": noise,
-                     "decision_seed": json.dumps(decision_seed)})
+                     "reason": step.reason, "toml_diff": step.diff,
+                     "noise": float("nan") if floor is None else floor,
+                     # schema 2's verdicts need no seed (stats.data_seed): kept for old readers
+                     "decision_seed": json.dumps(None), "floors_run": floors.run_id})
     store.insert(con, "step", rows)  # type: ignore[arg-type]
-
-
-def verdict_sentence(result: object) -> str:
-    steps = result.steps  # type: ignore[attr-defined]
-    first = steps[0].vs_baseline
-    kept = [s for s in steps[1:] if s.decision.value == "kept"]
-    start = ("The synthesized profile **beat the default scheduler**" if first and first.wins else
-             "The synthesized profile **did not beat the default scheduler**")
-    text = f"{start} ({first.reason if first else 'not measured'})."
-    if kept:
-        text += " Refinement kept " + ", ".join(f"`{s.candidate}`" for s in kept) + "."
-    elif len(steps) > 1:
-        text += " No refinement step won against it; it stands as synthesized."
-    return text
 
 
 def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Path:
@@ -161,12 +146,11 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
                     place=options.place, levels=options.levels, repeats=options.repeats,
                     seed=options.seed, purpose="aa", command=options.command, progress=progress,
                     keep_raw=work / "raw-aa")
-    con = store.open_ladder(ladder_file)
-    try:
-        noise = judge.aa_noise(con, aa.run_id, BASELINE, AA_ARM)
-    finally:
-        con.close()
-    progress(f"train: noise floor {noise:.3f} (largest A/A CI bound away from 1)")
+    floors = aa.floors
+    metrics = [workload.objective.primary.metric, *(s.metric for s in workload.objective.secondary)]
+    progress("train: A/A floors at " + f"{options.repeats} pairs: " + "; ".join(
+        f"{metric} {judge.floor_text(floors, metric, options.repeats)}" for metric in metrics)
+        + " (the paired margin a verdict must clear)")
     runs: list[int] = []
 
     def measure(arms: list[loop.Arm]) -> dict:
@@ -175,6 +159,7 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
                             ladder_file=ladder_file, place=options.place, levels=options.levels,
                             repeats=options.repeats, seed=options.seed + 1 + step,
                             purpose=f"refine-step-{step}", command=options.command, progress=progress,
+                            floors=floors,
                             keep_raw=work / f"raw-step{step}")
         runs.append(result.run_id)
         con = store.open_ladder(ladder_file, read_only=True)
@@ -189,7 +174,7 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
     result = loop.refine(start, shape=shape, measure=measure,
                          primary=(workload.objective.primary.metric, workload.objective.primary.direction),
                          secondary=[(s.metric, s.direction) for s in workload.objective.secondary],
-                         noise=noise, budget=options.budget, seed=options.seed,
+                         floors=floors, budget=options.budget,
                          candidates=options.candidates or loop.all_mutations,
                          on_step=lambda step: progress(f"train: step {step.index} {step.candidate}: "
                                                        f"{step.decision.value}: {step.reason}"))
@@ -198,17 +183,19 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
     staging.mkdir()
     con = store.open_ladder(ladder_file)
     try:
-        store_steps(con, result, runs, seed=options.seed, noise=noise)
+        store_steps(con, result, runs, floors=floors, repeats=options.repeats,
+                    primary=workload.objective.primary.metric)
+        store.insert(con, "training", [{
+            "name": options.name, "workload": workload.name, "command": options.command,
+            "profile_path": str(profile_path), "wall_s": time.monotonic() - started,
+            "limitations": json.dumps(limitations(options, workload))}])
         con.execute("CHECKPOINT")
-        verdict = verdict_sentence(result)
-        report.write_report(con, staging, name=options.name, workload=workload.name,
-                            command=options.command, profile_path=str(profile_path),
-                            wall_s=time.monotonic() - started, verdict=verdict,
-                            limitations=limitations(options, workload))
+        verdict = report.verdict_sentence(con)
+        report.write_report(con, staging)
     finally:
         con.close()
     shutil.copy2(ladder_file, staging / "ladder.duckdb")
-    header = profile_header(options, record, verdict)
+    header = profile_header(options.command, record, verdict)
     options.profiles_dir.mkdir(parents=True, exist_ok=True)
     options.artifacts_dir.mkdir(parents=True, exist_ok=True)
     if record.exists():
@@ -221,11 +208,12 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
     return profile_path
 
 
-def profile_header(options: TrainOptions, record: Path, verdict: str) -> str:
+def profile_header(command: str, record: Path, verdict: str, *, when: str | None = None) -> str:
+    """The comment block atop a trained profile: how, when, where the evidence is, the verdict."""
     plain = verdict.replace("**", "")
     return "\n".join([
-        f"# Trained by threadwise on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC with:",
-        f"#   {options.command}",
+        f"# Trained by threadwise on {when or f'{datetime.now(UTC):%Y-%m-%d %H:%M}'} UTC with:",
+        f"#   {command}",
         f"# Evidence: {record}/REPORT.md (data: {record}/ladder.duckdb).",
         *[f"# {line}" for line in textwrap.wrap(plain, 96)],
         "", ""])
@@ -235,7 +223,7 @@ def limitations(options: TrainOptions, workload: Workload) -> list[str]:
     items = []
     if options.place.lab:
         items.append(f"Measured under TCG (software emulation) in a {options.place.cpus}-vCPU lab VM on a "
-                     "2-core host: relative effects between arms are real (LAB.md), absolute rates are not "
+                     "2-core host: relative effects between arms are real (docs/lab.md), absolute rates are not "
                      "those of real hardware. Shapes with SMT or more cores were not measured here; run the "
                      "same ladder on a real sched_ext host (or the self-contained lab on a bigger machine).")
     items.append(f"{options.repeats} repeats per arm and level: only effects larger than the spread of "

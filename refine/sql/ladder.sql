@@ -7,7 +7,7 @@
 -- Written by refine/ladder.py (ingest of the guest agent's raw files).
 
 CREATE TABLE IF NOT EXISTS ladder_meta (
-    schema_version INTEGER NOT NULL        -- 1
+    schema_version INTEGER NOT NULL        -- 2 (store.MIGRATIONS brings older files up to it)
 );
 
 CREATE TABLE IF NOT EXISTS run (
@@ -59,6 +59,9 @@ CREATE TABLE IF NOT EXISTS cell (
     scx_cpu_s   REAL,                      -- CPU of scx_layered's own process in the window
     service_cpu_s REAL,                    -- CPU of the service process (all threads)
     busy_cpu_s  REAL,                      -- non-idle CPU time of all CPUs in the window
+    host_cpu_s  REAL,                      -- lab only: host CPU time the guest's vCPU threads got
+                                           -- in the window (refine/hostload.py; NULL: not sampled)
+    host_wait_s REAL,                      -- lab only: time they waited on the host's run queues
     state_before VARCHAR,                  -- sched_ext state and ops at the window's start
     state_after VARCHAR                    -- ... and end
 );
@@ -91,9 +94,28 @@ CREATE TABLE IF NOT EXISTS comparison (
     ratio       DOUBLE,                    -- candidate / reference medians
     ci_low      DOUBLE,                    -- bootstrap 95% CI of the ratio
     ci_high     DOUBLE,
-    n_reference INTEGER NOT NULL,
+    n_reference INTEGER NOT NULL,          -- valid cells of each arm at this level
     n_candidate INTEGER NOT NULL,
-    verdict     VARCHAR NOT NULL           -- better | worse | within_noise | insufficient
+    verdict     VARCHAR NOT NULL,          -- better | worse | within_noise | insufficient
+    -- schema 2: the paired judge (stats.py). ratio = exp(median of the pairs' log ratios),
+    -- [ci_low, ci_high] = ratio / exp(floor) .. ratio * exp(floor)
+    pairs       INTEGER,                   -- (reference, candidate) cells of one repeat, both valid
+    pairs_disturbed INTEGER,               -- pairs left out: the host denied their cells unequally
+    floor       DOUBLE,                    -- the interval's half-width, log scale (NULL: none)
+    method      VARCHAR                    -- how: 'paired-v2 ...' (NULL: schema 1's bootstrap)
+);
+
+-- Per-metric noise floors measured in an A/A run (schema 2). A comparison of n pairs uses the
+-- row of its metric and n (level NULL: pooled over levels). Recomputable from that run's
+-- sample + cell rows (stats.floors).
+CREATE TABLE IF NOT EXISTS floor (
+    run_id      INTEGER NOT NULL,          -- the A/A run
+    metric      VARCHAR NOT NULL,
+    level       INTEGER,                   -- NULL: one floor for every level
+    n           INTEGER NOT NULL,          -- pairs in the comparison it applies to
+    floor       DOUBLE NOT NULL,           -- margin on the log-ratio scale
+    aa_pairs    INTEGER NOT NULL,          -- A/A pairs it rests on
+    method      VARCHAR NOT NULL           -- the estimator, e.g. 'null-q95 of median of n, pooled'
 );
 
 -- The refine loop's decisions (train and refine).
@@ -105,7 +127,20 @@ CREATE TABLE IF NOT EXISTS step (
     decision    VARCHAR NOT NULL,          -- kept | reverted | rejected
     reason      VARCHAR NOT NULL,
     toml_diff   VARCHAR NOT NULL,          -- unified diff against the best before this step
-    noise       DOUBLE NOT NULL,           -- the noise margin the verdicts used
-    decision_seed VARCHAR NOT NULL         -- JSON bootstrap seed of the deciding comparison
+    noise       DOUBLE NOT NULL,           -- the primary metric's floor at the step's repeats
+                                           -- (log scale; schema 1: the relative margin)
+    decision_seed VARCHAR NOT NULL,        -- JSON seed of the deciding comparison
                                            -- (stats.compare_arms(..., seed=this)): recomputable
+    floors_run  INTEGER                    -- schema 2: the A/A run whose floors it used
+);
+
+-- What a training wrote (schema 2; one row per file written by `train`): REPORT.md is
+-- regenerated from this file alone (report.write_report, threadwise rejudge).
+CREATE TABLE IF NOT EXISTS training (
+    name        VARCHAR NOT NULL,          -- the profile's name
+    workload    VARCHAR NOT NULL,          -- workload name
+    command     VARCHAR NOT NULL,          -- the command that trained it
+    profile_path VARCHAR NOT NULL,         -- where the profile was written
+    wall_s      DOUBLE,                    -- training wall time, seconds (NULL: not known)
+    limitations VARCHAR NOT NULL           -- JSON list of sentences for REPORT.md
 );

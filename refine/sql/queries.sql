@@ -39,18 +39,23 @@ SELECT coalesce(max(run_id), 0) + 1 AS run_id FROM run;
 --          seed BIGINT, shuffle and bootstrap seed;
 --          tcg BOOLEAN, cells ran under qemu TCG; vcpus INTEGER, CPUs the cells ran on;
 --          completed BOOLEAN, every planned cell finished;
---          stopped_reason VARCHAR, why an incomplete run stopped (NULL: it completed)
+--          stopped_reason VARCHAR, why an incomplete run stopped (NULL: it completed);
+--          repeats INTEGER, repeats per arm and level
 -- Parameters: ? INTEGER run_id
 SELECT workload, primary_metric, primary_direction, secondary, levels, seed, tcg, vcpus,
-       completed, stopped_reason
+       completed, stopped_reason, repeats
 FROM run WHERE run_id = ?;
 
 -- name: valid_samples
 -- Every sample of the run's VALID cells, in execution order (cell idx).
 -- Columns: arm VARCHAR, the cell's arm; level INTEGER, background spinners;
---          metric VARCHAR, the metric's name; value DOUBLE, the sample
+--          repeat INTEGER, 1-based (the pairing key with level);
+--          metric VARCHAR, the metric's name; value DOUBLE, the sample;
+--          denied DOUBLE, share of the vCPUs' demand the host did not serve in the window
+--          (NULL: not sampled, e.g. not in the lab)
 -- Parameters: ? INTEGER run_id
-SELECT c.arm, c.level, s.metric, s.value
+SELECT c.arm, c.level, c.repeat, s.metric, s.value,
+       c.host_wait_s / nullif(c.host_cpu_s + c.host_wait_s, 0) AS denied
 FROM cell c JOIN sample s USING (run_id, idx)
 WHERE c.run_id = ? AND c.valid
 ORDER BY c.idx;
@@ -68,31 +73,21 @@ SELECT arm FROM arm WHERE run_id = ?;
 DELETE FROM comparison WHERE run_id = ? AND reference = ? AND candidate = ?;
 
 
--- name: primary_comparison
--- The stored verdicts of one pair on the primary metric, one row per level, by level.
+-- name: comparisons
+-- The stored verdicts of one pair of arms on one metric, one row per level, by level.
 -- Columns: level INTEGER, background spinners;
---          reference_median DOUBLE, candidate_median DOUBLE, medians of the valid samples
---          (NULL: no samples); ratio DOUBLE, candidate / reference median;
---          ci_low DOUBLE, ci_high DOUBLE, bootstrap 95% CI of the ratio (NULL: none);
+--          reference_median DOUBLE, candidate_median DOUBLE, medians of each arm's valid cells
+--          (NULL: none); ratio DOUBLE, exp(median paired log ratio);
+--          ci_low DOUBLE, ci_high DOUBLE, its 95% interval (NULL: none);
 --          verdict VARCHAR, better | worse | within_noise | insufficient;
---          n_reference INTEGER, n_candidate INTEGER, valid samples of each arm
--- Parameters: ? INTEGER run_id, ? VARCHAR reference arm, ? VARCHAR candidate arm,
---             ? VARCHAR metric (the run's primary)
+--          pairs INTEGER, pairs used; pairs_disturbed INTEGER, pairs left out for host load;
+--          n_reference INTEGER, n_candidate INTEGER, valid cells of each arm
+-- Parameters: ? INTEGER run_id, ? VARCHAR reference arm, ? VARCHAR candidate arm, ? VARCHAR metric
 SELECT level, reference_median, candidate_median, ratio, ci_low, ci_high, verdict,
-       n_reference, n_candidate
+       coalesce(pairs, 0), coalesce(pairs_disturbed, 0), n_reference, n_candidate
 FROM comparison
 WHERE run_id = ? AND reference = ? AND candidate = ? AND metric = ?
 ORDER BY level;
-
--- name: secondary_comparison
--- The stored verdicts of one pair on a secondary metric, one row per level (any order).
--- Columns: level INTEGER; reference_median DOUBLE; candidate_median DOUBLE; ratio DOUBLE;
---          ci_low DOUBLE; ci_high DOUBLE; verdict VARCHAR (as in primary_comparison)
--- Parameters: ? INTEGER run_id, ? VARCHAR reference arm, ? VARCHAR candidate arm,
---             ? VARCHAR metric (the run's first secondary)
-SELECT level, reference_median, candidate_median, ratio, ci_low, ci_high, verdict
-FROM comparison
-WHERE run_id = ? AND reference = ? AND candidate = ? AND metric = ?;
 
 -- name: background_got
 -- The CPU the background spinners actually got, per arm and level > 0 (valid cells only).
@@ -149,17 +144,12 @@ SELECT step, run_id, decision FROM step WHERE run_id IS NOT NULL ORDER BY step;
 -- Parameters: none
 SELECT step, candidate, toml_diff FROM step WHERE step > 0 ORDER BY step;
 
--- name: noise_floor
--- The largest noise margin any step's verdicts used.
--- Columns: noise DOUBLE, the margin (NULL: no steps)
+-- name: floors_run
+-- The A/A run whose floors the steps' decisions used (else the latest A/A run).
+-- Columns: run_id INTEGER (NULL: none)
 -- Parameters: none
-SELECT max(noise) AS noise FROM step;
-
--- name: aa_run
--- The latest A/A (noise) run.
--- Columns: run_id INTEGER, its id (NULL: none)
--- Parameters: none
-SELECT max(run_id) AS run_id FROM run WHERE purpose = 'aa';
+SELECT coalesce((SELECT max(floors_run) FROM step),
+                (SELECT max(run_id) FROM run WHERE purpose = 'aa')) AS run_id;
 
 -- name: run_ids
 -- Every run in the file, by id.
@@ -180,3 +170,68 @@ FROM run r WHERE run_id = ?;
 -- Columns: valid BIGINT, valid cells; total BIGINT, all cells
 -- Parameters: ? INTEGER run_id
 SELECT count(*) FILTER (WHERE valid) AS valid, count(*) AS total FROM cell WHERE run_id = ?;
+
+
+-- name: floors
+-- The per-metric A/A floors stored for one A/A run, by metric and n.
+-- Columns: metric VARCHAR; n INTEGER, pairs of the comparison a floor applies to;
+--          floor DOUBLE, log-ratio margin; aa_pairs INTEGER, the A/A pairs it rests on;
+--          method VARCHAR
+-- Parameters: ? INTEGER run_id (the A/A run)
+SELECT metric, n, floor, aa_pairs, method FROM floor WHERE run_id = ? ORDER BY metric, n;
+
+-- name: delete_floors
+-- Removes an A/A run's floors before they are stored again.
+-- Parameters: ? INTEGER run_id
+DELETE FROM floor WHERE run_id = ?;
+
+-- name: step_floors
+-- Which A/A run's floors a step's decisions used (the latest A/A before it in older files).
+-- Columns: floors_run INTEGER (NULL: none recorded)
+-- Parameters: ? INTEGER step
+SELECT floors_run FROM step WHERE step = ?;
+
+-- name: training
+-- The training record's own facts (no row: the file was not written by train).
+-- Columns: name VARCHAR; workload VARCHAR; command VARCHAR; profile_path VARCHAR;
+--          wall_s DOUBLE, seconds (NULL: unknown); limitations VARCHAR, JSON list
+-- Parameters: none
+SELECT name, workload, command, profile_path, wall_s, limitations FROM training;
+
+-- name: step_rows
+-- Every step with what re-judging it needs, by step.
+-- Columns: step INTEGER; run_id INTEGER (NULL: rejected, not measured); candidate VARCHAR;
+--          decision VARCHAR; reason VARCHAR
+-- Parameters: none
+SELECT step, run_id, candidate, decision, reason FROM step ORDER BY step;
+
+-- name: update_step
+-- A step re-judged: its decision, reason, floor and floors run.
+-- Parameters: ? VARCHAR decision, ? VARCHAR reason, ? DOUBLE noise, ? INTEGER floors_run,
+--             ? INTEGER step
+UPDATE step SET decision = ?, reason = ?, noise = ?, floors_run = ? WHERE step = ?;
+
+-- name: judged_pairs
+-- The (reference, candidate) pairs of arms judged in one run.
+-- Columns: reference VARCHAR; candidate VARCHAR
+-- Parameters: ? INTEGER run_id
+SELECT DISTINCT reference, candidate FROM comparison WHERE run_id = ? ORDER BY reference, candidate;
+
+-- name: aa_runs
+-- The runs with two identical baseline arms (an A/A run), by id.
+-- Columns: run_id INTEGER
+-- Parameters: none
+SELECT run_id FROM arm WHERE arm = 'baseline-aa' ORDER BY run_id;
+
+-- name: spinner_only_invalid
+-- Profile cells whose only invalidity reason is the background's CPU (schema 1's rule).
+-- Columns: run_id INTEGER; idx INTEGER; spinner_cpu_s REAL; wall_s REAL
+-- Parameters: none
+SELECT c.run_id, c.idx, c.spinner_cpu_s, c.wall_s
+FROM cell c JOIN arm a USING (run_id, arm)
+WHERE a.kind = 'profile' AND NOT c.valid AND c.reasons LIKE 'spinners:%' AND c.reasons NOT LIKE '%; %';
+
+-- name: make_valid
+-- A cell valid by today's rule.
+-- Parameters: ? INTEGER run_id, ? INTEGER idx
+UPDATE cell SET valid = true, reasons = '' WHERE run_id = ? AND idx = ?;

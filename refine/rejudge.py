@@ -1,0 +1,145 @@
+"""`threadwise rejudge`: judge a stored ladder file again with the current judge.
+
+Problem: a training record is committed data; when the judge changes (schema 1's
+unpaired bootstrap and single noise margin became schema 2's paired ratios and
+per-metric A/A floors), the record's tables, decisions and verdict must be
+recomputed from its measurements, never left describing another rule, and
+never re-typed by hand.
+
+Approach: open the file writable (store.open_ladder migrates it), measure the
+floors of every A/A run again (judge.aa_floors), judge every pair of arms the
+file had judged (plus best -> candidate of each refine step) with the floors of
+the latest A/A run before it, then re-decide each refine step by the keep rule
+from those stored comparisons. A step whose decision changes says so in its
+reason: later steps were measured against the best the old rule kept, and the
+data cannot say what they would have been against another. A record written
+before schema 2 has no `training` row; it is taken once from the old REPORT.md
+beside the file (profile path, command, wall time, limitations). Then REPORT.md,
+its plots and the profile's header are written again from the file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from threadwise.errors import InputError
+from threadwise.refine import judge, report, stats, store
+from threadwise.refine.ladder import AA_ARM, BASELINE
+from threadwise.refine.loop import BEST, CANDIDATE, START
+from threadwise.refine.store import sql
+from threadwise.refine.validity import SPINNER_ALIVE_CPUS
+
+
+@dataclass(frozen=True)
+class Rejudged:
+    runs: int
+    revalidated: int  # profile cells valid by today's rule that schema 1 had dropped
+    changed: list[str]  # steps whose decision the current rule changed
+    verdict: str
+
+
+def _floors_for(aa_runs: list[int], run_id: int, floors: dict[int, stats.Floors]) -> stats.Floors:
+    """The floors of the run itself (an A/A run) or of the latest A/A run before it."""
+    before = [aa for aa in aa_runs if aa <= run_id]
+    return floors[before[-1]] if before else stats.NO_FLOORS
+
+
+def revalidate(con: duckdb.DuckDBPyConnection) -> int:
+    """Profile cells that only failed schema 1's spinner floor, judged by today's rule.
+
+    Schema 1 held profile cells to the baseline's background floor, so a background the
+    profile starved made the cell invalid; today that is a result (validity.py) and only
+    a background that never ran is invalid. Decided from the stored cell row alone."""
+    rows = con.execute(sql("spinner_only_invalid")).fetchall()
+    freed = [(run_id, idx) for run_id, idx, spinner_s, wall_s in rows
+             if spinner_s is not None and wall_s and spinner_s >= SPINNER_ALIVE_CPUS * wall_s]
+    for run_id, idx in freed:
+        con.execute(sql("make_valid"), [run_id, idx])
+    return len(freed)
+
+
+def rejudge_file(con: duckdb.DuckDBPyConnection) -> Rejudged:
+    """Validity by today's rule, then floors, comparisons and step decisions, judged again."""
+    revalidated = revalidate(con)
+    aa_runs = [r[0] for r in con.execute(sql("aa_runs")).fetchall()]
+    floors = {aa: judge.aa_floors(con, aa, BASELINE, AA_ARM) for aa in aa_runs}
+    runs = [r[0] for r in con.execute(sql("run_ids")).fetchall()]
+    for run_id in runs:
+        pairs = {tuple(p) for p in con.execute(sql("judged_pairs"), [run_id]).fetchall()}
+        arms = {r[0] for r in con.execute(sql("run_arms"), [run_id]).fetchall()}
+        if {BEST, CANDIDATE} <= arms:
+            pairs.add((BEST, CANDIDATE))
+        for reference, candidate in sorted(pairs):
+            if run_id in floors and (reference, candidate) == (BASELINE, AA_ARM):
+                continue  # judged with its own floors by aa_floors
+            judge.judge(con, run_id, reference, candidate, floors=_floors_for(aa_runs, run_id, floors))
+    changed = []
+    for step, run_id, candidate, decision, _reason in con.execute(sql("step_rows")).fetchall():
+        if run_id is None:
+            continue  # rejected before measuring: nothing to judge
+        used = _floors_for(aa_runs, run_id, floors)
+        info = store.run_info(con, run_id)
+        measured = store.measured(con, run_id)
+        kwargs = {"primary": info.primary, "secondary": info.secondary, "floors": used}
+        if step == 0:
+            vs_base = stats.compare_arms(measured, BASELINE, START, **kwargs)  # type: ignore[arg-type]
+            new, reason = "kept", (f"the start profile is the first best (step 0 keeps it by definition); "
+                                   f"against the baseline it {vs_base.reason}")
+        else:
+            vs_best = stats.compare_arms(measured, BEST, CANDIDATE, **kwargs)  # type: ignore[arg-type]
+            vs_base = stats.compare_arms(measured, BASELINE, CANDIDATE, **kwargs)  # type: ignore[arg-type]
+            new = "kept" if vs_best.keep else "reverted"
+            reason = (f"{new} against the best ({vs_best.keep_reason}); against the baseline it "
+                      f"{vs_base.reason}")
+        if new != decision:
+            reason += (f" [re-judged: the training's rule had {decision} it; later steps were measured "
+                       f"against the best that rule kept]")
+            changed.append(f"step {step} {candidate}: {decision} -> {new}")
+        floor = used.floor(info.primary[0], info.repeats)
+        con.execute(sql("update_step"), [new, reason, math.nan if floor is None else floor,
+                                         used.run_id, step])
+    con.execute("CHECKPOINT")
+    return Rejudged(len(runs), revalidated, changed, report.verdict_sentence(con))
+
+
+def training_from_report(con: duckdb.DuckDBPyConnection, report_md: Path) -> None:
+    """A schema-1 record's training row, taken once from its REPORT.md (what train had written)."""
+    if con.execute(sql("training")).fetchone() is not None:
+        return
+    text = report_md.read_text()
+    profile = re.search(r"^Profile: `([^`]+)`", text, re.M)
+    command = re.search(r"^## Reproduce\n\n```sh\n(.+)\n```", text, re.M)
+    took = re.search(r"^Training took ([0-9.]+) minutes", text, re.M)
+    section = re.search(r"^## Limitations\n\n(.*?)\n\n##", text, re.M | re.S)
+    workload = re.search(r"^# Training record: `([^`]+)` on workload `([^`]+)`", text, re.M)
+    if not (profile and command and section and workload):
+        raise InputError(f"{report_md}: not a REPORT.md written by threadwise train",
+                         hint="rejudge needs it once for a record written before ladder schema 2")
+    limitations = [line[2:] for line in section.group(1).splitlines() if line.startswith("- ")]
+    store.insert(con, "training", [{
+        "name": workload.group(1), "workload": workload.group(2), "command": command.group(1),
+        "profile_path": profile.group(1), "wall_s": float(took.group(1)) * 60 if took else None,
+        "limitations": json.dumps([item.replace("(LAB.md)", "(docs/lab.md)") for item in limitations])}])
+
+
+def rewrite_header(profile: Path, record: Path, verdict: str) -> None:
+    """The profile's comment header again, with the re-judged verdict (body unchanged)."""
+    from threadwise.refine.train import profile_header
+
+    text = profile.read_text()
+    body_at = text.find("# threadwise profile")
+    if body_at < 0:
+        raise InputError(f"{profile}: no `# threadwise profile` line after its header")
+    old = text[:body_at]
+    when = re.search(r"^# Trained by threadwise on (.+) UTC with:", old, re.M)
+    command = re.search(r"^#   (.+)$", old, re.M)
+    if not (when and command):
+        raise InputError(f"{profile}: not a trained profile (no `# Trained by threadwise` header)")
+    header = profile_header(command.group(1), record, verdict, when=when.group(1))
+    profile.write_text(header + text[body_at:])
