@@ -48,8 +48,9 @@ def summary(path: Path, run_id: int) -> list[str]:
         info = store.run_info(con, run_id)
         metric = info.primary[0]
         rows = con.execute(
-            "SELECT c.arm, c.level, c.repeat, s.value, c.host_wait_s / nullif(c.host_cpu_s + c.host_wait_s, 0) "
-            "FROM cell c JOIN sample s USING (run_id, idx) WHERE c.run_id = ? AND c.valid AND s.metric = ?",
+            "SELECT c.arm, c.level, c.repeat, s.value, "
+            "c.host_wait_s / nullif(c.host_cpu_s + c.host_wait_s, 0) FROM cell c JOIN sample s "
+            "USING (run_id, idx) WHERE c.run_id = ? AND c.valid AND s.metric = ?",
             [run_id, metric]).fetchall()
     finally:
         con.close()
@@ -60,7 +61,8 @@ def summary(path: Path, run_id: int) -> list[str]:
     for level in info.levels:
         reps = sorted({rep for arm, lv, rep in value if lv == level})
         aa = [value[(AA, level, r)] / value[(BASELINE, level, r)] for r in reps
-              if (AA, level, r) in value and (BASELINE, level, r) in value and value[(BASELINE, level, r)] > 0]
+              if (AA, level, r) in value and (BASELINE, level, r) in value
+              and value[(BASELINE, level, r)] > 0]
         eff = [value[(EXCLUSIVE, level, r)] / value[(BASELINE, level, r)] for r in reps
                if (EXCLUSIVE, level, r) in value and (BASELINE, level, r) in value
                and value[(BASELINE, level, r)] > 0]
@@ -113,7 +115,8 @@ def main() -> None:
             load.__exit__(None, None, None)
     print(f"\n{args.mode}, host {args.host}: run {result.run_id} in {args.output}, "
           f"{result.ingested.valid} of {result.ingested.cells} cells valid, "
-          f"{time.monotonic() - started:.0f} s" + (f", {load.busy_s:.0f} process-s of host load" if load else ""))
+          f"{time.monotonic() - started:.0f} s"
+          + (f", {load.busy_s:.0f} process-s of host load" if load else ""))
     print("\n".join(summary(args.output, result.run_id)))
 
 

@@ -113,8 +113,9 @@ def ladder_command(
     """Measure arms (the default scheduler and profiles) at background levels, back to back.
 
     Every cell lands in the ladder file with its validity (spinners ran, generator not saturated,
-    service alive, scheduler attached, threads in their layers); per level the ratio of medians
-    against the baseline with a bootstrap 95% CI and a verdict are printed and stored.
+    service alive, scheduler attached, threads in their layers); per level the paired ratio
+    against the baseline with its 95% interval and a verdict are printed and stored. With --aa
+    the run measures its own per-metric A/A floors first and judges the profiles with them.
 
       threadwise ladder rolesim --arm profiles/rolesim.toml --lab --levels 0,2,4 --repeats 3
     """
@@ -146,6 +147,7 @@ def ladder_command(
                         progress=lambda line: typer.echo(line, err=True))
     con = open_ladder(output, read_only=True)
     try:
+        typer.echo("\n" + report.floors_line(con, result.floors.run_id, repeats))
         for name, comparison in result.comparisons.items():
             typer.echo(f"\n{name} against {BASELINE} (run {result.run_id} in {output}):")
             typer.echo("\n".join(report.level_table(con, result.run_id, name)))

@@ -35,6 +35,7 @@ console; the error says where it stopped.
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import hashlib
 import io
@@ -497,11 +498,9 @@ class Console:
                     self.cpus = int(value)
             self.progress(f"guest: {text}")
         elif name == "TWCLOCK: ":
-            try:
+            with contextlib.suppress(ValueError, IndexError):
                 self.clock.append((time.monotonic() if arrived is None else arrived,
                                    float(text.split()[0])))
-            except (ValueError, IndexError):
-                pass
         elif name == "TWSTATUS: ":
             self.status = int(text.strip()) if text.strip().lstrip("-").isdigit() else 255
         else:

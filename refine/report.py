@@ -61,7 +61,7 @@ def level_table(con: duckdb.DuckDBPyConnection, run_id: int, candidate: str,
     for level in levels:
         rows = [by_metric[metric].get(level) for metric in metrics]
 
-        def medians(column: int) -> str:
+        def medians(column: int, rows: list = rows) -> str:
             values = [_fmt(row[column]) if row else "-" for row in rows]
             return values[0] + (f" ({', '.join(values[1:])})" if values[1:] else "")
 
@@ -88,15 +88,15 @@ def floors_line(con: duckdb.DuckDBPyConnection, run_id: int | None, n: int) -> s
     if not floors.by_metric:
         return ("A/A floors: not measured (verdicts rest on each comparison's own spread of "
                 "paired ratios only).")
-    parts = [f"`{metric}` {judge.floor_text(floors, metric, n)} (from {floors.aa_pairs[metric]} A/A pairs)"
-             for metric in floors.by_metric]
+    parts = [f"`{metric}` {judge.floor_text(floors, metric, n)} "
+             f"(from {floors.aa_pairs[metric]} A/A pairs)" for metric in floors.by_metric]
     return (f"A/A floors (ladder run {run_id}, the default scheduler against itself, at {n} pairs): "
             + "; ".join(parts) + ". An interval is the paired ratio times/divided by the larger of its "
             "metric's floor and its own spread; a verdict is `better` or `worse` only when it excludes 1.")
 
 
 def plot_run(con: duckdb.DuckDBPyConnection, run_id: int, path: Path, *, title: str) -> Path:
-    """PNG: primary metric against background level, one line per arm, median with bars over the range of its cells."""
+    """PNG: primary metric against background level, one line per arm: medians, bars over the range."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -177,7 +177,8 @@ def final_comparison(con: duckdb.DuckDBPyConnection) -> stats.LadderComparison |
     run_id, arm = best
     info = store.run_info(con, run_id)
     floors = judge.load_floors(con, con.execute(sql("floors_run")).fetchone()[0])
-    return stats.compare_arms(store.measured(con, run_id), "baseline", arm, primary=info.primary,  # type: ignore[arg-type]
+    return stats.compare_arms(store.measured(con, run_id), "baseline", arm,
+                              primary=info.primary,  # type: ignore[arg-type]
                               secondary=info.secondary, floors=floors)  # type: ignore[arg-type]
 
 
@@ -185,7 +186,8 @@ def verdict_sentence(con: duckdb.DuckDBPyConnection) -> str:
     """Whether the trained profile beat the default scheduler, and the kept steps, from the file."""
     final = final_comparison(con)
     steps = con.execute(sql("steps")).fetchall()
-    kept = [candidate for step, _run, candidate, decision, _reason in steps if step > 0 and decision == "kept"]
+    kept = [candidate for step, _run, candidate, decision, _reason in steps
+            if step > 0 and decision == "kept"]
     what = "The trained profile" if kept else "The synthesized profile"
     beat = ("**beat the default scheduler**" if final is not None and final.wins
             else "**did not beat the default scheduler**")

@@ -115,7 +115,8 @@ class Floors:
         value = self.floor(metric, n)
         if value is None:
             return f"{metric}: floor not measured"
-        return f"{metric}: +-{math.expm1(value):.1%} at {n} pairs (from {self.aa_pairs.get(metric, 0)} A/A pairs)"
+        return (f"{metric}: +-{math.expm1(value):.1%} at {n} pairs "
+                f"(from {self.aa_pairs.get(metric, 0)} A/A pairs)")
 
 
 NO_FLOORS = Floors()
@@ -213,7 +214,7 @@ def null_quantile(null: Sequence[float], n: int, *, quantile: float = QUANTILE,
     values = np.asarray(list(null), dtype=float)
     if values.size == 0 or n < 1:
         return float("nan")
-    symmetric = np.concatenate([values, -values])
+    symmetric = np.sort(np.concatenate([values, -values]))  # sorted: the input's order must not matter
     rng = np.random.default_rng(data_seed(symmetric, n))
     medians = np.median(symmetric[rng.integers(0, symmetric.size, (draws, n))], axis=1)
     return float(np.quantile(np.abs(medians), quantile, method="higher"))
@@ -351,7 +352,9 @@ def pareto_verdict(primary: Sequence[Comparison],
 
 def _insufficient(primary: Sequence[Comparison], secondary: Sequence[Comparison]) -> list[str]:
     missing = [c for c in (*primary, *secondary) if c.verdict is Verdict.INSUFFICIENT]
-    return ["insufficient pairs at " + _levels(f"{c.metric} bg={c.level}" for c in missing)] if missing else []
+    if not missing:
+        return []
+    return ["insufficient pairs at " + _levels(f"{c.metric} bg={c.level}" for c in missing)]
 
 
 def compare_arms(measured: Measured, reference_arm: str, candidate_arm: str, *,
@@ -373,7 +376,8 @@ def compare_arms(measured: Measured, reference_arm: str, candidate_arm: str, *,
         return tuple(out)
 
     primary_comparisons = per_level(*primary)
-    secondary_comparisons = tuple(c for metric, direction in secondary for c in per_level(metric, direction))
+    secondary_comparisons = tuple(c for metric, direction in secondary
+                                  for c in per_level(metric, direction))
     wins, reason = ladder_verdict(primary_comparisons, secondary_comparisons)
     keep, keep_reason = pareto_verdict(primary_comparisons, secondary_comparisons)
     return LadderComparison(reference_arm, candidate_arm, primary_comparisons, secondary_comparisons,

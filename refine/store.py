@@ -55,12 +55,17 @@ def open_ladder(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnec
     """Open (creating when writable) a ladder file and check its schema version."""
     if read_only and not path.is_file():
         raise InputError(f"{path}: no such ladder file", hint="threadwise ladder ... -o FILE writes one")
+    existed = path.is_file()
     try:
         con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as error:
         raise InputError(f"{path}: not a ladder file ({error})",
                          hint="`threadwise ladder` and `threadwise train` write them") from None
     sql_dir = resources.files("threadwise.refine").joinpath("sql")
+    if existed and not read_only and ("ladder_meta",) not in con.execute(sql("tables")).fetchall():
+        con.close()  # never write ladder tables into another kind of file (a capture, say)
+        raise InputError(f"{path}: not a ladder file (no ladder_meta table)",
+                         hint="is this a capture? captures are read by show/analyze")
     if not read_only:
         con.execute(sql_dir.joinpath("ladder.sql").read_text())
         if con.execute(sql("meta_rows")).fetchone() == (0,):

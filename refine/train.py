@@ -162,8 +162,11 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
                             floors=floors,
                             keep_raw=work / f"raw-step{step}")
         runs.append(result.run_id)
-        con = store.open_ladder(ladder_file, read_only=True)
+        con = store.open_ladder(ladder_file)
         try:
+            if {loop.BEST, loop.CANDIDATE} <= {arm.name for arm in arms}:
+                # the deciding pair, stored with the others
+                judge.judge(con, result.run_id, loop.BEST, loop.CANDIDATE, floors=floors)
             return store.measured(con, result.run_id)
         finally:
             con.close()
@@ -223,7 +226,8 @@ def limitations(options: TrainOptions, workload: Workload) -> list[str]:
     items = []
     if options.place.lab:
         items.append(f"Measured under TCG (software emulation) in a {options.place.cpus}-vCPU lab VM on a "
-                     "2-core host: relative effects between arms are real (docs/lab.md), absolute rates are not "
+                     "2-core host: relative effects between arms are real (docs/lab.md), absolute rates are "
+                     "not "
                      "those of real hardware. Shapes with SMT or more cores were not measured here; run the "
                      "same ladder on a real sched_ext host (or the self-contained lab on a bigger machine).")
     items.append(f"{options.repeats} repeats per arm and level: only effects larger than the spread of "

@@ -12,6 +12,12 @@
 -- Parameters: none
 SELECT count(*) AS n FROM ladder_meta;
 
+-- name: tables
+-- The names of the file's tables (is it a ladder file before anything is written to it?).
+-- Columns: table_name VARCHAR
+-- Parameters: none
+SELECT table_name FROM information_schema.tables;
+
 -- name: insert_meta
 -- Records the ladder schema version of a new file.
 -- Parameters: ? INTEGER schema version (store.SCHEMA_VERSION)

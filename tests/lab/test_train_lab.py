@@ -3,28 +3,30 @@
 One training run (observe on the host, A/A, the synthesized profile against the
 default scheduler, then one deliberately bad candidate: rolesim's hot threads
 given housekeeping treatment with weight 1) in the sched_ext lab VM (TCG,
-2 vCPUs), levels 0 and 2, 2 repeats, short windows. Every check reads the
-ladder file the training wrote, never the training's memory.
+2 vCPUs), levels 0 and 2, 3 repeats (three pairs per level: the judge's
+paired intervals need them on a busy host, docs/refine.md), short windows.
+Every check reads the ladder file the training wrote, never the training's memory.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from threadwise.refine import stats, store
+from tests.refine.recompute import recompute_ladder_file
+from threadwise.refine import store
 from threadwise.refine.bundled import build
 from threadwise.refine.mutate import Candidate
 from threadwise.refine.run import Where
 from threadwise.refine.train import TrainOptions, train
-from threadwise.refine.validity import spinner_floor_s
+from threadwise.refine.validity import SPINNER_ALIVE_CPUS, spinner_floor_s
 from threadwise.refine.workload import bundled_workload_path
 from threadwise.synthesize.schema import Profile, Treatment
 
 BAD = "hot:housekeeping,weight=1"
-# The module's training (one fixture, three lab boots) took 6.8-7 min here; room for a busy machine.
+# The module's training (one fixture, three lab boots) took 6.8-7 min here at 2 repeats; room for a
+# busy machine.
 pytestmark = pytest.mark.timeout(2400)
 
 
@@ -44,7 +46,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     build("spin")
     root = tmp_path_factory.mktemp("train")
     options = TrainOptions(bundled_workload_path("rolesim"), "rolesim-test", Where(lab=True, cpus=2),
-                           levels=[0, 2], repeats=2, budget=1, seed=3, observe_s=4.0, window_s=2.0,
+                           levels=[0, 2], repeats=3, budget=1, seed=3, observe_s=4.0, window_s=2.0,
                            profiles_dir=root / "profiles", artifacts_dir=root / "artifacts",
                            command="pytest tests/lab/test_train_lab.py", candidates=_bad_candidate)
     lines: list[str] = []
@@ -69,21 +71,13 @@ def test_profile_report_plots_and_data_exist(trained):
 
 def test_every_decision_recomputes_from_the_recorded_numbers(trained):
     _, record = trained
+    assert recompute_ladder_file(record / "ladder.duckdb") > 0
     con = store.open_ladder(record / "ladder.duckdb", read_only=True)
-    steps = con.execute("SELECT step, run_id, decision, noise, decision_seed FROM step "
-                        "ORDER BY step").fetchall()
-    assert [s[0] for s in steps] == [0, 1]
-    for step, run_id, decision, noise, seed in steps:
-        info = store.run_info(con, run_id)
-        measured = store.measured(con, run_id)
-        reference, candidate = ("baseline", "start") if step == 0 else ("best", "candidate")
-        again = stats.compare_arms(measured, reference, candidate, primary=info.primary,
-                                   secondary=info.secondary, noise=noise, seed=json.loads(seed))
-        if step == 0:
-            assert decision == "kept"  # the start is the first best by definition
-        else:
-            assert decision == ("kept" if again.wins else "reverted"), again.reason
+    steps = con.execute("SELECT step, decision, floors_run FROM step ORDER BY step").fetchall()
     con.close()
+    assert [s[0] for s in steps] == [0, 1]
+    assert steps[0][1] == "kept"  # the start is the first best by definition
+    assert all(floors_run == 1 for *_, floors_run in steps)  # the A/A run measured first
 
 
 def test_spinners_ran_scheduler_attached_threads_in_their_layers(trained):
@@ -92,11 +86,13 @@ def test_spinners_ran_scheduler_attached_threads_in_their_layers(trained):
     cells = con.execute("SELECT c.run_id, c.idx, c.arm, c.level, c.reasons, c.spinner_cpu_s, "
                         "c.wall_s, c.state_before, c.state_after, a.kind FROM cell c JOIN arm a "
                         "USING (run_id, arm) ORDER BY c.run_id, c.idx").fetchall()
-    assert len(cells) == 8 + 8 + 12
+    assert len(cells) == 12 + 12 + 18  # A/A, step 0, step 1: arms x 2 levels x 3 repeats
     for run_id, idx, arm, level, reasons, spin_s, wall_s, before, after, kind in cells:
         where = f"run {run_id} cell {idx} ({arm}, bg={level}): {reasons}"
-        if level > 0:
+        if level > 0 and kind == "baseline":
             assert spin_s is not None and spin_s >= spinner_floor_s(level, 2, wall_s), where
+        elif level > 0:  # a background the profile starved is a result; one that never ran is not
+            assert spin_s is not None and spin_s >= SPINNER_ALIVE_CPUS * wall_s, where
         if kind == "profile":
             assert before.startswith("enabled layered") and after.startswith("enabled layered"), where
         else:

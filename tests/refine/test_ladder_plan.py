@@ -8,7 +8,14 @@ import pytest
 
 from threadwise.errors import UsageError
 from threadwise.refine.ladder import plan_cells
-from threadwise.refine.validity import CellRaw, reasons, stat_cpu_s, times_children_s
+from threadwise.refine.validity import (
+    SPINNER_ALIVE_CPUS,
+    CellRaw,
+    reasons,
+    spinner_floor_s,
+    stat_cpu_s,
+    times_children_s,
+)
 from threadwise.runtime.membership import expected_layer, parse_map_dump
 
 SPECS = [
@@ -74,7 +81,8 @@ def test_a_clean_profile_cell_is_valid():
 
 
 @pytest.mark.parametrize(("changes", "baseline", "word"), [
-    ({"spinner_cpu_s": 1.2}, False, "spinners"),
+    ({"spinner_cpu_s": 1.2, "state_before": "disabled", "state_after": "disabled"}, True, "spinners"),
+    ({"spinner_cpu_s": 0.05}, False, "spinners"),
     ({"spinner_cpu_s": None}, False, "spinners"),
     ({"generator_cpu_s": 4.8}, False, "generator"),
     ({"alive_after": "0"}, False, "service"),
@@ -112,9 +120,7 @@ def test_expected_layer_is_the_first_match_and_unknown_for_behaviour_matchers():
     assert expected_layer(SPECS, "hot-0", "other") == "rest"
 
 
-def test_the_spinner_floor_is_half_of_the_cpus_a_background_can_take():
-    from threadwise.refine.validity import spinner_floor_s
-
+def test_the_spinner_floor_is_a_quarter_of_the_cpus_a_background_can_take():
     assert spinner_floor_s(2, 2, 5.0) == pytest.approx(1.25)  # 2 spinners, 1 CPU left to them
     assert spinner_floor_s(8, 2, 5.0) == pytest.approx(1.25)
     assert spinner_floor_s(1, 8, 5.0) == pytest.approx(1.25)
@@ -122,6 +128,67 @@ def test_the_spinner_floor_is_half_of_the_cpus_a_background_can_take():
     assert spinner_floor_s(2, 2, 5.0, duty=0.5) == pytest.approx(0.625)  # --spiky: busy half the time
     ok = reasons(_raw(spinner_cpu_s=1.3), baseline=False, vcpus=2, window_s=5.0, metrics_error=None)
     assert ok == []
+
+
+# --- the background rule: baseline cells need a quarter of the CPUs, profile cells only a live one ---
+
+WALL_S = 5.0
+STARVED_S = 0.23 * WALL_S  # 0.23 CPU: scx_layered's exclusive CPU starved two spinners (LAB.md)
+
+
+def _baseline_raw(**changes: object) -> CellRaw:
+    return _raw(state_before="disabled", state_after="disabled", **changes)
+
+
+def test_spinners_the_profile_starved_are_a_valid_profile_cell() -> None:
+    assert spinner_floor_s(2, 2, WALL_S) > STARVED_S  # more than the profile left the spinners
+    found = reasons(_raw(level=2, spinner_cpu_s=STARVED_S), baseline=False, vcpus=2,
+                    window_s=WALL_S, metrics_error=None)
+    assert found == []
+    # the same reading in a baseline cell: the default scheduler ran a background too weak to count
+    baseline = reasons(_baseline_raw(level=2, spinner_cpu_s=STARVED_S), baseline=True, vcpus=2,
+                       window_s=WALL_S, metrics_error=None)
+    assert len(baseline) == 1 and baseline[0].startswith("spinners: 2 spinners burned 1.15 s"), baseline
+    assert "need >= 1.25 s" in baseline[0]
+
+
+@pytest.mark.parametrize("spinner_cpu_s", [None, 0.0, 0.09])
+def test_a_background_that_never_ran_is_an_invalid_profile_cell(spinner_cpu_s: float | None) -> None:
+    found = reasons(_raw(level=2, spinner_cpu_s=spinner_cpu_s), baseline=False, vcpus=2,
+                    window_s=WALL_S, metrics_error=None)
+    assert len(found) == 1 and found[0].startswith("spinners:"), found
+    assert found[0].endswith(f"(need >= {SPINNER_ALIVE_CPUS * WALL_S:.2f} s: the background never ran)")
+    assert ("no reading" in found[0]) == (spinner_cpu_s is None)
+
+
+def test_the_alive_threshold_scales_with_the_cells_wall_time() -> None:
+    alive = SPINNER_ALIVE_CPUS * 10.0
+    assert reasons(_raw(wall_s=10.0, spinner_cpu_s=alive * 1.1), baseline=False, vcpus=2,
+                   window_s=WALL_S, metrics_error=None) == []
+    assert reasons(_raw(wall_s=10.0, spinner_cpu_s=alive * 0.9), baseline=False, vcpus=2,
+                   window_s=WALL_S, metrics_error=None)[0].startswith("spinners:")
+    # no wall reading: the configured window stands in for it
+    assert reasons(_raw(wall_s=None, spinner_cpu_s=SPINNER_ALIVE_CPUS * WALL_S * 0.9), baseline=False,
+                   vcpus=2, window_s=WALL_S, metrics_error=None)[0].startswith("spinners:")
+
+
+@pytest.mark.parametrize(("level", "vcpus", "floor_s"), [(2, 2, 1.25), (8, 2, 1.25), (8, 4, 3.75),
+                                                         (2, 8, 2.5)])
+def test_a_baseline_cell_below_the_quarter_floor_is_invalid(level: int, vcpus: int, floor_s: float) -> None:
+    assert spinner_floor_s(level, vcpus, WALL_S) == pytest.approx(floor_s)
+    below = reasons(_baseline_raw(level=level, spinner_cpu_s=floor_s * 0.95), baseline=True,
+                    vcpus=vcpus, window_s=WALL_S, metrics_error=None)
+    assert len(below) == 1 and below[0].startswith(f"spinners: {level} spinners burned"), below
+    assert "never ran" not in below[0]
+    above = reasons(_baseline_raw(level=level, spinner_cpu_s=floor_s * 1.05), baseline=True,
+                    vcpus=vcpus, window_s=WALL_S, metrics_error=None)
+    assert above == []
+
+
+@pytest.mark.parametrize("baseline", [False, True])
+def test_level_zero_needs_no_spinners_in_either_kind_of_cell(baseline: bool) -> None:
+    raw = _baseline_raw(level=0, spinner_cpu_s=None) if baseline else _raw(level=0, spinner_cpu_s=None)
+    assert reasons(raw, baseline=baseline, vcpus=2, window_s=WALL_S, metrics_error=None) == []
 
 
 def test_procstat_busy_counts_everything_but_idle_and_iowait():

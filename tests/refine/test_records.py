@@ -1,0 +1,57 @@
+"""The committed training records: every stored verdict recomputes, and the README shows the same tables.
+
+REPORT.md, the README's tables and the refine loop's decisions come from one judge
+(refine/judge.py); these tests recompute each from the committed ladder files'
+`sample` + `cell` rows (and the floors of their A/A runs), so a table edited by hand
+or left from an older judge fails here.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.refine.recompute import recompute_ladder_file
+from threadwise.refine import report, store
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDS = sorted(p.parent for p in (ROOT / "artifacts").glob("*/ladder.duckdb"))
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=[r.name for r in RECORDS])
+def test_every_stored_verdict_recomputes_from_the_ladder_file(record: Path) -> None:
+    assert recompute_ladder_file(record / "ladder.duckdb") > 0
+
+
+def _readme_table(name: str) -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index(f"**{name}** ("):]
+    lines = section.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| bg spinners"))
+    table = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        table.append(line)
+    return table
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=[r.name for r in RECORDS])
+def test_readme_and_report_show_the_judges_table(record: Path) -> None:
+    con = store.open_ladder(record / "ladder.duckdb", read_only=True)
+    try:
+        best = report.best_measurement(con)
+        assert best is not None
+        table = report.level_table(con, *best)
+        verdict = report.verdict_sentence(con)
+    finally:
+        con.close()
+    assert _readme_table(record.name) == table
+    report_md = (record / "REPORT.md").read_text()
+    assert "\n".join(table) in report_md
+    assert verdict in report_md
+    profile_header = (ROOT / "profiles" / f"{record.name}.toml").read_text().split("# threadwise profile")[0]
+    plain = re.sub(r"\s+", " ", verdict.replace("**", ""))
+    assert plain in re.sub(r"\s*\n#\s*", " ", profile_header)
