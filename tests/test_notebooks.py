@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+import duckdb
 import nbformat
 import pytest
 from nbclient import NotebookClient
@@ -31,6 +32,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # Plots each notebook draws (PNG outputs), whatever its input.
 PLOTS = {"explore_capture.ipynb": 4, "compare_ladder.ipynb": 2, "review_profile.ipynb": 2}
 LADDER = ROOT / "artifacts" / "rolesim" / "ladder.duckdb"
+REDIS_LADDER = ROOT / "artifacts" / "redis" / "ladder.duckdb"
 
 
 def _run(name: str, monkeypatch: pytest.MonkeyPatch, **env: str) -> tuple[str, int]:
@@ -82,7 +84,17 @@ def test_compare_ladder_on_the_ladder_refine_wrote(monkeypatch):
     text, _ = _run("compare_ladder.ipynb", monkeypatch, THREADWISE_LADDER=str(LADDER))
     assert str(LADDER) in text
     assert "hot_chunks_per_s" in text and "better" in text   # the run's primary metric and verdicts
-    assert "invalid cell(s) in the file" in text and "spinners burned" in text   # invalid cells, reasons
+    con = duckdb.connect(str(LADDER), read_only=True)
+    invalid = con.execute("SELECT count(*) FROM cell WHERE NOT valid").fetchone()[0]
+    con.close()
+    assert f"{invalid} invalid cell(s) in the file" in text   # the count the file holds
+
+
+def test_compare_ladder_shows_invalid_cells_and_their_reasons(monkeypatch):
+    text, _ = _run("compare_ladder.ipynb", monkeypatch, THREADWISE_LADDER=str(REDIS_LADDER))
+    assert str(REDIS_LADDER) in text and "get_rps" in text
+    # the Redis record's profile cells whose load never finished under the profile (committed data)
+    assert "invalid cell(s) in the file" in text and "status 143" in text
 
 
 def test_review_profile_on_a_synthesized_profile(synthetic_capture, tmp_path, monkeypatch):
