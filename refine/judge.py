@@ -55,7 +55,11 @@ def aa_floors(con: duckdb.DuckDBPyConnection, run_id: int, arm_a: str, arm_b: st
     store.insert(con, "floor", [
         {"run_id": run_id, "metric": metric, "level": None, "n": n, "floor": value,
          "aa_pairs": result.aa_pairs[metric], "method": result.method}
-        for metric, table in result.by_metric.items() for n, value in table.items()])
+        for metric, table in result.by_metric.items() for n, value in table.items()] + [
+        {"run_id": run_id, "metric": metric, "level": level, "n": n, "floor": value,
+         "aa_pairs": result.aa_pairs[metric], "method": result.method}
+        for metric, levels in result.by_level.items() for level, table in levels.items()
+        for n, value in table.items()])
     judge(con, run_id, arm_a, arm_b, floors=result)
     return result
 
@@ -65,18 +69,29 @@ def load_floors(con: duckdb.DuckDBPyConnection, run_id: int | None) -> stats.Flo
     if run_id is None:
         return stats.NO_FLOORS
     by_metric: dict[str, dict[int, float]] = {}
+    by_level: dict[str, dict[int, dict[int, float]]] = {}
     counts: dict[str, int] = {}
     method = "none"
-    for metric, n, value, pairs, how in con.execute(store.sql("floors"), [run_id]).fetchall():
-        by_metric.setdefault(metric, {})[int(n)] = float(value)
+    for metric, level, n, value, pairs, how in con.execute(store.sql("floors"), [run_id]).fetchall():
+        if level is None:
+            by_metric.setdefault(metric, {})[int(n)] = float(value)
+        else:
+            by_level.setdefault(metric, {}).setdefault(int(level), {})[int(n)] = float(value)
         counts[metric] = int(pairs)
         method = how
     if not by_metric:
         return stats.NO_FLOORS
-    return stats.Floors(by_metric, counts, run_id, method)
+    return stats.Floors(by_metric, counts, run_id, method, by_level)
 
 
 def floor_text(floors: stats.Floors, metric: str, n: int) -> str:
-    """`+-12.3%` (the A/A floor at n pairs), or `not measured` (never 0)."""
+    """`+-12.3%` (the A/A floor at n pairs; `bg=0 +-3.1%, bg=1 +-12.3%` per level where
+    measured), or `not measured` (never 0)."""
     value = floors.floor(metric, n)
-    return "not measured" if value is None else f"+-{math.expm1(value):.1%}"
+    if value is None:
+        return "not measured"
+    levels = floors.by_level.get(metric, {})
+    if not levels:
+        return f"+-{math.expm1(value):.1%}"
+    return ", ".join(f"bg={level} +-{math.expm1(floors.floor(metric, n, level) or value):.1%}"
+                     for level in sorted(levels))

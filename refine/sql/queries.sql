@@ -180,11 +180,13 @@ SELECT count(*) FILTER (WHERE valid) AS valid, count(*) AS total FROM cell WHERE
 
 -- name: floors
 -- The per-metric A/A floors stored for one A/A run, by metric and n.
--- Columns: metric VARCHAR; n INTEGER, pairs of the comparison a floor applies to;
+-- Columns: metric VARCHAR; level INTEGER (NULL: pooled over levels);
+--          n INTEGER, pairs of the comparison a floor applies to;
 --          floor DOUBLE, log-ratio margin; aa_pairs INTEGER, the A/A pairs it rests on;
 --          method VARCHAR
 -- Parameters: ? INTEGER run_id (the A/A run)
-SELECT metric, n, floor, aa_pairs, method FROM floor WHERE run_id = ? ORDER BY metric, n;
+SELECT metric, level, n, floor, aa_pairs, method FROM floor WHERE run_id = ?
+ORDER BY metric, level NULLS FIRST, n;
 
 -- name: delete_floors
 -- Removes an A/A run's floors before they are stored again.

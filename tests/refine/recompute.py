@@ -34,6 +34,9 @@ def recompute_ladder_file(path: Path) -> int:
             stored = judge.load_floors(con, aa)
             assert {m: dict(t) for m, t in stored.by_metric.items()} == \
                 {m: dict(t) for m, t in again.by_metric.items()}, f"{path}: floors of run {aa}"
+            assert {m: {lv: dict(t) for lv, t in levels.items()} for m, levels in stored.by_level.items()} \
+                == {m: {lv: dict(t) for lv, t in levels.items()} for m, levels in again.by_level.items()}, \
+                f"{path}: per-level floors of run {aa}"
             floors[aa] = stored
             checked += 1
         rows = con.execute("SELECT DISTINCT run_id, reference, candidate FROM comparison "

@@ -246,7 +246,7 @@ def test_e_recorded_numbers_recompute_to_the_recorded_decisions() -> None:
             for c in (*ladder_cmp.primary, *ladder_cmp.secondary):
                 # each verdict from its recorded interval and pairs
                 assert classify(c.ci_low, c.ci_high, direction=c.direction, pairs=c.pairs) is c.verdict
-                assert c.aa_floor == FLOORS.floor(c.metric, c.pairs)
+                assert c.aa_floor == FLOORS.floor(c.metric, c.pairs, c.level)
             # both ladder verdicts from the recorded verdicts
             assert ladder_verdict(ladder_cmp.primary, ladder_cmp.secondary) == (
                 ladder_cmp.wins, ladder_cmp.reason)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from threadwise.refine.stats import (
+    FLOOR_QUANTILE,
     LOG_CLIP,
     MIN_AA_PAIRS,
     NO_FLOORS,
@@ -298,12 +299,32 @@ def test_the_floor_is_the_null_quantile_of_the_pooled_pairs() -> None:
     assert sorted(result.by_metric["m"]) == [1, 2, 3, 4]
     pooled, disturbed = aa_pairs(measured, "a", "b", "m")
     assert pooled == pytest.approx(AA_SPREAD) and disturbed == 0
-    assert result.floor("m", 3) == null_quantile(pooled, 3)
-    assert result.floor("m", 3) == pytest.approx(null_quantile(AA_SPREAD, 3))
+    assert result.floor("m", 3) == null_quantile(pooled, 3, quantile=FLOOR_QUANTILE)
+    assert result.floor("m", 3) == pytest.approx(null_quantile(AA_SPREAD, 3, quantile=FLOOR_QUANTILE))
+    # a level's floor is never below the pooled one
+    for level, table in result.by_level["m"].items():
+        assert all(table[n] >= result.by_metric["m"][n] for n in table), level
     assert result.aa_pairs == {"m": len(AA_SPREAD)}
     assert result.run_id == 9
-    # at one pair the floor is the 95% quantile of |d| over both signs: the largest |d| here
+    # at one pair the floor is the 99% quantile of |d| over both signs: the largest |d| here
     assert result.floor("m", 1) == pytest.approx(0.03)
+
+
+def test_a_level_with_a_wider_aa_spread_gets_a_wider_floor() -> None:
+    """Levels differ (measured: rolesim's worker p99 A/A spread +-45% at bg=0, +-1% at bg=2);
+    a level's floor follows its own scale but never falls below the pooled floor, which a loud
+    level's pairs already widen (the 99% quantile reaches them)."""
+    quiet = [0.01, -0.012, 0.008, -0.01, 0.011, -0.009]
+    loud = [0.4, -0.35, 0.45, -0.5, 0.38, -0.42]
+    measured: Measured = {"a": {0: {"m": {}}, 2: {"m": {}}}, "b": {0: {"m": {}}, 2: {"m": {}}}}
+    for level, spread in ((0, loud), (2, quiet)):
+        for repeat, d in enumerate(spread, start=1):
+            measured["a"][level]["m"][repeat] = Obs(100.0)
+            measured["b"][level]["m"][repeat] = Obs(100.0 * math.exp(d))
+    result = floors(measured, "a", "b", ["m"])
+    assert result.floor("m", 3, 0) >= result.floor("m", 3) > 0.3  # type: ignore[operator]
+    assert result.floor("m", 3, 2) == result.floor("m", 3)  # bounded below by the pooled floor
+    assert result.floor("m", 3, 7) == result.floor("m", 3)  # a level the A/A run lacks: pooled
 
 
 def test_a_metric_with_too_few_aa_pairs_is_not_measured() -> None:
@@ -481,7 +502,7 @@ def test_compare_arms_is_deterministic_and_records_its_inputs() -> None:
     assert (first.wins, first.reason) == ladder_verdict(first.primary, first.secondary)
     assert (first.keep, first.keep_reason) == pareto_verdict(first.primary, first.secondary)
     for c in (*first.primary, *first.secondary):
-        assert c.aa_floor == FLOORS.floor(c.metric, c.pairs)
+        assert c.aa_floor == FLOORS.floor(c.metric, c.pairs, c.level)
         assert c.floor == max(c.aa_floor or 0.0, c.own_spread)
 
 
