@@ -100,8 +100,10 @@ def ladder_command(
     seed: Annotated[int, typer.Option("--seed", help="Shuffle and bootstrap seed.")] = 1,
     spiky: Annotated[bool, typer.Option("--spiky", help="Duty-cycled background: each spinner busy 50% "
                                         "of every 100 ms (the noisy neighbour's pattern).")] = False,
-    aa: Annotated[bool, typer.Option("--aa", help="A/A: measure the baseline against itself "
-                                     "(the machine's noise floor).")] = False,
+    aa: Annotated[bool, typer.Option("--aa/--no-aa", help="A/A: measure the baseline against itself "
+                                     "too, the per-metric floors every verdict must clear (on by "
+                                     "default: without them the calibration measured 8-58% false "
+                                     "verdicts between identical arms, benchmarks/RESULTS.md).")] = True,
     lab: Annotated[bool, typer.Option("--lab", help=LAB_HELP)] = False,
     cpus: Annotated[int, typer.Option("--cpus", help="Lab vCPUs (keep at or below the host's cores).")] = 2,
     guest: Annotated[str, typer.Option("--guest", help=GUEST_HELP)] = "initramfs",
@@ -114,8 +116,9 @@ def ladder_command(
 
     Every cell lands in the ladder file with its validity (spinners ran, generator not saturated,
     service alive, scheduler attached, threads in their layers); per level the paired ratio
-    against the baseline with its 95% interval and a verdict are printed and stored. With --aa
-    the run measures its own per-metric A/A floors first and judges the profiles with them.
+    against the baseline with its 95% interval and a verdict are printed and stored. The run
+    also measures the baseline against itself (--aa, on by default) and judges the profiles
+    with those per-metric floors; --no-aa saves that arm, and its verdicts are not calibrated.
 
       threadwise ladder rolesim --arm profiles/rolesim.toml --lab --levels 0,2,4 --repeats 3
     """
@@ -139,15 +142,19 @@ def ladder_command(
         name, _, file = item.rpartition("=")
         arms.append(arm_from_file(Path(file), place.shape, name or None))
     if len(arms) < 2:
-        raise UsageError("nothing to compare", hint="add --arm PROFILE.toml, or --aa for the noise floor")
+        raise UsageError("nothing to compare", hint="add --arm PROFILE.toml, or --aa for the noise floors")
     result = run_ladder(spec, text, arms, ladder_file=output, place=place, levels=levels_list,
-                        repeats=repeats, order=order, seed=seed, purpose="aa" if aa else "ladder",
+                        repeats=repeats, order=order, seed=seed,
+                        purpose="aa" if aa and not profiles else "ladder",
                         command=shlex.join(["threadwise", *sys.argv[1:]]), keep_raw=keep_raw,
                         background=SPIKY_BACKGROUND if spiky else "",
                         progress=lambda line: typer.echo(line, err=True))
     con = open_ladder(output, read_only=True)
     try:
         typer.echo("\n" + report.floors_line(con, result.floors.run_id, repeats))
+        host = report.host_line(con, result.run_id)
+        if host:
+            typer.echo(host)
         for name, comparison in result.comparisons.items():
             typer.echo(f"\n{name} against {BASELINE} (run {result.run_id} in {output}):")
             typer.echo("\n".join(report.level_table(con, result.run_id, name)))

@@ -95,6 +95,26 @@ def floors_line(con: duckdb.DuckDBPyConnection, run_id: int | None, n: int) -> s
             "metric's floor and its own spread; a verdict is `better` or `worse` only when it excludes 1.")
 
 
+# The bursty-loaded calibration pool's median denied share was 0.34, the quiet pool's 0.024
+# (benchmarks/RESULTS.md "calibration"): above this a run is reported as measured on a busy host.
+BUSY_HOST_DENIED = 0.15
+
+
+def host_line(con: duckdb.DuckDBPyConnection, run_id: int) -> str | None:
+    """How much the host took from the lab's vCPUs in this run, and what that means for its verdicts."""
+    cells, median, peak = con.execute(sql("host_denied"), [run_id]).fetchone()
+    if not cells or median is None:
+        return None
+    text = (f"Host interference (run {run_id}): the host did not serve a median {median:.1%} of the lab "
+            f"vCPUs' demand (max {peak:.1%} in one cell); pairs whose cells it denied unequally are left "
+            "out of the verdicts.")
+    if median > BUSY_HOST_DENIED:
+        text += (" **This run was measured on a busy host**: under bursty host load the calibration "
+                 "measured 12-17% false verdicts between identical arms at 3 repeats (5% on a quiet "
+                 "host is the target; benchmarks/RESULTS.md). Measure again on a quiet host.")
+    return text
+
+
 def plot_run(con: duckdb.DuckDBPyConnection, run_id: int, path: Path, *, title: str) -> Path:
     """PNG: primary metric against background level, one line per arm: medians, bars over the range."""
     import matplotlib
@@ -263,6 +283,7 @@ def write_report(con: duckdb.DuckDBPyConnection, directory: Path) -> Path:
               "## Environment", ""]
     if runs:
         lines += environment(con, runs[-1])
+        lines += [f"- {line}" for line in (host_line(con, run_id) for run_id in runs) if line]
     lines += ["", "## Limitations", "", *[f"- {item}" for item in limitations], "",
               "## Reproduce", "", "```sh", command, "```", "",
               (f"Training took {wall_s / 60:.1f} minutes of wall time." if wall_s is not None

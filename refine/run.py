@@ -20,7 +20,7 @@ from pathlib import Path
 import duckdb
 
 from threadwise.errors import LadderIncomplete, MissingTool, UsageError
-from threadwise.refine import ingest, judge, ladder, stats, store
+from threadwise.refine import ingest, judge, ladder, report, stats, store
 from threadwise.refine.ladder import AA_ARM, BASELINE, Arm
 from threadwise.refine.workload import Workload
 
@@ -141,6 +141,9 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
         comparisons = {arm.name: judge.judge(con, ingested.run_id, reference, arm.name, floors=floors)
                        for arm in arms if arm.name != reference}
         con.execute("CHECKPOINT")
+        host = report.host_line(con, ingested.run_id)
+        if host:
+            progress(f"ladder: {host.replace('**', '')}")
     finally:
         con.close()
     if not ingested.completed:

@@ -31,7 +31,11 @@ Approach (docs/refine.md "Statistics", calibrated by benchmarks/calibration.py):
   n draws only when drawn more than n/2 times, and it cannot move its level's
   median |log ratio| of three, so it cannot set a floor. 99% rather than 95%,
   because the floor is itself estimated from few A/A pairs: the measured
-  false-verdict rate is what must stay at 5% (benchmarks/calibration.py).
+  false-verdict rate is what must stay at 5% (benchmarks/calibration.py). The
+  floor keeps the A/A pairs the host disturbed, which comparisons leave out:
+  the filter catches the worst pairs, but pairs inside the gap still carry the
+  load (bursty host: median |d| 14.7% against 2.4% quiet), and without them
+  the loaded pool's identical arms read better or worse 12-17% of the time.
 - **Own spread.** The same quantile from the comparison's own pairs, centred
   on their median: a candidate much noisier than the A/A arms widens its own
   interval instead of borrowing the baseline's calm.
@@ -78,7 +82,8 @@ DRAWS = 20000  # resamples per quantile (seeded; the quantile's own error ~ 0.3%
 PAIR_DENIED_MAX = 0.10
 LOG_CLIP = math.log(1e6)
 DIRECTIONS: tuple[Direction, ...] = ("higher", "lower")
-METHOD = "paired-v2: median of paired log ratios +- max(A/A null q95 at n, own q95 at n)"
+METHOD = ("paired-v2: median of paired log ratios +- max(A/A floor: null q99 at n, pooled, scaled up "
+          "per level; own spread: null q95 at n)")
 
 
 @dataclass(frozen=True)
@@ -236,12 +241,14 @@ def _denied_apart(a: Obs, b: Obs) -> bool:
     return a.denied is not None and b.denied is not None and abs(a.denied - b.denied) > PAIR_DENIED_MAX
 
 
-def pair_up(reference: Mapping[int, Obs], candidate: Mapping[int, Obs]) -> tuple[list[float], int]:
-    """Paired log ratios of the repeats both arms have, and how many pairs host load disturbed."""
+def pair_up(reference: Mapping[int, Obs], candidate: Mapping[int, Obs], *,
+            keep_disturbed: bool = False) -> tuple[list[float], int]:
+    """Paired log ratios of the repeats both arms have, and how many pairs host load disturbed
+    (left out, unless `keep_disturbed`)."""
     ratios, disturbed = [], 0
     for repeat in sorted(set(reference) & set(candidate)):
         ref, cand = reference[repeat], candidate[repeat]
-        if _denied_apart(ref, cand):
+        if _denied_apart(ref, cand) and not keep_disturbed:
             disturbed += 1
             continue
         ratios.append(log_ratio(cand.value, ref.value))
@@ -284,12 +291,14 @@ def compare(reference: Mapping[int, Obs], candidate: Mapping[int, Obs], *, level
                       half, aa_floor, own)
 
 
-def aa_pairs(measured: Measured, arm_a: str, arm_b: str, metric: str) -> tuple[list[float], int]:
+def aa_pairs(measured: Measured, arm_a: str, arm_b: str, metric: str, *,
+             keep_disturbed: bool = False) -> tuple[list[float], int]:
     """Every level's paired log ratios of two identical arms, and the disturbed pairs left out."""
     ratios, disturbed = [], 0
     a, b = measured.get(arm_a, {}), measured.get(arm_b, {})
     for level in sorted(set(a) | set(b)):
-        got, left = pair_up(a.get(level, {}).get(metric, {}), b.get(level, {}).get(metric, {}))
+        got, left = pair_up(a.get(level, {}).get(metric, {}), b.get(level, {}).get(metric, {}),
+                            keep_disturbed=keep_disturbed)
         ratios += got
         disturbed += left
     return ratios, disturbed
@@ -310,7 +319,7 @@ def floors(measured: Measured, arm_a: str, arm_b: str, metrics: Sequence[str], *
     by_level: dict[str, dict[int, dict[int, float]]] = {}
     counts: dict[str, int] = {}
     for metric in metrics:
-        ratios, _ = aa_pairs(measured, arm_a, arm_b, metric)
+        ratios, _ = aa_pairs(measured, arm_a, arm_b, metric, keep_disturbed=True)
         counts[metric] = len(ratios)
         if len(ratios) < MIN_AA_PAIRS:
             continue
@@ -319,7 +328,8 @@ def floors(measured: Measured, arm_a: str, arm_b: str, metrics: Sequence[str], *
         overall = float(np.median(np.abs(ratios)))
         shared = sorted(set(measured.get(arm_a, {})) & set(measured.get(arm_b, {})))
         levels = {level: pair_up(measured[arm_a][level].get(metric, {}),
-                                 measured[arm_b][level].get(metric, {}))[0] for level in shared}
+                                 measured[arm_b][level].get(metric, {}), keep_disturbed=True)[0]
+                  for level in shared}
         factors = {level: max(1.0, float(np.median(np.abs(d))) / overall) if overall > 0 else 1.0
                    for level, d in levels.items() if len(d) >= MIN_PAIRS}
         by_level[metric] = {level: {n: pooled[n] * factor for n in pooled}

@@ -243,3 +243,13 @@ WHERE a.kind = 'profile' AND NOT c.valid AND c.reasons LIKE 'spinners:%' AND c.r
 -- A cell valid by today's rule.
 -- Parameters: ? INTEGER run_id, ? INTEGER idx
 UPDATE cell SET valid = true, reasons = '' WHERE run_id = ? AND idx = ?;
+
+-- name: host_denied
+-- How much of the lab vCPUs' demand the host did not serve during one run's windows.
+-- Columns: cells BIGINT, cells with a reading; median_denied DOUBLE; max_denied DOUBLE
+--          (NULL: not sampled, e.g. not in the initramfs lab)
+-- Parameters: ? INTEGER run_id
+SELECT count(host_wait_s) AS cells,
+       median(host_wait_s / nullif(host_cpu_s + host_wait_s, 0)) AS median_denied,
+       max(host_wait_s / nullif(host_cpu_s + host_wait_s, 0)) AS max_denied
+FROM cell WHERE run_id = ?;
