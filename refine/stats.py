@@ -26,7 +26,8 @@ Approach (docs/refine.md "Statistics", calibrated by benchmarks/calibration.py):
   own statistic under "no effect" at its n (resampled with a seed derived from
   the data, so the same numbers give the same floor and verdict wherever they
   are judged). Levels differ tenfold in spread for a latency p99, so a level's
-  floor is the pooled floor times max(1, its median |log ratio| / the pool's).
+  floor is its scale (median |log ratio|, never below the pool's) times the same
+  quantile of the ratios standardised by their levels' scales.
   An outlier pair is one value among 2 x levels x repeats and moves a median of
   n draws only when drawn more than n/2 times, and it cannot move its level's
   median |log ratio| of three, so it cannot set a floor. 99% rather than 95%,
@@ -72,13 +73,18 @@ MIN_PAIRS = 2
 MIN_AA_PAIRS = 4  # fewer A/A pairs than this: the floor is "not measured"
 QUANTILE = 0.95  # the own spread's null quantile
 # The A/A floor's null quantile. Nominally 99%, because the floor is itself estimated from a
-# handful of A/A pairs: calibrated so that the measured A/A false-verdict rate stays at or below
-# 5% per comparison at train's 3 repeats (benchmarks/calibration.py, RESULTS.md "calibration";
-# at 95% the worker p99 of rolesim read 10% false at bg=0 and bg=4 on the quiet pool).
+# handful of A/A pairs; what must hold is the MEASURED false-verdict rate, at most 5% per
+# comparison at train's 3 repeats: 0.5-1.0% on the quiet pool and 0.1-0.8% on the bursty one
+# (benchmarks/calibration.py, RESULTS.md "calibration"). An exploratory run at 95% read about
+# 10% false for rolesim's worker p99 at bg=0 and bg=4 on the quiet pool.
 FLOOR_QUANTILE = 0.99
 DRAWS = 20000  # resamples per quantile (seeded; the quantile's own error ~ 0.3%)
 # A pair whose two cells the host denied shares of vCPU time differing by more than this is
-# left out (hostload.py). Chosen from the pools in benchmarks/data (benchmarks/calibration.py).
+# left out of a comparison (hostload.py). Set from the first pool (docs/lab.md "Host
+# interference"): every A/A pair off by more than 30% had a gap above 0.16, undisturbed pairs
+# sat within 0.03 of each other. Not swept: under bursty load, pairs with gaps of 0.02-0.1 are
+# already noisier (calibration: median |d| 29% beyond 0.02, 6.9% within), which is why the
+# floors keep every pair.
 PAIR_DENIED_MAX = 0.10
 LOG_CLIP = math.log(1e6)
 DIRECTIONS: tuple[Direction, ...] = ("higher", "lower")
@@ -309,12 +315,15 @@ def floors(measured: Measured, arm_a: str, arm_b: str, metrics: Sequence[str], *
     """Per-metric (and per-level) floors for comparisons of 1..n_max pairs from an A/A run.
 
     Pooled: the FLOOR_QUANTILE null quantile of every level's paired log ratios. Per level:
-    the pooled floor times the level's scale over the pooled scale (median |log ratio| of the
-    level's pairs, of all pairs), when that is above 1. Measured on the quiet pool, the levels'
-    A/A spread differs tenfold for a latency p99 (bg=0 +-45%, bg=2 +-1%), which one pooled
-    floor cannot describe; a median of three cannot be set by one outlier pair; and scaling
-    only upwards keeps a level whose three pairs agree by chance from a floor below the pool's.
-    (Dividing each ratio by its level's scale blew up when a level's pairs agreed to 0.1%.)"""
+    each ratio is divided by its level's scale (the median |log ratio| of the level's pairs,
+    never below the pool's), the same quantile of those standardised ratios is the shape, and
+    a level's floor is its scale times the shape (a level no louder than the pool's keeps at
+    least the pooled floor). Measured on the quiet pool, the levels' A/A spread differs
+    tenfold for a latency p99 (bg=0 +-45%, bg=2 +-1%), which one pooled floor cannot
+    describe. A median of three cannot be set by one outlier pair. Without the pool's scale
+    as its lower bound, a level whose pairs agreed to 0.1% blew the shape up; scaling the
+    pooled floor by scale ratios instead counted a loud level's tail twice (+-14,000% for the
+    worker p99 at bg=0, benchmarks/calibration.py run at the time)."""
     by_metric: dict[str, dict[int, float]] = {}
     by_level: dict[str, dict[int, dict[int, float]]] = {}
     counts: dict[str, int] = {}
@@ -330,10 +339,16 @@ def floors(measured: Measured, arm_a: str, arm_b: str, metrics: Sequence[str], *
         levels = {level: pair_up(measured[arm_a][level].get(metric, {}),
                                  measured[arm_b][level].get(metric, {}), keep_disturbed=True)[0]
                   for level in shared}
-        factors = {level: max(1.0, float(np.median(np.abs(d))) / overall) if overall > 0 else 1.0
-                   for level, d in levels.items() if len(d) >= MIN_PAIRS}
-        by_level[metric] = {level: {n: pooled[n] * factor for n in pooled}
-                            for level, factor in factors.items()}
+        # each level's scale, never below the pool's (a level whose three pairs agree by chance)
+        scales = {level: max(float(np.median(np.abs(d))), overall)
+                  for level, d in levels.items() if len(d) >= MIN_PAIRS}
+        standard = [x / scales[level] for level, d in levels.items() if level in scales for x in d]
+        if overall <= 0 or not standard:
+            continue
+        shape = {n: null_quantile(standard, n, quantile=FLOOR_QUANTILE) for n in pooled}
+        by_level[metric] = {level: {n: max(pooled[n] if scale <= overall else 0.0, scale * shape[n])
+                                    for n in pooled}
+                            for level, scale in scales.items()}
     return Floors(by_metric, counts, run_id,
                   f"null q{FLOOR_QUANTILE * 100:.0f} of the median of n paired A/A log ratios (both signs), "
                   "pooled over levels, times max(1, the level's median |log ratio| / the pool's)",

@@ -323,6 +323,8 @@ def test_a_level_with_a_wider_aa_spread_gets_a_wider_floor() -> None:
             measured["b"][level]["m"][repeat] = Obs(100.0 * math.exp(d))
     result = floors(measured, "a", "b", ["m"])
     assert result.floor("m", 3, 0) >= result.floor("m", 3) > 0.3  # type: ignore[operator]
+    # no double counting of the loud level's tail: its floor stays near its own spread (|d| <= 0.5)
+    assert result.floor("m", 3, 0) < 0.75  # type: ignore[operator]
     assert result.floor("m", 3, 2) == result.floor("m", 3)  # bounded below by the pooled floor
     assert result.floor("m", 3, 7) == result.floor("m", 3)  # a level the A/A run lacks: pooled
 
