@@ -3,10 +3,11 @@
 Every verdict threadwise prints rests on this: a profile is called better or worse
 at a level only when its ratio CI clears 1 by more than identical arms spread.
 This runs one A/A ladder (two baseline arms, interleaved ABBA) and prints, per
-level and metric, the ratio of medians of the two identical arms with its
-bootstrap 95% CI, the CI's width, and the resulting noise floor (the largest
-|bound - 1|). In the lab the figures are taken under TCG; they say how large an
-effect the lab can show at this many repeats, not how noisy real hardware is.
+level and metric, the paired ratio of the two identical arms with its 95%
+interval and verdict, and the per-metric floor the run measured (stats.floors:
+the margin every verdict against this machine must clear). In the lab the
+figures are taken under TCG; they say how large an effect the lab can show at
+this many repeats, not how noisy real hardware is.
 
     flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/ladder_noise.py \
         --workload rolesim --lab --repeats 3 --levels 0,1,2,4 --write-results
@@ -17,6 +18,7 @@ effect the lab can show at this many repeats, not how noisy real hardware is.
 from __future__ import annotations
 
 import argparse
+import math
 import platform
 import sys
 import time
@@ -24,7 +26,7 @@ from pathlib import Path
 
 from results import stamp, write_section
 
-from threadwise.refine import judge, store
+from threadwise.refine import store
 from threadwise.refine.ladder import BASELINE, Arm
 from threadwise.refine.run import run_ladder, where
 from threadwise.refine.workload import load_workload, resolve_workload
@@ -55,28 +57,28 @@ def main() -> None:
                         ladder_file=args.output, place=where(args.lab, args.cpus), levels=levels,
                         repeats=args.repeats, seed=args.seed, purpose="aa",
                         command="benchmarks/ladder_noise.py", progress=lambda _line: None)
-    con = store.open_ladder(args.output)
+    con = store.open_ladder(args.output, read_only=True)
     try:
-        comparison = judge.judge(con, result.run_id, BASELINE, "baseline-aa")
         info = store.run_info(con, result.run_id)
     finally:
         con.close()
+    comparison, floors = result.comparisons["baseline-aa"], result.floors
     where_text = (f"TCG, {args.cpus}-vCPU lab VM on {platform.node()} ({platform.release()})" if args.lab
                   else f"this host ({platform.release()})")
     lines = [f"A/A ladder of {workload.name}: {args.repeats} repeats, "
              f"{workload.objective.window_s:g} s windows, "
              f"{where_text}; {result.ingested.valid} of {result.ingested.cells} cells valid; "
              f"{time.monotonic() - started:.0f} s", "",
-             "| metric | bg | ratio of medians | 95% CI | CI width |",
-             "|---|---:|---:|---|---:|"]
+             "| metric | bg | paired ratio | 95% interval | verdict | floor at the run's repeats |",
+             "|---|---:|---:|---|---|---:|"]
     for c in (*comparison.primary, *comparison.secondary):
-        width = c.ci_high - c.ci_low
+        floor = floors.floor(c.metric, args.repeats, c.level)
+        shown = "not measured" if floor is None else f"+-{math.expm1(floor):.1%}"
         lines.append(f"| {c.metric} | {c.level} | {c.ratio:.3f} | [{c.ci_low:.3f}, {c.ci_high:.3f}] "
-                     f"| {width:.3f} |")
-    floor = max((max(abs(c.ci_low - 1), abs(c.ci_high - 1)) for c in comparison.primary
-                 if c.n_reference >= 2 and c.n_candidate >= 2), default=float("nan"))
-    lines += ["", f"Noise floor ({info.primary[0]}): {floor:.3f}: the largest distance of an A/A "
-              f"bound from 1 (data: {args.output}, run {result.run_id})."]
+                     f"| {c.verdict.value} | {shown} |")
+    lines += ["", f"Per-metric A/A floors ({info.primary[0]} first; stats.floors, stored in the ladder "
+              f"file's floor table: {args.output}, run {result.run_id}). Identical arms should read "
+              "within_noise at every level."]
     print("\n".join(lines))
     if args.write_results:
         body = "\n".join(["## The lab ladder's noise floor (issue 9, A/A)", "", header, *lines])
