@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from threadwise.errors import MissingTool, ThreadwiseError
-from threadwise.synthesize.schema import Evidence, Group, Profile, Treatment
+from threadwise.synthesize.schema import OPTION_KEYS, Evidence, Group, Profile, Treatment
 from threadwise.synthesize.shape import Shape
 
 Specs = list[dict[str, Any]]
@@ -281,7 +281,9 @@ def weights(profile: Profile, shape: Shape) -> list[Candidate]:
     return out
 
 
-_MERGE_SAME = ("treatment", "exclude", "avg_runtime_us", "cpu_fraction", "slice_us", "weight")
+# Groups merge only when they would compile alike: the same treatment, matchers' exclusions,
+# sizing and every scx_layered option override (schema.OPTION_KEYS).
+_MERGE_SAME = ("treatment", "exclude", "avg_runtime_us", "cpu_fraction", *OPTION_KEYS)
 
 
 def _merged_evidence(a: Evidence | None, b: Evidence | None) -> Evidence | None:

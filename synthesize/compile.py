@@ -18,7 +18,10 @@ group's `*` (the workload's own catch-all) has no CommPrefix.
   rest) and the layer's comment and the notes say so.
 - latency: Open, preempt, short slices. batch / housekeeping: Open, low
   weight. default: Open with scx_layered's defaults set explicitly.
-Every option is set explicitly (weight, slice_us), so that the oracle check
+The presets are `presets.py`; a group's option keys (slice_us, weight, preempt,
+preempt_first, exclusive, protected, min_exec_us, disallow_preempt_after_us)
+override its preset (a demoted group's too), and `[catch_all]` overrides the
+catch-all's. Every option is set explicitly (weight, slice_us), so that the oracle check
 (`oracle.py`) can prove each one reached scx_layered unchanged. The result is
 the typed config of `layered.py` (LayerSpec / LayerKind / LayerMatch); a kind
 given an option the pinned scx_layered does not have fails there, before
@@ -27,7 +30,7 @@ anything is emitted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from threadwise.synthesize.layered import (
@@ -39,24 +42,19 @@ from threadwise.synthesize.layered import (
     LayerSpec,
 )
 from threadwise.synthesize.patterns import WORKLOAD_REST, prefix_of
+from threadwise.synthesize.presets import (
+    CATCH_ALL_OPTIONS,
+    DEMOTED_OPTIONS,
+    TREATMENT_OPTIONS,
+    UTIL_RANGE,
+    with_overrides,
+)
 from threadwise.synthesize.rules import CATCH_ALL
-from threadwise.synthesize.schema import Group, Profile, Treatment
+from threadwise.synthesize.schema import CatchAll, Group, Profile, Treatment
 from threadwise.synthesize.shape import Shape
 
-UTIL_RANGE = (0.8, 0.9)
-TREATMENT_OPTIONS: dict[Treatment, LayerOptions] = {
-    Treatment.EXCLUSIVE: LayerOptions(exclusive=True, protected=True, preempt=True, slice_us=20000,
-                                      weight=100),
-    Treatment.LATENCY: LayerOptions(preempt=True, slice_us=1000, min_exec_us=100, weight=100),
-    Treatment.BATCH: LayerOptions(slice_us=20000, weight=50),
-    Treatment.HOUSEKEEPING: LayerOptions(slice_us=5000, weight=10),
-    Treatment.DEFAULT: LayerOptions(slice_us=20000, weight=100),
-}
-# A demoted CPU hog must not preempt: with no cores of its own it would take
-# every CPU from everything else (seen in the lab: two demoted rolesim spinners
-# at 194 % of 2 vCPUs, a `threadwise status` in the catch-all took 5 minutes).
-DEMOTED_OPTIONS = LayerOptions(preempt=False, slice_us=20000, weight=100)
-CATCH_ALL_OPTIONS = LayerOptions(slice_us=20000, weight=100)
+__all__ = ["CATCH_ALL_OPTIONS", "DEMOTED_OPTIONS", "TREATMENT_OPTIONS", "UTIL_RANGE", "Compiled", "LayerPlan",
+           "compile_profile", "match_blocks"]
 
 
 @dataclass(frozen=True)
@@ -106,10 +104,16 @@ def match_blocks(profile: Profile, group: Group) -> tuple[tuple[LayerMatch, ...]
     return tuple(blocks)
 
 
-def _options(group: Group, base: LayerOptions, **fixed: Any) -> LayerOptions:
-    """`base` with the group's own slice_us / weight, and `fixed` (sizes) set."""
-    overrides = {k: v for k, v in (("slice_us", group.slice_us), ("weight", group.weight)) if v is not None}
-    return replace(base, **fixed, **overrides)
+def _demoted_notes(group: Group, options: LayerOptions) -> list[str]:
+    """What a demoted group's own overrides mean on its Grouped layer."""
+    notes = []
+    if options.preempt:
+        notes.append(f"group {group.name!r}: the demoted layer keeps preempt = true from the profile: a "
+                     "CPU hog without cores of its own that preempts can take every CPU from the rest")
+    if options.preempt_first and not options.preempt:
+        notes.append(f"group {group.name!r}: preempt_first has no effect on the demoted layer "
+                     "(it does not preempt)")
+    return notes
 
 
 def _exclusive(group: Group, shape: Shape, budget: int,
@@ -119,8 +123,9 @@ def _exclusive(group: Group, shape: Shape, budget: int,
     tpc = shape.threads_per_core
     if cores <= budget:
         result.plans.append(LayerPlan(group.name, KindName.CONFINED.value, cores))
-        kind = LayerKind(KindName.CONFINED, _options(group, TREATMENT_OPTIONS[Treatment.EXCLUSIVE],
-                                                      util_range=UTIL_RANGE, cpus_range=(cores * tpc,) * 2))
+        options = with_overrides(TREATMENT_OPTIONS[Treatment.EXCLUSIVE], group, util_range=UTIL_RANGE,
+                                 cpus_range=(cores * tpc,) * 2)
+        kind = LayerKind(KindName.CONFINED, options)
         return kind, f", {cores} whole cores ({cores * tpc} CPUs)", budget - cores
     earlier = " - earlier exclusive groups" if budget < shape.exclusive_budget else ""
     reason = (f"needs {cores} whole cores, the shape has {budget} left "
@@ -128,7 +133,9 @@ def _exclusive(group: Group, shape: Shape, budget: int,
     result.plans.append(LayerPlan(group.name, KindName.GROUPED.value, 0, True, reason))
     result.notes.append(f"group {group.name!r} demoted from exclusive (Confined) to Grouped: "
                         f"{reason}")
-    kind = LayerKind(KindName.GROUPED, _options(group, DEMOTED_OPTIONS, util_range=UTIL_RANGE))
+    options = with_overrides(DEMOTED_OPTIONS, group, util_range=UTIL_RANGE)
+    result.notes += _demoted_notes(group, options)
+    kind = LayerKind(KindName.GROUPED, options)
     return kind, f", demoted to Grouped: {reason}", budget
 
 
@@ -149,10 +156,11 @@ def compile_profile(profile: Profile, shape: Shape) -> Compiled:
             kind, detail, budget = _exclusive(group, shape, budget, result)
             comment += detail
         else:
-            kind = LayerKind(KindName.OPEN, _options(group, TREATMENT_OPTIONS[group.treatment]))
+            kind = LayerKind(KindName.OPEN, with_overrides(TREATMENT_OPTIONS[group.treatment], group))
             result.plans.append(LayerPlan(group.name, KindName.OPEN.value))
         specs.append(LayerSpec(group.name, match_blocks(profile, group), kind, comment))
-    specs.append(LayerSpec(CATCH_ALL, ((),), LayerKind(KindName.OPEN, CATCH_ALL_OPTIONS),
+    catch_all = with_overrides(CATCH_ALL_OPTIONS, profile.catch_all or CatchAll())
+    specs.append(LayerSpec(CATCH_ALL, ((),), LayerKind(KindName.OPEN, catch_all),
                            f"threadwise {profile.name}: everything else (catch-all)"))
     result.config = LayerConfig(tuple(specs))
     return result

@@ -8,13 +8,14 @@ another layer, and what the compiled layers look like on a machine.
 Approach: both files are read and validated (`rules.load_valid`; files of
 different schema versions are refused before anything is compared). Groups
 pair up by name, then (a renamed group) by identical patterns. For each pair
-the scheduling fields are compared (treatment, patterns, sizing, slice,
-weight, family); the order of the paired groups is compared too (first match
+the scheduling fields are compared (treatment, patterns, sizing, family, and
+every option override: slice_us, weight, preempt, ...), and the `[catch_all]`
+overrides; the order of the paired groups is compared too (first match
 wins, so order is behaviour). Threads are placed with the profiles' own
 first-match rule (`overlap.group_matches`) in both profiles: the names come
 from both profiles' evidence, or from a capture's target threads. With a
 shape, both profiles are compiled and their layers compared by name (kind,
-CPUs, options). `render_text` and `render_markdown` print the same `Diff`.
+CPUs, options, the catch-all `rest` included). `render_text` and `render_markdown` print the same `Diff`.
 """
 
 from __future__ import annotations
@@ -29,10 +30,13 @@ from threadwise.synthesize.locate import SourceMap
 from threadwise.synthesize.overlap import group_matches
 from threadwise.synthesize.reader import read_text
 from threadwise.synthesize.rules import CATCH_ALL, load_valid
-from threadwise.synthesize.schema import Group, Profile
+from threadwise.synthesize.schema import OPTION_KEYS, CatchAll, Group, Profile
 from threadwise.synthesize.shape import Shape
 
-SIZING = ("hot_threads", "cpu_fraction", "request_millicores", "slice_us", "weight")
+SIZING = ("hot_threads", "cpu_fraction", "request_millicores")
+# Compiled layer options compared with --shape (the group's own override keys are compared always).
+LAYER_OPTIONS = ("cpus_range", "exclusive", "protected", "preempt", "preempt_first", "slice_us",
+                 "min_exec_us", "weight", "disallow_preempt_after_us", "util_range")
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,7 @@ def _pair(old: Profile, new: Profile) -> tuple[dict[str, str], list[tuple[str, s
 
 def _group_changes(label: str, a: Group, b: Group) -> list[Change]:
     out = []
-    for name in ("treatment", "match", "exclude", "avg_runtime_us", "family", *SIZING):
+    for name in ("treatment", "match", "exclude", "avg_runtime_us", "family", *SIZING, *OPTION_KEYS):
         va, vb = getattr(a, name), getattr(b, name)
         if va != vb:
             out.append(Change(label, name, _show(getattr(va, "value", va)), _show(getattr(vb, "value", vb))))
@@ -154,7 +158,7 @@ def _layers(old: Profile, new: Profile, shape: Shape, diff: Diff) -> None:
         if la.kind.name != lb.kind.name:
             diff.layer_changes.append(Change(name, "kind", str(la.kind.name.value), str(lb.kind.name.value)))
         oa, ob = la.kind.options, lb.kind.options
-        for option in ("cpus_range", "exclusive", "preempt", "slice_us", "weight", "util_range"):
+        for option in LAYER_OPTIONS:
             va, vb = getattr(oa, option, None), getattr(ob, option, None)
             if va != vb:
                 diff.layer_changes.append(Change(name, option, _show(va), _show(vb)))
@@ -179,6 +183,11 @@ def diff_profiles(old_path: str | Path, new_path: str | Path, *, shape: Shape | 
             va2, vb2 = getattr(old.workload, name), getattr(new.workload, name)
             if va2 != vb2:
                 diff.changes.append(Change("workload", name, _show(va2), _show(vb2)))
+    a_rest, b_rest = old.catch_all or CatchAll(), new.catch_all or CatchAll()
+    for name in CatchAll.model_fields:
+        va3, vb3 = getattr(a_rest, name), getattr(b_rest, name)
+        if va3 != vb3:
+            diff.changes.append(Change(f"{CATCH_ALL} (catch-all)", name, _show(va3), _show(vb3)))
     pairs, diff.renamed = _pair(old, new)
     diff.removed = [g.name for g in old.groups if g.name not in pairs]
     diff.added = [g.name for g in new.groups if g.name not in pairs.values()]

@@ -100,10 +100,12 @@ class LayerOptions:
     cpus_range: tuple[int, int] | None = None         # Confined/Grouped: min, max logical CPUs
     exclusive: bool | None = None                     # keep the SMT siblings of its CPUs idle
     protected: bool | None = None                     # Confined/Grouped: do not lend its CPUs
-    preempt: bool | None = None
+    preempt: bool | None = None                       # may preempt tasks of non-preempting layers
+    preempt_first: bool | None = None                 # preempt the previous CPU before seeking an idle one
     slice_us: int | None = None
-    min_exec_us: int | None = None
+    min_exec_us: int | None = None                    # least runtime charged per run (vtime)
     weight: int | None = None
+    disallow_preempt_after_us: int | None = None      # owned CPU busy this long: not preempted
     other: Mapping[str, Any] = field(default_factory=_no_options)  # any other known option, as given
 
     def __getitem__(self, option: str) -> Any:
@@ -123,12 +125,15 @@ class LayerOptions:
 _PAIR_FLOAT, _PAIR_INT = "a pair of numbers", "a pair of non-negative integers"
 _BOOL, _INT = "a bool", "a non-negative integer"
 _TYPED: dict[str, str] = {"util_range": _PAIR_FLOAT, "cpus_range": _PAIR_INT, "exclusive": _BOOL,
-                          "protected": _BOOL, "preempt": _BOOL, "slice_us": _INT,
-                          "min_exec_us": _INT, "weight": _INT}
+                          "protected": _BOOL, "preempt": _BOOL, "preempt_first": _BOOL, "slice_us": _INT,
+                          "min_exec_us": _INT, "weight": _INT, "disallow_preempt_after_us": _INT}
+_NULLABLE = {"disallow_preempt_after_us"}   # config.rs Option<u64>: JSON null is "not set"
 
 
 def _typed(layer: str, key: str, value: object) -> object:
     want = _TYPED[key]
+    if value is None and key in _NULLABLE:
+        return None
     ok = {
         _BOOL: isinstance(value, bool),
         _INT: isinstance(value, int) and not isinstance(value, bool) and value >= 0,

@@ -25,8 +25,9 @@ from threadwise.synthesize.locate import SourceMap
 from threadwise.synthesize.matchers import matcher_set
 from threadwise.synthesize.overlap import find_overlaps, group_matches
 from threadwise.synthesize.patterns import check_pattern
+from threadwise.synthesize.presets import effective
 from threadwise.synthesize.reader import load_profile
-from threadwise.synthesize.schema import Profile, Treatment
+from threadwise.synthesize.schema import Group, Profile, Treatment
 
 CATCH_ALL = "rest"
 Rule = Callable[[Profile], Iterator[Diagnostic]]
@@ -140,6 +141,45 @@ def _sizing(profile: Profile) -> Iterator[Diagnostic]:
             )
 
 
+def _option_problems(group: Group) -> Iterator[tuple[str, str, str]]:
+    """(key, problem, hint) for each override scx_layered 1.1.4 would ignore or refuse on this group."""
+    owns_cpus = group.treatment is Treatment.EXCLUSIVE   # Confined (or, demoted, Grouped); others: Open
+    if group.exclusive and not owns_cpus:
+        yield ("exclusive", "exclusive = true keeps the SMT siblings of the CPUs the layer's threads run "
+               f"on idle; only an exclusive group holds whole cores (a {group.treatment.value} group "
+               "would idle siblings wherever its threads run)",
+               "remove it, or make the group exclusive")
+    if group.protected is not None and not owns_cpus:
+        yield ("protected", f"protected is an option of layers that own CPUs (Confined, Grouped); a "
+               f"{group.treatment.value} group compiles to an Open layer, which has none (scx_layered "
+               "would drop the key silently)", "remove it, or make the group exclusive")
+    if group.preempt_first and not effective(group, "preempt"):
+        yield ("preempt_first", "preempt_first = true does nothing without preempt: scx_layered tries "
+               "the previous CPU first only in a preempting layer (should_try_preempt_first)",
+               "set preempt = true too, or remove preempt_first")
+    if group.disallow_preempt_after_us is not None:
+        if not owns_cpus:
+            yield ("disallow_preempt_after_us", "disallow_preempt_after_us acts on CPUs a layer owns; a "
+                   f"{group.treatment.value} group compiles to an Open layer, where scx_layered 1.1.4 "
+                   "folds it into one minimum over all Open layers, read as nanoseconds",
+                   "remove it, or make the group exclusive")
+        elif group.preempt is not False:
+            yield ("disallow_preempt_after_us", "scx_layered ignores disallow_preempt_after_us on a "
+                   "preempting layer (it sets it to 'never' with a warning); the exclusive preset "
+                   "preempts", "set preempt = false too, or remove it")
+        elif group.protected is not False:
+            yield ("disallow_preempt_after_us", "the layer's CPUs are protected (the exclusive preset): "
+                   "no other layer preempts them at all, so disallow_preempt_after_us never acts",
+                   "set protected = false too, or remove it")
+
+
+def _layer_options(profile: Profile) -> Iterator[Diagnostic]:
+    for i, group in enumerate(profile.groups):
+        for key, problem, hint in _option_problems(group):
+            yield Diagnostic("layer_option", f"group {group.name!r}: {problem}", hint,
+                             path=("group", i, key))
+
+
 def _overlaps(profile: Profile) -> Iterator[Diagnostic]:
     groups = profile.groups
     for found in find_overlaps(profile):
@@ -187,8 +227,8 @@ def _evidence(profile: Profile) -> Iterator[Diagnostic]:
             )
 
 
-RULES: tuple[Rule, ...] = (_cgroup, _patterns, _layer_count, _match_sizes, _names, _sizing, _overlaps,
-                           _evidence)
+RULES: tuple[Rule, ...] = (_cgroup, _patterns, _layer_count, _match_sizes, _names, _sizing,
+                           _layer_options, _overlaps, _evidence)
 
 
 def validate(profile: Profile, source: SourceMap | None = None,

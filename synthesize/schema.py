@@ -24,9 +24,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from threadwise.analyze.contract import Role  # the role names are analyze's (declared once)
 from threadwise.errors import UsageError
 
-__all__ = ["SCHEMA_VERSION", "Evidence", "Group", "Profile", "Role", "Source", "Treatment", "Workload"]
+__all__ = ["OPTION_KEYS", "SCHEMA_VERSION", "CatchAll", "Evidence", "Group", "Profile", "Role", "Source",
+           "Treatment", "Workload"]
 
 SCHEMA_VERSION = 1
+# The keys of a group (and of [catch_all]) that override a preset's scx_layered option; each is
+# named exactly as the option in scx_layered 1.1.4's config.rs (LayerCommon, or LayerKind for
+# `protected`), in schema order (presets.py lays them over the treatment's preset).
+OPTION_KEYS = ("slice_us", "weight", "preempt", "preempt_first", "exclusive", "protected", "min_exec_us",
+               "disallow_preempt_after_us")
+# scx_layered turns microseconds into u64 nanoseconds (`x * 1000`): larger values would wrap.
+MAX_US = (2**64 - 1) // 1000
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 NAME_RULE = ("1 to 64 characters: letters, digits, '_', '.' and '-', starting with a letter or digit "
              "(no spaces or '/')")
@@ -62,6 +70,9 @@ class _Model(BaseModel):
 
 
 NonNegInt = Annotated[int, Field(ge=0)]
+Micros = Annotated[int, Field(ge=0, le=MAX_US)]
+SliceUs = Annotated[int, Field(ge=1)]
+Weight = Annotated[int, Field(ge=1, le=10000)]
 NonNegFloat = Annotated[float, Field(ge=0.0)]
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 
@@ -122,8 +133,16 @@ class Group(_Model):
     hot_threads: NonNegInt = 0
     cpu_fraction: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
     request_millicores: Annotated[int, Field(ge=1)] | None = None
-    slice_us: Annotated[int, Field(ge=1)] | None = None
-    weight: Annotated[int, Field(ge=1, le=10000)] | None = None
+    # Overrides of the treatment's preset (presets.py; None: the preset's value), named as the
+    # scx_layered option they set; rules.py rejects combinations scx_layered would ignore.
+    slice_us: SliceUs | None = None
+    weight: Weight | None = None
+    preempt: bool | None = None
+    preempt_first: bool | None = None
+    exclusive: bool | None = None
+    protected: bool | None = None
+    min_exec_us: Micros | None = None
+    disallow_preempt_after_us: Micros | None = None
     comment: str | None = None
     evidence: Evidence | None = None
 
@@ -153,6 +172,15 @@ class Group(_Model):
         return math.ceil(wanted_m / 1000 - 1e-9) if wanted_m > 0 else 0
 
 
+class CatchAll(_Model):
+    """Overrides of the catch-all layer `rest` (every thread no group takes, on the whole machine):
+    an Open layer whose preset is presets.CATCH_ALL_OPTIONS. None: the preset's value."""
+
+    slice_us: SliceUs | None = None
+    weight: Weight | None = None
+    preempt: bool | None = None
+
+
 class Profile(_Model):
     """A workload profile: the root of a profile TOML."""
 
@@ -162,6 +190,7 @@ class Profile(_Model):
     workload: Workload
     source: Source | None = None
     groups: list[Group] = Field(alias="group")
+    catch_all: CatchAll | None = None
 
     @field_validator("groups")
     @classmethod

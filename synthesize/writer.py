@@ -5,9 +5,10 @@ byte-identical text, and a reviewer must see why each group is treated the way
 it is (thread counts, runtime shares, wake rates, the sizing arithmetic).
 
 Approach: every comment is rendered from values in the profile itself (its
-`evidence` tables and sizing fields), never from data that is lost on
-reading. Reading a profile and writing it again therefore reproduces the file
-byte for byte, comments included. Keys come in schema order; values that equal
+`evidence` tables, sizing fields, and option overrides with the preset value
+each one replaces), never from data that is lost on reading. Reading a
+profile and writing it again therefore reproduces the file byte for byte,
+comments included. Keys come in schema order; values that equal
 their default (None, empty lists) are left out; floats are written by tomlkit
 (shortest repr that round-trips), comment numbers with fixed precision.
 """
@@ -19,8 +20,10 @@ from typing import Any
 import tomlkit
 from tomlkit.items import AoT, Table
 
+from threadwise.synthesize.layered import LayerOptions
 from threadwise.synthesize.matchers import SCX_LAYERED_VERSION
-from threadwise.synthesize.schema import Evidence, Group, Profile, Source, Treatment
+from threadwise.synthesize.presets import CATCH_ALL_OPTIONS, TREATMENT_OPTIONS, preset_value
+from threadwise.synthesize.schema import OPTION_KEYS, CatchAll, Evidence, Group, Profile, Source, Treatment
 
 _TREATMENT_NOTES = {
     Treatment.EXCLUSIVE: "whole physical cores of its own (Confined layer, exclusive)",
@@ -58,7 +61,31 @@ def dumps(profile: Profile) -> str:
     for group in profile.groups:
         groups.append(_group_table(group))
     doc.add("group", groups)
+    if profile.catch_all is not None:
+        doc.add("catch_all", _catch_all_table(profile.catch_all))
     return tomlkit.dumps(doc)
+
+
+def _catch_all_table(catch_all: CatchAll) -> Table:
+    table = tomlkit.table()
+    table.add(tomlkit.comment("The catch-all layer `rest`: every thread no group takes, on the whole "
+                              "machine (an Open layer)."))
+    data = catch_all.model_dump(mode="json", exclude_defaults=True)
+    _add_options(table, "catch-all", CATCH_ALL_OPTIONS, data)
+    return table
+
+
+def _add_options(table: Table, preset: str, base: LayerOptions, options: dict[str, Any]) -> None:
+    """Option overrides, under a comment that says what each replaces in the preset."""
+    if options:
+        table.add(tomlkit.comment(f"overrides of the {preset} preset:"))
+        for key, value in options.items():
+            table.add(tomlkit.comment(f"  {key} {_toml(preset_value(base, key))} -> {_toml(value)}"))
+    _add_fields(table, options)
+
+
+def _toml(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _source_table(source: Source) -> Table:
@@ -80,7 +107,12 @@ def _group_table(group: Group) -> Table:
             _add(table, key, data.pop(key))
     for line in sizing_lines(group):
         table.add(tomlkit.comment(line))
+    options = {key: data.pop(key) for key in list(data) if key in OPTION_KEYS}
+    comment = data.pop("comment", None)
     _add_fields(table, data)
+    _add_options(table, group.treatment.value, TREATMENT_OPTIONS[group.treatment], options)
+    if comment is not None:
+        _add(table, "comment", comment)
     if group.evidence is not None:
         evidence = tomlkit.table()
         _add_fields(evidence, group.evidence.model_dump(mode="json", exclude_defaults=True))

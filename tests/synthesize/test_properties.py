@@ -1,4 +1,5 @@
-"""Property tests: TOML round trips exactly; compiled options survive the real scx_layered."""
+"""Property tests: TOML round trips exactly (option overrides and [catch_all] included); compiled
+options survive the real scx_layered."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.reader import parse_profile
 from threadwise.synthesize.rules import validate
 from threadwise.synthesize.schema import (
+    CatchAll,
     Evidence,
     Group,
     Profile,
@@ -61,6 +63,29 @@ GROUPS = st.builds(
         st.integers(1, 10**6)), slice_us=optional(st.integers(1, 10**6)),
     weight=optional(st.integers(1, 10_000)), comment=optional(TEXT), evidence=optional(EVIDENCE),
 )
+
+
+@st.composite
+def tuned_groups(draw: st.DrawFn) -> Group:
+    """A group with option overrides, only in combinations rules.py accepts."""
+    group = draw(GROUPS)
+    owns = group.treatment is Treatment.EXCLUSIVE
+    preempt = draw(optional(st.booleans()))
+    preset_preempts = group.treatment in (Treatment.EXCLUSIVE, Treatment.LATENCY)
+    preempting = preempt if preempt is not None else preset_preempts
+    protected = draw(optional(st.booleans())) if owns else None
+    held = owns and preempt is False and protected is False
+    return group.model_copy(update={
+        "preempt": preempt, "protected": protected,
+        "preempt_first": draw(optional(st.booleans() if preempting else st.just(False))),
+        "exclusive": draw(optional(st.booleans() if owns else st.just(False))),
+        "min_exec_us": draw(optional(st.integers(0, 10**6))),
+        "disallow_preempt_after_us": draw(optional(st.integers(0, 10**7))) if held else None,
+    })
+
+
+CATCH_ALLS = st.builds(CatchAll, slice_us=optional(st.integers(1, 10**6)),
+                       weight=optional(st.integers(1, 10_000)), preempt=optional(st.booleans()))
 SOURCES = st.builds(
     Source, capture=optional(TEXT), duration_s=optional(finite(0, 1e6)),
     nr_cpus=optional(st.integers(1, 1024)), events_lost=optional(st.integers(0, 10**9)),
@@ -69,7 +94,8 @@ SOURCES = st.builds(
 PROFILES = st.builds(
     Profile, schema_version=st.just(1), name=NAMES, comment=optional(TEXT),
     workload=st.builds(Workload, process=PREFIXES), source=optional(SOURCES),
-    group=st.lists(GROUPS, min_size=1, max_size=6, unique_by=lambda g: g.name),
+    group=st.lists(GROUPS | tuned_groups(), min_size=1, max_size=6, unique_by=lambda g: g.name),
+    catch_all=optional(CATCH_ALLS),
 )
 SHAPES = st.builds(synthetic, st.integers(1, 16), st.integers(1, 4), st.integers(0, 2))
 

@@ -1,0 +1,77 @@
+"""Treatment presets: the scx_layered options each treatment compiles to, and a profile's overrides.
+
+Problem: a treatment (exclusive, latency, ...) is a preset of scx_layered
+layer options, but the lab showed the presets are not always right (a preempt
+task cannot preempt another preempt task, an exclusive layer's CPUs are
+`protected`, the catch-all's slice is fixed), so a group may override single
+options, and the catch-all layer has options of its own.
+
+Approach: the presets are data here (compile, validation, the writer's
+comments and refine's mutations read them); a group's or the catch-all's
+overrides are the profile keys named after the scx_layered 1.1.4 option they
+set (`OPTION_KEYS`, the same name in config.rs `LayerCommon` / `LayerKind`),
+laid over the preset with `with_overrides`. `scx_default` is what scx_layered
+itself uses when a key is absent, so a reviewer sees what an override replaces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from threadwise.synthesize.layered import LayerOptions
+from threadwise.synthesize.matchers import matcher_set
+from threadwise.synthesize.schema import OPTION_KEYS, CatchAll, Group, Treatment
+
+UTIL_RANGE = (0.8, 0.9)
+TREATMENT_OPTIONS: dict[Treatment, LayerOptions] = {
+    Treatment.EXCLUSIVE: LayerOptions(exclusive=True, protected=True, preempt=True, slice_us=20000,
+                                      weight=100),
+    Treatment.LATENCY: LayerOptions(preempt=True, slice_us=1000, min_exec_us=100, weight=100),
+    Treatment.BATCH: LayerOptions(slice_us=20000, weight=50),
+    Treatment.HOUSEKEEPING: LayerOptions(slice_us=5000, weight=10),
+    Treatment.DEFAULT: LayerOptions(slice_us=20000, weight=100),
+}
+# A demoted CPU hog must not preempt: with no cores of its own it would take
+# every CPU from everything else (seen in the lab: two demoted rolesim spinners
+# at 194 % of 2 vCPUs, a `threadwise status` in the catch-all took 5 minutes).
+DEMOTED_OPTIONS = LayerOptions(preempt=False, slice_us=20000, weight=100)
+CATCH_ALL_OPTIONS = LayerOptions(slice_us=20000, weight=100)
+
+# scx_layered 1.1.4's own value of each override key when a layer leaves it out
+# (serde defaults in config.rs; slice_us 0 -> --slice-us, weight 0 -> 100 and
+# disallow_preempt_after_us None -> 4 x SCX_SLICE_DFL (20 ms) in main.rs).
+_SCX_DEFAULTS: dict[str, Any] = {
+    "preempt": False, "preempt_first": False, "exclusive": False, "protected": False,
+    "min_exec_us": 0, "disallow_preempt_after_us": 80_000,
+}
+
+
+def scx_default(key: str) -> Any:
+    """What scx_layered 1.1.4 uses for option `key` when the layer does not set it."""
+    limits = matcher_set().limits
+    return {"slice_us": limits.default_slice_us, "weight": limits.default_layer_weight,
+            **_SCX_DEFAULTS}[key]
+
+
+def overrides(item: Group | CatchAll) -> dict[str, Any]:
+    """The option keys a group (or the catch-all) sets, in schema order."""
+    return {key: getattr(item, key) for key in OPTION_KEYS
+            if key in type(item).model_fields and getattr(item, key) is not None}
+
+
+def with_overrides(base: LayerOptions, item: Group | CatchAll, **fixed: Any) -> LayerOptions:
+    """`base` (a preset) with `fixed` (sizes) and the item's own overrides laid over it."""
+    return replace(base, **fixed, **overrides(item))
+
+
+def preset_value(base: LayerOptions, key: str) -> Any:
+    """The value of option `key` a preset gives a layer (scx_layered's default if it sets none)."""
+    value = getattr(base, key)
+    return scx_default(key) if value is None else value
+
+
+def effective(group: Group, key: str) -> Any:
+    """Option `key` of the layer `group` compiles to when it is not demoted (override, else preset)."""
+    value = getattr(group, key)
+    return preset_value(TREATMENT_OPTIONS[group.treatment], key) if value is None else value
