@@ -52,14 +52,13 @@ def aa_floors(con: duckdb.DuckDBPyConnection, run_id: int, arm_a: str, arm_b: st
     metrics = [info.primary[0], *(m for m, _ in info.secondary)]
     result = stats.floors(store.measured(con, run_id), arm_a, arm_b, metrics, n_max=8, run_id=run_id)
     con.execute(store.sql("delete_floors"), [run_id])
+    tables = [(metric, None, table) for metric, table in result.by_metric.items()] + [
+        (metric, level, table) for metric, levels in result.by_level.items()
+        for level, table in levels.items()]  # level None: pooled over levels
     store.insert(con, "floor", [
-        {"run_id": run_id, "metric": metric, "level": None, "n": n, "floor": value,
-         "aa_pairs": result.aa_pairs[metric], "method": result.method}
-        for metric, table in result.by_metric.items() for n, value in table.items()] + [
         {"run_id": run_id, "metric": metric, "level": level, "n": n, "floor": value,
          "aa_pairs": result.aa_pairs[metric], "method": result.method}
-        for metric, levels in result.by_level.items() for level, table in levels.items()
-        for n, value in table.items()])
+        for metric, level, table in tables for n, value in table.items()])
     judge(con, run_id, arm_a, arm_b, floors=result)
     return result
 
@@ -83,15 +82,3 @@ def load_floors(con: duckdb.DuckDBPyConnection, run_id: int | None) -> stats.Flo
         return stats.NO_FLOORS
     return stats.Floors(by_metric, counts, run_id, method, by_level)
 
-
-def floor_text(floors: stats.Floors, metric: str, n: int) -> str:
-    """`+-12.3%` (the A/A floor at n pairs; `bg=0 +-3.1%, bg=1 +-12.3%` per level where
-    measured), or `not measured` (never 0)."""
-    value = floors.floor(metric, n)
-    if value is None:
-        return "not measured"
-    levels = floors.by_level.get(metric, {})
-    if not levels:
-        return f"+-{math.expm1(value):.1%}"
-    return ", ".join(f"bg={level} +-{math.expm1(floors.floor(metric, n, level) or value):.1%}"
-                     for level in sorted(levels))

@@ -70,6 +70,16 @@ def rejudge_file(con: duckdb.DuckDBPyConnection) -> Rejudged:
     aa_runs = [r[0] for r in con.execute(sql("aa_runs")).fetchall()]
     floors = {aa: judge.aa_floors(con, aa, BASELINE, AA_ARM) for aa in aa_runs}
     runs = [r[0] for r in con.execute(sql("run_ids")).fetchall()]
+    judged: dict[tuple[int, str, str], stats.LadderComparison] = {}
+
+    def comparison(run_id: int, reference: str, candidate: str) -> stats.LadderComparison:
+        """The pair judged (and stored) once, with the floors of the latest A/A run up to it."""
+        key = (run_id, reference, candidate)
+        if key not in judged:
+            judged[key] = judge.judge(con, run_id, reference, candidate,
+                                      floors=_floors_for(aa_runs, run_id, floors))
+        return judged[key]
+
     for run_id in runs:
         pairs = {tuple(p) for p in con.execute(sql("judged_pairs"), [run_id]).fetchall()}
         arms = {r[0] for r in con.execute(sql("run_arms"), [run_id]).fetchall()}
@@ -78,29 +88,25 @@ def rejudge_file(con: duckdb.DuckDBPyConnection) -> Rejudged:
         for reference, candidate in sorted(pairs):
             if run_id in floors and (reference, candidate) == (BASELINE, AA_ARM):
                 continue  # judged with its own floors by aa_floors
-            judge.judge(con, run_id, reference, candidate, floors=_floors_for(aa_runs, run_id, floors))
+            comparison(run_id, reference, candidate)
     changed = []
     for step, run_id, candidate, decision, _reason in con.execute(sql("step_rows")).fetchall():
         if run_id is None:
             continue  # rejected before measuring: nothing to judge
-        used = _floors_for(aa_runs, run_id, floors)
-        info = store.run_info(con, run_id)
-        measured = store.measured(con, run_id)
-        kwargs = {"primary": info.primary, "secondary": info.secondary, "floors": used}
         if step == 0:
-            vs_base = stats.compare_arms(measured, BASELINE, START, **kwargs)  # type: ignore[arg-type]
             new, reason = "kept", (f"the start profile is the first best (step 0 keeps it by definition); "
-                                   f"against the baseline it {vs_base.reason}")
+                                   f"against the baseline it {comparison(run_id, BASELINE, START).reason}")
         else:
-            vs_best = stats.compare_arms(measured, BEST, CANDIDATE, **kwargs)  # type: ignore[arg-type]
-            vs_base = stats.compare_arms(measured, BASELINE, CANDIDATE, **kwargs)  # type: ignore[arg-type]
+            vs_best = comparison(run_id, BEST, CANDIDATE)
             new = "kept" if vs_best.keep else "reverted"
             reason = (f"{new} against the best ({vs_best.keep_reason}); against the baseline it "
-                      f"{vs_base.reason}")
+                      f"{comparison(run_id, BASELINE, CANDIDATE).reason}")
         if new != decision:
             reason += (f" [re-judged: the training's rule had {decision} it; later steps were measured "
                        f"against the best that rule kept]")
             changed.append(f"step {step} {candidate}: {decision} -> {new}")
+        used = _floors_for(aa_runs, run_id, floors)
+        info = store.run_info(con, run_id)
         floor = used.floor(info.primary[0], info.repeats)
         con.execute(sql("update_step"), [new, reason, math.nan if floor is None else floor,
                                          used.run_id, step])

@@ -88,7 +88,7 @@ def floors_line(con: duckdb.DuckDBPyConnection, run_id: int | None, n: int) -> s
     if not floors.by_metric:
         return ("A/A floors: not measured (verdicts rest on each comparison's own spread of "
                 "paired ratios only).")
-    parts = [f"`{metric}` {judge.floor_text(floors, metric, n)} "
+    parts = [f"`{metric}` {floors.margin(metric, n)} "
              f"(from {floors.aa_pairs[metric]} A/A pairs)" for metric in floors.by_metric]
     return (f"A/A floors (ladder run {run_id}, the default scheduler against itself, at {n} pairs): "
             + "; ".join(parts) + ". An interval is the paired ratio times/divided by the larger of its "

@@ -88,7 +88,7 @@ DRAWS = 20000  # resamples per quantile (seeded; the quantile's own error ~ 0.3%
 PAIR_DENIED_MAX = 0.10
 LOG_CLIP = math.log(1e6)
 DIRECTIONS: tuple[Direction, ...] = ("higher", "lower")
-METHOD = ("paired-v2: median of paired log ratios +- max(A/A floor: null q99 at n, pooled, scaled up "
+METHOD = ("paired-v2: median of paired log ratios +- max(A/A floor: null q99 at n, pooled and "
           "per level; own spread: null q95 at n)")
 
 
@@ -134,11 +134,22 @@ class Floors:
             return None
         return table[min(n, max(table))]
 
-    def describe(self, metric: str, n: int) -> str:
+    def margin(self, metric: str, n: int) -> str:
+        """`+-12.3%` (the floor at n pairs; `bg=0 +-3.1%, bg=1 +-12.3%` per level where
+        measured), or `not measured` (never 0)."""
         value = self.floor(metric, n)
         if value is None:
+            return "not measured"
+        levels = self.by_level.get(metric, {})
+        if not levels:
+            return f"+-{math.expm1(value):.1%}"
+        return ", ".join(f"bg={level} +-{math.expm1(self.floor(metric, n, level) or value):.1%}"
+                         for level in sorted(levels))
+
+    def describe(self, metric: str, n: int) -> str:
+        if self.floor(metric, n) is None:
             return f"{metric}: floor not measured"
-        return (f"{metric}: +-{math.expm1(value):.1%} at {n} pairs "
+        return (f"{metric}: {self.margin(metric, n)} at {n} pairs "
                 f"(from {self.aa_pairs.get(metric, 0)} A/A pairs)")
 
 
@@ -327,18 +338,18 @@ def floors(measured: Measured, arm_a: str, arm_b: str, metrics: Sequence[str], *
     by_metric: dict[str, dict[int, float]] = {}
     by_level: dict[str, dict[int, dict[int, float]]] = {}
     counts: dict[str, int] = {}
+    shared = sorted(set(measured.get(arm_a, {})) & set(measured.get(arm_b, {})))
     for metric in metrics:
-        ratios, _ = aa_pairs(measured, arm_a, arm_b, metric, keep_disturbed=True)
+        levels = {level: pair_up(measured[arm_a][level].get(metric, {}),
+                                 measured[arm_b][level].get(metric, {}), keep_disturbed=True)[0]
+                  for level in shared}
+        ratios = [x for d in levels.values() for x in d]
         counts[metric] = len(ratios)
         if len(ratios) < MIN_AA_PAIRS:
             continue
         pooled = {n: null_quantile(ratios, n, quantile=FLOOR_QUANTILE) for n in range(1, n_max + 1)}
         by_metric[metric] = pooled
         overall = float(np.median(np.abs(ratios)))
-        shared = sorted(set(measured.get(arm_a, {})) & set(measured.get(arm_b, {})))
-        levels = {level: pair_up(measured[arm_a][level].get(metric, {}),
-                                 measured[arm_b][level].get(metric, {}), keep_disturbed=True)[0]
-                  for level in shared}
         # each level's scale, never below the pool's (a level whose three pairs agree by chance)
         scales = {level: max(float(np.median(np.abs(d))), overall)
                   for level, d in levels.items() if len(d) >= MIN_PAIRS}
@@ -351,7 +362,8 @@ def floors(measured: Measured, arm_a: str, arm_b: str, metrics: Sequence[str], *
                             for level, scale in scales.items()}
     return Floors(by_metric, counts, run_id,
                   f"null q{FLOOR_QUANTILE * 100:.0f} of the median of n paired A/A log ratios (both signs), "
-                  "pooled over levels, times max(1, the level's median |log ratio| / the pool's)",
+                  "pooled over levels; per level: its scale (median |log ratio|, at least the pool's) x "
+                  "the same quantile of the ratios standardised by their levels' scales",
                   by_level)
 
 

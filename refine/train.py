@@ -149,7 +149,7 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
     floors = aa.floors
     metrics = [workload.objective.primary.metric, *(s.metric for s in workload.objective.secondary)]
     progress("train: A/A floors at " + f"{options.repeats} pairs: " + "; ".join(
-        f"{metric} {judge.floor_text(floors, metric, options.repeats)}" for metric in metrics)
+        f"{metric} {floors.margin(metric, options.repeats)}" for metric in metrics)
         + " (the paired margin a verdict must clear)")
     runs: list[int] = []
 

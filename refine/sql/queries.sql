@@ -193,11 +193,6 @@ ORDER BY metric, level NULLS FIRST, n;
 -- Parameters: ? INTEGER run_id
 DELETE FROM floor WHERE run_id = ?;
 
--- name: step_floors
--- Which A/A run's floors a step's decisions used (the latest A/A before it in older files).
--- Columns: floors_run INTEGER (NULL: none recorded)
--- Parameters: ? INTEGER step
-SELECT floors_run FROM step WHERE step = ?;
 
 -- name: training
 -- The training record's own facts (no row: the file was not written by train).
