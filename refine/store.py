@@ -22,9 +22,9 @@ from threadwise.errors import InputError
 from threadwise.refine.stats import Measured, Obs
 from threadwise.sqlfiles import identifier, placeholders, statement
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # version -> the script that brings a file of that version to the next (sql/)
-MIGRATIONS = {1: "migrate_1_2.sql"}
+MIGRATIONS = {1: "migrate_1_2.sql", 2: "migrate_2_3.sql"}
 _TABLES = {
     "run": ("run_id", "started", "command", "purpose", "workload", "workload_toml", "primary_metric",
             "primary_direction", "secondary", "levels", "repeats", "arm_order", "seed", "window_s",
@@ -42,7 +42,9 @@ _TABLES = {
     "floor": ("run_id", "metric", "level", "n", "floor", "aa_pairs", "method"),
     "training": ("name", "workload", "command", "profile_path", "wall_s", "limitations"),
     "step": ("step", "run_id", "candidate", "description", "decision", "reason", "toml_diff", "noise",
-             "decision_seed", "floors_run"),
+             "decision_seed", "floors_run", "chosen_because"),
+    "blocker": ("run_id", "idx", "arm", "level", "waiter_group", "blocker", "blocker_group", "cpu",
+                "wait_s", "waits"),
 }
 
 

@@ -7,7 +7,7 @@
 -- Written by refine/ladder.py (ingest of the guest agent's raw files).
 
 CREATE TABLE IF NOT EXISTS ladder_meta (
-    schema_version INTEGER NOT NULL        -- 2 (store.MIGRATIONS brings older files up to it)
+    schema_version INTEGER NOT NULL        -- 3 (store.MIGRATIONS brings older files up to it)
 );
 
 CREATE TABLE IF NOT EXISTS run (
@@ -131,7 +131,27 @@ CREATE TABLE IF NOT EXISTS step (
                                            -- (log scale; schema 1: the relative margin)
     decision_seed VARCHAR NOT NULL,        -- JSON seed of the deciding comparison
                                            -- (stats.compare_arms(..., seed=this)): recomputable
-    floors_run  INTEGER                    -- schema 2: the A/A run whose floors it used
+    floors_run  INTEGER,                   -- schema 2: the A/A run whose floors it used
+    chosen_because VARCHAR                 -- schema 3: why the search tried this candidate now
+                                           -- (the failing metric and level it aims at; NULL: step 0
+                                           -- or a record older than the guided search)
+);
+
+-- Who blocked whom (schema 3): in a traced profile cell, per latency group, what ran on the CPU
+-- while that group's threads were runnable and waiting (wakeup -> switched in). One row per
+-- (cell, waiting group, blocker thread name, CPU); written by refine/blockers.py from the guest
+-- tracer's capture. The search and REPORT.md read the top rows by wait_s.
+CREATE TABLE IF NOT EXISTS blocker (
+    run_id      INTEGER NOT NULL,
+    idx         INTEGER NOT NULL,          -- the traced cell
+    arm         VARCHAR NOT NULL,
+    level       INTEGER NOT NULL,
+    waiter_group VARCHAR NOT NULL,         -- the profile group (layer) whose threads waited
+    blocker     VARCHAR NOT NULL,          -- thread name (comm) that held the CPU meanwhile
+    blocker_group VARCHAR,                 -- its group in the arm's profile (NULL: catch-all / none)
+    cpu         INTEGER NOT NULL,
+    wait_s      DOUBLE NOT NULL,           -- waiting time overlapped by the blocker, seconds
+    waits       INTEGER NOT NULL           -- waits it overlapped
 );
 
 -- What a training wrote (schema 2; one row per file written by `train`): REPORT.md is
