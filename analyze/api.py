@@ -95,7 +95,7 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
     utids = sorted(set(threads["utid"].to_list()) | set(rivals["other_utid"].to_list())
                    | set(edges_raw["waker_utid"].to_list()) | set(edges_raw["wakee_utid"].to_list()))
     who = ft.thread_names(con, utids)
-    threads = _with_rivals(threads, rivals, who)
+    threads = _with_rivals(threads, rivals, who).with_columns(poller=gr.poller_expr())
     spinners = frozenset(threads.filter(
         (pl.col("demand") >= SPINNER_DEMAND) & (pl.col("involuntary") >= SPINNER_DEMAND * pl.col("slices"))
     )["utid"].to_list())

@@ -12,10 +12,48 @@ numpy or scikit-learn) for `threadwise validate` to import:
 - `is_hot(cpu_share, demand)`, written with operators only, so the same
   expression works on floats (lint), numpy arrays and polars columns
   (analyze's group aggregation);
+- `is_poller(cpu_share, cpu_ns, wakeups)`, a busy-poller (below), likewise;
 - `GroupRow`, one row of `Analysis.groups` (the contract columns, in contract
   order, typed), and `AnalysisRecord`, the contract part of an `Analysis` as
   plain typed data (what synthesize reads and the golden fixtures hold).
   `model.py` derives the polars schema of `Analysis.groups` from `GroupRow`.
+
+Busy-pollers (issue 23). A thread that stays busy with few wakeups spins
+between them (Redis 7's io threads spin up to 1M iterations on a pending
+counter before they look at the mutex the main thread parks them with). The
+latency treatment, preempt with 1 ms slices, makes such a thread a spinner no
+one can preempt (scx_layered never preempts a CPU running a preempting task),
+so synthesize never gives a poller preempt on shared CPUs. A thread is a
+poller when it keeps at least POLLER_SHARE of a CPU busy AND spends at least
+POLLER_CPU_PER_WAKEUP_NS of CPU per wakeup it receives (never woken: every
+busy thread is one). Measured per thread, CPU per wakeup at CPU share (bpf-tier
+captures on this 2-CPU host, libbpf and bpftrace, unless said; the full table
+is in docs/analyze.md, "Busy-pollers"):
+- Redis io_thd_1, a poller in every capture: 0.46 ms at 0.51 CPU, 0.75 ms at
+  0.46, 0.76 ms at 0.39, 0.82 ms at 0.197 (the golden redis-capture), 29 ms
+  at 0.45 (15 wakeups/s, the host loaded by a lab run), 43 ms at 0.71 (16.5
+  wakeups/s, the lab's TCG training capture). It sleeps only after a whole
+  pass of its spin finds no work, so every wakeup costs at least one pass:
+  1M iterations of that loop take 0.23 ms of CPU here (measured);
+- wake-driven threads: redis-server 0.072-0.108 ms at 0.18-0.47 CPU, rolesim
+  workers 0.074-0.105 ms and feeder 0.029-0.077 ms (<= 0.017 CPU), the JVM
+  pool's writer and acceptor 0.002-0.016 ms; rolesim housekeep runs 0.21 ms
+  per wakeup at 0.002 CPU, which the share floor keeps out (bio_aof_fsync:
+  0.046-0.069 ms at <= 0.0006);
+- busy threads that rarely sleep: rolesim hot-* (0.19-1.0 CPU, never woken)
+  and the JVM pool's request-* (0.21-0.41 CPU, 21-169 ms per wakeup): pollers
+  by the rule, compute by role, and they keep their treatment (synthesize).
+0.2 ms sits 1.85x above the busiest wake-driven run (0.108 ms) and 2.3x below
+the io thread's least mean (0.46 ms, two passes of its spin), so a CPU up to
+~2x faster or slower than this one keeps both sides apart. When the main
+thread has to wait for CPU, it waits for its io threads longer and wakes
+less: it busy-waits for them (networking.c, "Wait for all the other threads
+to end their work") and then counts as a poller too: 4.5 ms per wakeup at
+0.40 CPU, 90 wakeups/s, runnable 93% of its life, on this host loaded by a
+lab run, and 0.94 ms at 0.51 CPU under TCG (the lab, ~9x slower). 0.1 CPU is
+a fifth of HOT_SHARE: below it a thread holds a CPU a tenth of the time at
+most, whatever its treatment (the io thread's least share seen is 0.197,
+twice the floor; rolesim's busiest wake-driven thread is at 0.017).
 """
 
 from __future__ import annotations
@@ -42,6 +80,8 @@ WANTS_CPU = 0.9      # ...or is running/runnable this much of its life (CPU take
 STOLEN_SHARE = 0.25  # while still getting at least this much
 NEAR_HOT = 0.2       # a busiest thread within 20% of HOT_SHARE could be read either way
 MIN_LIFE_NS = 100_000_000   # threads of a pattern that all lived less than this form no group
+POLLER_SHARE = 0.1          # a poller keeps at least this much of a CPU busy...
+POLLER_CPU_PER_WAKEUP_NS = 200_000   # ...and runs at least this long per wakeup it receives (module note)
 
 _Value = TypeVar("_Value")
 
@@ -60,6 +100,24 @@ def is_hot(cpu_share: _Value, demand: _Value) -> _Value:
     and polars expressions or numpy arrays give a column; fill nulls before calling.
     """
     return (cpu_share >= HOT_SHARE) | ((demand >= WANTS_CPU) & (cpu_share >= STOLEN_SHARE))  # type: ignore[operator]
+
+
+def is_poller(cpu_share: _Value, cpu_ns: _Value, wakeups: _Value) -> _Value:
+    """Whether a thread is a busy-poller: `cpu_share` in CPUs over its life, `cpu_ns` its CPU
+    time and `wakeups` the wakeups it received in the same window (thread_features.sql).
+    Operators only (no division: a thread never woken is a poller when it is busy), so floats
+    give a bool and polars expressions or numpy arrays give a column; fill nulls first.
+    """
+    return (cpu_share >= POLLER_SHARE) & (cpu_ns >= wakeups * POLLER_CPU_PER_WAKEUP_NS)  # type: ignore[operator]
+
+
+def poller_text(name: str, cpu_share: float, wakeups_per_s: float) -> str:
+    """A poller's evidence in words: `io_thd_1 0.71 CPU at 16.6 wakeups/s (43 ms of CPU per wakeup)`."""
+    if wakeups_per_s > 0:
+        per_wakeup = cpu_share / wakeups_per_s * 1e3
+        run = f"{per_wakeup:.2g} ms" if per_wakeup < 10 else f"{per_wakeup:.0f} ms"
+        return f"{name} {cpu_share:.2f} CPU at {wakeups_per_s:.3g} wakeups/s ({run} of CPU per wakeup)"
+    return f"{name} {cpu_share:.2f} CPU at 0 wakeups/s (never woken)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,6 +144,8 @@ class GroupRow:
     in_wake_chain: bool = False
     avg_runtime_range_ns: list[int] | None = None   # [low, high) ns: an AvgRuntime behaviour split
     thin_evidence: str | None = None     # what the role rests on little of (confidence lowered), if any
+    poller_threads: int = 0              # threads for which is_poller() holds (busy, few wakeups)
+    poller_evidence: str | None = None   # the busiest poller in words (poller_text), if any
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "role", Role(self.role))   # unknown role names fail here

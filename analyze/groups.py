@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from threadwise.analyze import names as nm
-from threadwise.analyze.contract import HOT_SHARE, MIN_LIFE_NS, is_hot, near_hot
+from threadwise.analyze.contract import HOT_SHARE, MIN_LIFE_NS, is_hot, is_poller, near_hot, poller_text
 from threadwise.analyze.model import GROUP_SCHEMA
 from threadwise.analyze.roles import RoleClusterer, group_feature_matrix
 from threadwise.analyze.split import propose_split
@@ -29,6 +29,22 @@ from threadwise.analyze.split import propose_split
 def _is_hot() -> pl.Expr:
     """contract.is_hot over the thread features (the one definition, shared with lint)."""
     return is_hot(pl.col("cpu_share").fill_null(0.0), pl.col("demand").fill_null(0.0))
+
+
+def poller_expr() -> pl.Expr:
+    """contract.is_poller over the thread features (busy with few wakeups)."""
+    return is_poller(pl.col("cpu_share").fill_null(0.0), pl.col("cpu_ns").fill_null(0),
+                     pl.col("wakeups").fill_null(0))
+
+
+def _poller_evidence(threads: pl.DataFrame) -> dict[str, str]:
+    """pattern -> its busiest poller in words (contract.poller_text); groups without one absent."""
+    busiest = (threads.filter(pl.col("poller"))
+               .sort(["cpu_share", "utid"], descending=[True, False])
+               .group_by("pattern", maintain_order=True).first())
+    return {r["pattern"]: poller_text(r["name"] or "?", float(r["cpu_share"] or 0.0),
+                                      float(r["wakeups_per_s"] or 0.0))
+            for r in busiest.iter_rows(named=True)}
 
 
 @dataclass
@@ -50,13 +66,15 @@ def aggregate(threads: pl.DataFrame, key_of: dict[int, str], *, duration_ns: int
     t = threads.with_columns(
         pattern=pl.col("utid").replace_strict(key_of, return_dtype=pl.String),
         in_chain=pl.col("utid").is_in(list(chain_utids)),
-        periodic_cv=pl.when(pl.col("wakeups") >= 3).then(pl.col("wake_interval_cv")))
+        periodic_cv=pl.when(pl.col("wakeups") >= 3).then(pl.col("wake_interval_cv")),
+        poller=poller_expr())
     out = t.group_by("pattern").agg(
         thread_count=pl.len().cast(pl.Int64),
         names=pl.col("name").unique().sort(),
         cpu_time_ns=pl.col("cpu_ns").sum().cast(pl.Int64),
         max_thread_share=pl.col("cpu_share").fill_null(0.0).max(),
         hot_threads=_is_hot().sum().cast(pl.Int64),
+        poller_threads=pl.col("poller").sum().cast(pl.Int64),
         slice_p50_ns=pl.col("slice_p50_ns").median().cast(pl.Int64),
         slice_p99_ns=pl.col("slice_p99_ns").max(),
         rq_latency_p50_ns=pl.col("rq_latency_p50_ns").median().cast(pl.Int64),
@@ -77,6 +95,8 @@ def aggregate(threads: pl.DataFrame, key_of: dict[int, str], *, duration_ns: int
         .then(pl.col("involuntary") / pl.col("slices")),
         wait_behind_other_share=pl.when(pl.col("wait_ns") > 0)
         .then(pl.col("wait_other_ns") / pl.col("wait_ns")),
+        poller_evidence=pl.col("pattern").replace_strict(_poller_evidence(t), default=None,
+                                                         return_dtype=pl.String),
     ).drop("wait_ns", "wait_other_ns")
     if exact is not None and not exact.is_empty():
         out = out.drop("slice_p50_ns", "slice_p99_ns", "rq_latency_p50_ns", "rq_latency_p99_ns").join(

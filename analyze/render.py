@@ -6,6 +6,7 @@ from typing import Any
 
 import polars as pl
 
+from threadwise.analyze.contract import POLLER_CPU_PER_WAKEUP_NS, POLLER_SHARE
 from threadwise.analyze.model import Analysis
 
 
@@ -56,6 +57,9 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
                 "with 3 or more): low (< 0.3) = periodic, ~1 = random"),
     ("rq-behind-other", "share of its run-queue wait spent behind threads of other processes "
                         "(background load), not its own"),
+    ("pollers", f"threads of the group that stay busy with few wakeups (>= {POLLER_SHARE} CPU and >= "
+                f"{POLLER_CPU_PER_WAKEUP_NS / 1e6:g} ms of CPU per wakeup received: they spin between "
+                "wakeups), the busiest named below the table; synthesize gives them no preempt"),
     ("names", "the observed thread names (comm, as the kernel truncates them to 15 characters)"),
     ("busiest wake chains", "the most frequent paths of causal wake edges between patterns, with their "
                             "rate and wake-to-run latency"),
@@ -79,6 +83,10 @@ TREATMENTS: tuple[tuple[str, str], ...] = (
      "exclusive layer; SMT siblings kept idle); demoted to a Grouped layer when the shape has no room"),
     ("latency (role latency)", "an Open layer that preempts, 1 ms slices: wake chains run soon after "
      "they are woken"),
+    ("poller (a group with pollers)", "never preempts on shared CPUs: where its role asks for latency "
+     "it gets exclusive cores when every thread of it is hot (demoted, not preempting, when the shape "
+     "has no room), else the latency layer with preempt = false; the other treatments do not preempt, "
+     "or (exclusive) only on cores of their own"),
     ("batch (role batch)", "an Open layer with weight 50 and 20 ms slices: throughput, yields to others"),
     ("housekeeping (role housekeeping)", "an Open layer with weight 10: runs when nothing else wants "
      "the CPU"),
@@ -124,9 +132,12 @@ def render(analysis: Analysis, *, top_edges: int = 10) -> str:
                    f"{g['involuntary_frac']:.2f}" if g["involuntary_frac"] is not None else "-",
                    f"{g['wake_interval_cv']:.2f}" if g["wake_interval_cv"] is not None else "-",
                    f"{g['wait_behind_other_share']:.2f}" if g["wait_behind_other_share"] is not None
-                   else "-", ", ".join(g["names"][:4]) + (" ..." if len(g["names"]) > 4 else "")])
-    lines += _table(["pattern", "demand", "preempted", "wake-cv", "rq-behind-other", "names"], ev,
-                    right={1, 2, 3, 4})
+                   else "-", str(g.get("poller_threads") or "-"),   # absent: stored before issue 23
+                   ", ".join(g["names"][:4]) + (" ..." if len(g["names"]) > 4 else "")])
+    lines += _table(["pattern", "demand", "preempted", "wake-cv", "rq-behind-other", "pollers", "names"], ev,
+                    right={1, 2, 3, 4, 5})
+    lines += [f"  poller in {g['pattern']}: {g['poller_evidence']}" for g in a.groups.iter_rows(named=True)
+              if g.get("poller_evidence")]
     chains = a.pattern_chains.filter(pl.col("busiest")) if not a.pattern_chains.is_empty() \
         else a.pattern_chains
     lines += ["", "busiest wake chains (by pattern):"]

@@ -13,6 +13,9 @@ can be mixed:
 - raw rows per raw table (`events`), in the table's column order, or Arrow
   batches streamed while the file is open (`open` yields the CaptureWriter,
   for bulk data that should not sit in memory twice);
+- the libbpf tracer's record files from a run elsewhere (`tracer_records`: a
+  lab guest that has the tracer but no Python, refine/blockers.py), read by
+  the same reader and ingest as a live capture's (records.py, ingest.py);
 - a description the kernel's view is derived from: threads (`thread`: born
   inside the capture, exited, or just seen), on-CPU *slices* (`slice`,
   `periodic`) and wakings. Each CPU's slices become the sched_switch stream the
@@ -31,7 +34,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from threadwise.observe.ingest import ingest_records
 from threadwise.observe.procfs import ThreadSnapshot
+from threadwise.observe.records import RecordReader
 from threadwise.observe.store import (
     EVENT_TABLES,
     SCHEMA_VERSION,
@@ -41,6 +46,7 @@ from threadwise.observe.store import (
 )
 from threadwise.observe.stream import CLONE_THREAD, SCHEMAS, table_from_rows
 from threadwise.observe.topology import synthetic_topology
+from threadwise.observe.tracer_build import source_hash
 
 # Kernel prev_state values (sched_switch): running/preempted, sleeping, disk sleep.
 PREEMPTED = 0x100
@@ -69,6 +75,9 @@ class CaptureBuilder:
     threads_per_core: int = 1
     target_tgids: list[int] = field(default_factory=list)
     events_lost: int = 0
+    host: str = "synthetic"
+    kernel_release: str = "synthetic"
+    _records: list[Path] = field(default_factory=list)
     _rows: dict[str, list[tuple]] = field(default_factory=dict)
     _threads: list[_Thread] = field(default_factory=list)
     _slices: list[tuple[int, int, int, int, int]] = field(default_factory=list)
@@ -84,6 +93,12 @@ class CaptureBuilder:
         if table not in SCHEMAS:
             raise ValueError(f"not a raw table: {table} (one of {sorted(SCHEMAS)})")
         self._rows.setdefault(table, []).extend(rows)
+        return self
+
+    def tracer_records(self, directory: Path) -> CaptureBuilder:
+        """The events of a libbpf tracer's record files (`threadwise-sched --out DIRECTORY`), up
+        to the last complete record; the capture then says it was traced by libbpf."""
+        self._records.append(Path(directory))
         return self
 
     def snapshot(self, ts: int, phase: str, tid: int, tgid: int, comm: str, *, runtime_ns: int = 0,
@@ -134,6 +149,8 @@ class CaptureBuilder:
         writer = CaptureWriter(Path(path), force=force)
         try:
             yield writer
+            for directory in self._records:
+                ingest_records(RecordReader(directory), writer)
             self._write_events(writer)
             self._write_metadata(writer)
             writer.finalize()
@@ -189,12 +206,14 @@ class CaptureBuilder:
             writer.insert("raw_lost", [LossReport(self.end_ts, "synthetic", self.events_lost)])
         writer.insert("cpu_topology", synthetic_topology(self.nr_cpus, self.threads_per_core))
         tgids = sorted(self.target_tgids)
+        backend, version = (("libbpf", f"threadwise-sched {source_hash()}") if self._records
+                            else ("synthetic", "0"))
         writer.insert("capture", [CaptureMeta(
-            capture_id=str(uuid.uuid4()), schema_version=SCHEMA_VERSION, host="synthetic",
-            kernel_release="synthetic", start_wall=dt.datetime.now(dt.UTC).replace(tzinfo=None),
+            capture_id=str(uuid.uuid4()), schema_version=SCHEMA_VERSION, host=self.host,
+            kernel_release=self.kernel_release, start_wall=dt.datetime.now(dt.UTC).replace(tzinfo=None),
             start_ts=self.start_ts, end_ts=self.end_ts, duration_ns=self.duration_ns, target_kind="pid",
             target_spec=",".join(map(str, tgids)) or "synthetic", target_tgids=tgids,
-            tracer_backend="synthetic", tracer_version="0",
+            tracer_backend=backend, tracer_version=version,
             events_recorded=sum(writer.rows[table] for table in EVENT_TABLES),
-            events_lost=self.events_lost, loss_detail=f"synthetic: {self.events_lost} lost",
+            events_lost=self.events_lost, loss_detail=f"{backend}: {self.events_lost} lost",
             end_reason="duration")])

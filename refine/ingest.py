@@ -25,7 +25,7 @@ from typing import Any
 
 import duckdb
 
-from threadwise.refine import hostload, store
+from threadwise.refine import blockers, hostload, store
 from threadwise.refine.ladder import Execution, Plan
 from threadwise.refine.metrics import parse_metrics, require
 from threadwise.refine.validity import CellRaw, read_cell, reasons
@@ -40,6 +40,7 @@ class Ingested:
     planned: int
     completed: bool
     stopped_reason: str | None
+    notes: tuple[str, ...] = ()  # one per trace cell: its blockers and what tracing cost (blockers.py)
 
 
 def _membership(raw: CellRaw, directory: Path, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -144,9 +145,18 @@ def ingest(con: duckdb.DuckDBPyConnection, plan: Plan, out: Path, execution: Exe
     store.insert(con, "cell", cell_rows)
     store.insert(con, "sample", sample_rows)
     store.insert(con, "membership", member_rows)
+    # the extra, unmeasured trace cells: who blocked the latency groups (no cell or sample rows)
+    def denied(directory: Path) -> float | None:
+        raw = read_cell(directory, source=plan.workload.load.source)
+        got = host.window(*raw.window) if host is not None and raw.window else None
+        return got[1] / (got[0] + got[1]) if got and got[0] + got[1] > 0 else None
+
+    notes = blockers.ingest_traces(con, run_id, plan, out, kernel=execution.guest_kernel,
+                                   metrics=lambda directory: _metrics(plan, out, directory)[0],
+                                   denied=denied)
     con.execute("CHECKPOINT")
     valid = sum(1 for row in cell_rows if row["valid"])
-    return Ingested(run_id, len(cell_rows), valid, len(plan.cells), finished, stopped)
+    return Ingested(run_id, len(cell_rows), valid, len(plan.cells), finished, stopped, tuple(notes))
 
 
 def _attach_s(out: Path, arm: str) -> float | None:

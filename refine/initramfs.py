@@ -11,7 +11,7 @@ results must come back without a shared filesystem.
 Approach: `pack` reads the run directory's `plan.sh` (rendered with
 `attach_mode="direct"`: the agent starts scx_layered itself, no Python in the
 guest) and collects every executable its functions (`service_cmd`, `load_cmd`,
-`ready_cmd`) and variables (`SPIN`, `SCX`) name, plus bpftool (the agent dumps
+`ready_cmd`) and variables (`SPIN`, `SCX`, `TRACER`) name, plus bpftool (the agent dumps
 scx_layered's tid -> layer map with it). Each goes into the image at the SAME
 absolute path with the shared libraries `ldd` lists and the host's
 `ld.so.cache`, so plan.sh runs unchanged. Busybox provides the shell and the
@@ -67,7 +67,7 @@ EXTRA_PATH = "/etc/threadwise/path"
 # The guest's PATH before EXTRA_PATH (guest/init sets the same).
 GUEST_PATH = ("/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin")
 PLAN_FUNCTIONS = ("service_cmd", "load_cmd", "ready_cmd")
-PLAN_VARIABLES = ("SPIN", "SCX")
+PLAN_VARIABLES = ("SPIN", "SCX", "TRACER")  # TRACER: the libbpf tracer of trace cells (blockers.py)
 # Interpreters whose programs need a library tree (stdlib, site-packages, jars): not packable.
 UNPACKABLE = re.compile(r"^(python|pypy|perl|ruby|node|nodejs|java|php|lua|Rscript|tclsh|wish)")
 # Host directories that merged-/usr systems make symlinks; the image mirrors them.
@@ -179,7 +179,7 @@ def _cpio_entry(sink: gzip.GzipFile, name: str, mode: int, data: bytes, *, ino: 
 
 
 def plan_commands(plan_text: str) -> dict[str, list[str]]:
-    """The argv of each workload function and the words of SPIN/SCX, as plan.sh spells them."""
+    """The argv of each workload function and the words of SPIN/SCX/TRACER, as plan.sh spells them."""
     found: dict[str, list[str]] = {}
     for line in plan_text.splitlines():
         for name in PLAN_FUNCTIONS:
@@ -408,7 +408,7 @@ def pack(out: Path, *, dest: Path) -> Path:
         image.add_file("/agent.sh", agent_path(), 0o755)
         image.add_file("/init", init_path(), 0o755)
         image.add_file(f"{GUEST_OUT}/plan.sh", plan_file)
-        for config in sorted((out / "arms").glob("*.json")):
+        for config in sorted([*(out / "arms").glob("*.json"), *(out / "arms").glob("*.args")]):
             image.add_file(f"{GUEST_OUT}/arms/{config.name}", config)
         dest.mkdir(parents=True, exist_ok=True)
         initrd = dest / "initrd.gz"

@@ -54,6 +54,7 @@ class Arm:
     name: str
     profile_toml: str | None = None  # the profile as measured
     config_json: str | None = None  # its scx_layered config for the shape
+    scx_args: tuple[str, ...] = ()  # scx_layered flags (the profile's [scheduler] table)
 
     @property
     def is_baseline(self) -> bool:
@@ -164,12 +165,16 @@ def _ready_function(workload: Workload, tcp_probe: str = "python") -> str:
 
 
 def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
-                attach_timeout_s: float = 240.0, spin_args: str = "", tcp_probe: str = "python") -> str:
+                attach_timeout_s: float = 240.0, spin_args: str = "", tcp_probe: str = "python",
+                tracer: Path | str | None = "auto") -> str:
     """plan.sh for guest/agent.sh: variables, the workload's commands, then one step a line.
 
     `tcp_probe`: how a `tcp_port` readiness check runs: "python" (this interpreter; the vng lab
-    and the host have it) or "nc" (busybox nc, for the self-contained initramfs guest)."""
-    from threadwise.refine.workload import render_argv
+    and the host have it) or "nc" (busybox nc, for the self-contained initramfs guest).
+    `tracer`: the libbpf tracer for the extra, unmeasured trace cells (refine/blockers.py);
+    "auto": the built one when the agent attaches itself (`attach_mode="direct"`), None: none."""
+    from threadwise.refine import blockers
+    from threadwise.refine.workload import generator_argv, render_argv
 
     if tcp_probe not in TCP_PROBES:
         raise UsageError(f"unknown tcp_probe {tcp_probe!r}", hint=f"one of {', '.join(TCP_PROBES)}")
@@ -195,6 +200,13 @@ def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
         f"SETTLE_TIMEOUT={SETTLE_TIMEOUT_S}",
         f"SCX={q(str(scx) if scx else '')}",
     ]
+    if tracer == "auto":
+        tracer = blockers.default_tracer(attach_mode)
+    traced = blockers.trace_cells(plan) if isinstance(tracer, Path) else {}
+    if traced:
+        lines += [f"TRACER={q(str(tracer))}", f"TRACE_RING_KB={blockers.TRACE_RING_KB}",
+                  f"TRACE_START_TIMEOUT={blockers.TRACE_START_TIMEOUT_S}",
+                  f"TRACE_SEND_TIMEOUT={blockers.TRACE_SEND_TIMEOUT_S}"]
     if workload.service is not None:
         lines += [f"READY_TIMEOUT={int(workload.service.ready_timeout_s)}",
                   f"STOP_TIMEOUT={int(workload.service.stop_timeout_s)}",
@@ -202,16 +214,17 @@ def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
                             replace=True),
                   _ready_function(workload, tcp_probe)]
     if workload.load.source == "command":
-        assert workload.load.command is not None
-        lines.append(_function("load_cmd", render_argv(list(workload.load.command), window_s=window),
+        lines.append(_function("load_cmd", generator_argv(workload.load, window_s=window,
+                                                           is_target=workload.service is None),
                                replace=True))
     if workload.service is not None:
         lines.append("service_start")
-    for arm_name, cells in plan.turns:
+    for turn, (arm_name, cells) in enumerate(plan.turns):
         arm = plan.arm(arm_name)
         if not arm.is_baseline:
             lines.append(f"attach {q(arm.name)}")
         lines += [f"cell {c.idx} {q(c.arm)} {c.level} {c.repeat}" for c in cells]
+        lines += [f"trace_cell {c.idx} {q(c.arm)} {c.level} {c.repeat}" for c in traced.get(turn, ())]
         if not arm.is_baseline:
             lines.append(f"detach {q(arm.name)}")
     if workload.service is not None:
@@ -224,12 +237,15 @@ def agent_path() -> Path:
 
 
 def write_plan(plan: Plan, out: Path, script: str) -> None:
-    """The run directory as the agent expects it: plan.sh and arms/<arm>.json."""
+    """The run directory as the agent expects it: plan.sh, arms/<arm>.json and, for a profile
+    with a [scheduler] table, arms/<arm>.args (scx_layered flags, one per line)."""
     (out / "arms").mkdir(parents=True, exist_ok=True)
     (out / "cells").mkdir(exist_ok=True)
     for arm in plan.arms:
         if arm.config_json is not None:
             (out / "arms" / f"{arm.name}.json").write_text(arm.config_json)
+        if arm.scx_args:
+            (out / "arms" / f"{arm.name}.args").write_text("".join(f"{arg}\n" for arg in arm.scx_args))
     (out / "plan.sh").write_text(script)
 
 

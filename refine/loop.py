@@ -13,9 +13,14 @@ Approach (docs/refine.md "Refinement"):
   and the start profile in one ladder; the start becomes the first best
   whether or not it beats the baseline (step 0's decision is `kept` by
   definition, and `vs_baseline.wins` says plainly whether it won).
-- Each later step takes the next untried candidate of `candidates(best,
-  shape)`, vets it (validate, compile, oracle, lint; a rejected candidate is
-  recorded with its reason and costs no measurement), then measures
+- Each later step takes the first untried candidate of `candidates(best,
+  shape)` in the guided order (guide.py: after every ladder, the diagnosis of
+  the best against the baseline and of the failed candidate against the best,
+  diagnose.py, puts first what can fix the worst failure; `blockers(arm)`
+  gives the last ladder's blocker rows of an arm, when the cells were traced)
+  and records why (`Step.chosen_because`), vets it (validate, compile,
+  oracle, lint; a rejected candidate is recorded with its reason and costs
+  no measurement), then measures
   `baseline`, `best` and `candidate` in ONE call (one interleaved ladder) and
   keeps the candidate only if `compare_arms(best -> candidate).keep`: the Pareto
   rule (no objective metric worse at any level, one better somewhere), so a
@@ -25,8 +30,9 @@ Approach (docs/refine.md "Refinement"):
 - `budget` counts measured candidates; the loop also ends when no untried
   candidate is left.
 - The measurement is a function `measure(arms) -> Measured` (arm -> level ->
-  metric -> repeat -> valid observation); the loop does no I/O besides
-  `on_step`, which gets every Step as soon as it is decided. Verdicts depend
+  metric -> repeat -> valid observation); the loop does no I/O besides its
+  callbacks: `on_step`, which gets every Step as soon as it is decided, and
+  `blockers`, which reads the last ladder's blocker rows. Verdicts depend
   on the samples and the A/A floors only (stats.py derives its resampling seed
   from the data), and the samples are kept in the Step, so every interval,
   verdict and decision can be recomputed from the record.
@@ -41,6 +47,8 @@ from enum import StrEnum
 from typing import NamedTuple
 
 from threadwise.errors import ThreadwiseError
+from threadwise.refine.diagnose import Blocker, Failure, diagnose, rows_of
+from threadwise.refine.guide import Choice, order
 from threadwise.refine.mutate import Candidate, Rejected, Vetted, all_mutations, toml_text
 from threadwise.refine.mutate import vet as default_vet
 from threadwise.refine.stats import NO_FLOORS, Direction, Floors, LadderComparison, Measured, compare_arms
@@ -69,6 +77,9 @@ Measure = Callable[[list[Arm]], Measured]
 Candidates = Callable[[Profile, Shape], list[Candidate]]
 Vet = Callable[[Candidate, Shape], Vetted | Rejected]
 Metric = tuple[str, Direction]
+Guide = Callable[[Profile, Sequence[Candidate], Sequence[Failure], Sequence[Blocker]], list[Choice]]
+Blockers = Callable[[str], Sequence[Blocker]]
+START_BECAUSE = "the start profile: measured first, against the baseline (step 0)"
 
 
 @dataclass(frozen=True)
@@ -93,6 +104,7 @@ class Step:
     measured: Measured | None = None
     config_json: str | None = None
     notes: tuple[str, ...] = ()
+    chosen_because: str = ""  # why the search tried it now (guide.Choice.because)
 
 
 @dataclass(frozen=True)
@@ -127,7 +139,8 @@ def _key(profile: Profile, shape: Shape) -> tuple[str, int]:
 
 def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
            secondary: Sequence[Metric] = (), floors: Floors = NO_FLOORS, budget: int,
-           candidates: Candidates = all_mutations, vet: Vet = default_vet,
+           candidates: Candidates = all_mutations, vet: Vet = default_vet, guide: Guide = order,
+           blockers: Blockers | None = None,
            on_step: Callable[[Step], None] | None = None) -> RefineResult:
     """Refine `start` by keeping only candidates that beat the current best (the Pareto rule)."""
     if budget < 0:
@@ -142,6 +155,12 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
     def ladder(measured: Measured, reference: str, candidate: str) -> LadderComparison:
         return compare_arms(measured, reference, candidate, primary=primary, secondary=secondary,
                             floors=floors)
+
+    def diagnosis(arm: str, *comparisons: LadderComparison) -> tuple[list[Failure], list[Blocker]]:
+        """The failures of these comparisons, and the best's (`arm`'s) blocker rows."""
+        rows = [row for comparison in comparisons for row in rows_of(comparison)]
+        return (diagnose(rows, primary=primary, secondary=secondary),
+                list(blockers(arm)) if blockers is not None else [])
 
     checked = vet(Candidate(START, "the start profile", start), shape)
     note = ""
@@ -160,7 +179,8 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
         f"; against the baseline it {vs_baseline.reason}", shape.reserve_cores,
         vs_baseline=vs_baseline, measured=measured,
         config_json=checked.config_json if isinstance(checked, Vetted) else None,
-        notes=checked.notes if isinstance(checked, Vetted) else ()))
+        notes=checked.notes if isinstance(checked, Vetted) else (), chosen_because=START_BECAUSE))
+    failures, blocking = diagnosis(START, vs_baseline)
 
     best, best_shape = start, shape
     tried = {_key(start, shape)}
@@ -169,17 +189,20 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
         pool = [c for c in candidates(best, best_shape)
                 if _key(c.profile, c.shape_for(best_shape)) not in tried]
         kept = False
-        for candidate in pool:
-            if used >= budget:
-                break
+        while pool and used < budget:
+            choice = guide(best, pool, failures, blocking)[0]
+            candidate = choice.candidate
+            pool = [c for c in pool if c is not candidate]
             cand_shape = candidate.shape_for(best_shape)
+            if _key(candidate.profile, cand_shape) in tried:
+                continue  # another operator's candidate made the same profile
             tried.add(_key(candidate.profile, cand_shape))
             diff = toml_diff(best, candidate.profile, f"{BEST}.toml", f"{candidate.name}.toml")
             checked = vet(candidate, best_shape)
             if isinstance(checked, Rejected):
                 record(Step(index, candidate.name, candidate.description, diff, Decision.REJECTED,
                             f"rejected before measuring ({checked.stage}): {checked.reason}",
-                            cand_shape.reserve_cores))
+                            cand_shape.reserve_cores, chosen_because=choice.because))
                 index += 1
                 continue
             measured = measure([Arm(BASELINE, None, None), Arm(BEST, best, best_shape),
@@ -193,11 +216,15 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
                         f"{decision.value} against the best ({vs_best.keep_reason}); against the "
                         f"baseline it {vs_base.reason}",
                         cand_shape.reserve_cores, vs_best=vs_best, vs_baseline=vs_base,
-                        measured=measured, config_json=checked.config_json, notes=checked.notes))
+                        measured=measured, config_json=checked.config_json, notes=checked.notes,
+                        chosen_because=choice.because))
             index += 1
             if kept:
                 best, best_shape = candidate.profile, cand_shape
+                failures, blocking = diagnosis(CANDIDATE, vs_base)
                 break
+            # what the best still fails in this ladder, and what the candidate made worse
+            failures, blocking = diagnosis(BEST, ladder(measured, BASELINE, BEST), vs_best)
         if not kept:
             break  # every candidate of this best was tried, or the budget is spent
     return RefineResult(best, best_shape, tuple(steps))

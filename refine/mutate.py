@@ -14,8 +14,15 @@ only changes that reach the compiled config:
   without any size gets one hot thread, and says so);
 - hot_threads +-1 and cpu_fraction one whole core up or down, for exclusive
   groups (elsewhere they only change comments);
-- slice_us halved and doubled, weight x2 and /2 within scx_layered's bounds,
-  from the group's own value or the treatment's compiled default;
+- slice_us halved and doubled, from the group's own value or the treatment's
+  compiled default; weight x2 and /2 within scx_layered's bounds, for exclusive
+  groups only (their Confined or Grouped layers share CPUs by weight; an Open
+  layer's weight is never read by scx_layered 1.1.4's BPF, so a weight change
+  there would spend a measurement on a change that does nothing);
+- the scx_layered options that decide latency (`options.py`): a group's
+  `preempt` on or off, `preempt_first` of a preempting Open layer, `protected`
+  off and short slices for an exclusive group, the catch-all's slice and
+  `preempt`;
 - merge two adjacent groups of the same treatment and the same settings
   (patterns concatenated, evidence summed where sums mean something);
 - split a multi-pattern group into one group per pattern (hot threads shared
@@ -23,10 +30,10 @@ only changes that reach the compiled config:
 - the reserve: a compile-time shape parameter, not part of the profile, so
   such a candidate carries `reserve_cores` and is compiled, linted and
   measured on the shape with that reserve.
-Preempt on/off is skipped: the profile schema has no preempt field (see
-OPERATORS). `all_mutations` concatenates the operators in registry order and
-drops candidates whose compiled config (comments aside) equals the parent's:
-those would be measured as identical arms.
+`all_mutations` concatenates the operators in registry order and drops
+candidates whose compiled config (comments aside) equals the parent's (those
+would be measured as identical arms) or whose name came earlier. The search
+(`guide.py`) reorders them by what the last ladder says failed.
 
 `vet` is the gate before a measurement: validate (synthesize's rules),
 compile for the candidate's shape, the real scx_layered `--print-and-exit`
@@ -37,18 +44,29 @@ below, so that synthesize can change shape without touching the operators.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from threadwise.errors import MissingTool, ThreadwiseError
+from threadwise.refine.candidate import Candidate, replace_groups
+from threadwise.refine.candidate import changed as _changed
+from threadwise.refine.options import (
+    catch_all_options,
+    dropped_overrides,
+    exclusive_slices,
+    preempt_firsts,
+    preempts,
+    protections,
+    scheduler_intervals,
+)
+from threadwise.synthesize.presets import scheduler_args
 from threadwise.synthesize.schema import OPTION_KEYS, Evidence, Group, Profile, Treatment
 from threadwise.synthesize.shape import Shape
 
 Specs = list[dict[str, Any]]
-OracleCheck = Callable[[Specs], list[str]]
+OracleCheck = Callable[[Specs, Sequence[str]], list[str]]  # (layer config, scx_layered flags)
 
 # --- synthesize, in one place -----------------------------------------------------------------
 
@@ -75,11 +93,12 @@ def compile_specs(profile: Profile, shape: Shape) -> tuple[Specs, list[str], str
     return compiled.specs, list(compiled.notes), compiled.to_json()
 
 
-def oracle_check(specs: Specs) -> list[str]:
-    """The real scx_layered `--print-and-exit`: mismatches (raises if it rejects the config)."""
+def oracle_check(specs: Specs, args: Sequence[str] = ()) -> list[str]:
+    """The real scx_layered `--print-and-exit` on the layer config and the profile's scx_layered
+    flags `args`: mismatches (raises if it rejects either)."""
     from threadwise.synthesize import oracle
 
-    return oracle.check(specs)
+    return oracle.check(specs, args=args)
 
 
 def lint_findings(profile: Profile, shape: Shape) -> tuple[list[str], list[str]]:
@@ -118,22 +137,6 @@ def pattern_matches(pattern: str, comm: str) -> bool:
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """A changed profile to try. `reserve_cores` overrides the shape's reserve when set."""
-
-    name: str
-    description: str
-    profile: Profile
-    reserve_cores: int | None = None
-
-    def shape_for(self, shape: Shape) -> Shape:
-        """The shape this candidate is compiled, linted and measured on."""
-        if self.reserve_cores is None or self.reserve_cores == shape.reserve_cores:
-            return shape
-        return dataclasses.replace(shape, reserve_cores=self.reserve_cores)
-
-
-@dataclass(frozen=True)
 class Vetted:
     """A candidate that may be measured: its shape, compiled config JSON, and what to know."""
 
@@ -165,25 +168,8 @@ class OperatorSpec:
     skipped: str | None = None
 
 
-def _replace_group(profile: Profile, index: int, group: Group) -> Profile:
-    groups = list(profile.groups)
-    groups[index] = group
-    return profile.model_copy(update={"groups": groups})
-
-
-def _replace_groups(profile: Profile, start: int, stop: int, new: Sequence[Group]) -> Profile:
-    return profile.model_copy(update={"groups": [*profile.groups[:start], *new,
-                                                 *profile.groups[stop:]]})
-
-
-def _changed(profile: Profile, index: int, name: str, description: str,
-             **update: Any) -> Candidate:
-    group = profile.groups[index].model_copy(update=update)
-    return Candidate(name, description, _replace_group(profile, index, group))
-
-
 def treatments(profile: Profile, shape: Shape) -> list[Candidate]:
-    """Every other treatment for every group."""
+    """Every other treatment for every group (dropping overrides the new treatment cannot keep)."""
     out = []
     for i, group in enumerate(profile.groups):
         for treatment in Treatment:
@@ -195,6 +181,9 @@ def treatments(profile: Profile, shape: Shape) -> list[Candidate]:
                     and group.model_copy(update=update).exclusive_cores() < 1):
                 update["hot_threads"] = 1
                 note = " (sized for 1 hot thread: it had none)"
+            dropped = dropped_overrides(group, treatment)
+            update.update(dict.fromkeys(dropped))
+            note += f" ({', '.join(dropped)} dropped: not valid there)" if dropped else ""
             out.append(_changed(profile, i, f"{group.name}:treatment={treatment.value}",
                                 f"group {group.name!r}: treatment {group.treatment.value} -> "
                                 f"{treatment.value}{note}", **update))
@@ -267,10 +256,14 @@ def slices(profile: Profile, shape: Shape) -> list[Candidate]:
 
 
 def weights(profile: Profile, shape: Shape) -> list[Candidate]:
-    """weight x2 and /2, clamped to scx_layered's bounds, when that changes it."""
+    """weight x2 and /2, clamped to scx_layered's bounds, when that changes it; exclusive groups
+    only: 1.1.4 shares CPUs by weight among Confined and Grouped layers, and its BPF never reads
+    an Open layer's weight (docs/profile-schema.md), so elsewhere the change would do nothing."""
     low, high = weight_bounds()
     out = []
     for i, group in enumerate(profile.groups):
+        if group.treatment is not Treatment.EXCLUSIVE:
+            continue
         current = group.weight or compiled_default(group.treatment, "weight")
         for value in (min(current * 2, high), max(current // 2, low)):
             if value == current:
@@ -327,7 +320,7 @@ def merges(profile: Profile, shape: Shape) -> list[Candidate]:
             "comment": f"refine: groups {a.name!r} and {b.name!r} merged",
             "evidence": _merged_evidence(a.evidence, b.evidence),
         })
-        candidate = _replace_groups(profile, i, i + 2, [merged])
+        candidate = replace_groups(profile, i, i + 2, [merged])
         if validation_errors(candidate):
             continue  # e.g. more patterns than one layer takes
         out.append(Candidate(f"merge:{a.name}+{b.name}",
@@ -376,7 +369,7 @@ def splits(profile: Profile, shape: Shape) -> list[Candidate]:
         }) for k, pattern in enumerate(group.match)]
         if any(p.name in names - {group.name} for p in parts):
             continue
-        candidate = _replace_groups(profile, i, i + 1, parts)
+        candidate = replace_groups(profile, i, i + 1, parts)
         if validation_errors(candidate):
             continue
         out.append(Candidate(f"split:{group.name}",
@@ -409,37 +402,47 @@ OPERATORS: tuple[OperatorSpec, ...] = (
     OperatorSpec("cpu_fraction", "cpu_fraction for one exclusive core fewer or more",
                  cpu_fractions),
     OperatorSpec("slice_us", "slice_us halved or doubled", slices),
-    OperatorSpec("weight", "weight x2 or /2 within scx_layered's bounds", weights),
+    OperatorSpec("weight", "weight x2 or /2 of an exclusive group (Open layers never read it)",
+                 weights),
+    OperatorSpec("preempt", "a group's preempt on or off", preempts),
+    OperatorSpec("preempt_first", "preempt_first on or off for a preempting Open layer",
+                 preempt_firsts),
+    OperatorSpec("protected", "protected off for an exclusive group's Confined layer", protections),
+    OperatorSpec("exclusive_slice", "slice_us 1000 or 2000 for an exclusive group",
+                 exclusive_slices),
+    OperatorSpec("catch_all", "the catch-all's slice_us (halved, 2000) and preempt",
+                 catch_all_options),
+    OperatorSpec("scheduler", "scx_layered's --interval (the [scheduler] table): 1 s or 10 s",
+                 scheduler_intervals),
     OperatorSpec("merge", "two adjacent groups of the same treatment merged", merges),
     OperatorSpec("split", "a multi-pattern group split by pattern", splits),
     OperatorSpec("reserve", "the shape's reserved cores +-1 (compile-time)", reserves),
-    OperatorSpec("preempt", "preempt on or off", None, skipped=(
-        "the profile schema (synthesize/schema.py Group) has no preempt field: compile sets "
-        "preempt from the treatment (exclusive and latency preempt; batch, housekeeping, "
-        "default and demoted exclusive groups do not), so preempt changes are only reachable "
-        "through the treatment operator until the schema gains a field")),
 )
 
 
-def _key(profile: Profile, shape: Shape) -> list[dict[str, Any]] | None:
+def _key(profile: Profile, shape: Shape) -> list[Any] | None:
     """The compiled config of a valid profile without comments (which name it and explain
-    demotions); None when the profile does not validate."""
+    demotions) and its scx_layered flags; None when the profile does not validate."""
     if validation_errors(profile):
         return None
-    return [{k: v for k, v in spec.items() if k != "comment"}
-            for spec in compile_specs(profile, shape)[0]]
+    return [*({k: v for k, v in spec.items() if k != "comment"}
+              for spec in compile_specs(profile, shape)[0]), scheduler_args(profile)]
 
 
 def all_mutations(profile: Profile, shape: Shape) -> list[Candidate]:
     """Every operator's candidates, in registry order, without those that change nothing compiled."""
     parent = _key(profile, shape)
     out: list[Candidate] = []
+    names: set[str] = set()
     for spec in OPERATORS:
         if spec.apply is None:
             continue
         for candidate in spec.apply(profile, shape):
+            if candidate.name in names:
+                continue
             if parent is None or _key(candidate.profile, candidate.shape_for(shape)) != parent:
                 out.append(candidate)
+                names.add(candidate.name)
     return out
 
 
@@ -458,7 +461,7 @@ def vet(candidate: Candidate, shape: Shape, *, check: OracleCheck | None = None)
     except (ThreadwiseError, AssertionError, ValueError) as bad:
         return Rejected(candidate, "compile", str(bad))
     try:
-        mismatches = (check or oracle_check)(specs)
+        mismatches = (check or oracle_check)(specs, scheduler_args(candidate.profile))
     except MissingTool:
         raise
     except ThreadwiseError as bad:

@@ -22,7 +22,7 @@ import duckdb
 import numpy as np
 
 from threadwise.errors import ThreadwiseError
-from threadwise.refine import judge, stats, store
+from threadwise.refine import blockers, judge, stats, store
 from threadwise.refine.store import sql
 
 _UNITS = {"per_s": "/s", "_us": " us", "_ms": " ms", "_rps": " req/s"}
@@ -158,6 +158,25 @@ def invalid_cells(con: duckdb.DuckDBPyConnection, run_id: int) -> list[str]:
             for idx, arm, level, rep, why in rows]
 
 
+def invalid_summary(con: duckdb.DuckDBPyConnection, run_id: int) -> str:
+    """One line for the terminal: how many cells are invalid, per reason kind (the text before a
+    reason's first ':', e.g. `membership`), with the first reason of each kind as its example."""
+    rows = con.execute(sql("invalid_cells"), [run_id]).fetchall()
+    if not rows:
+        return "every cell valid"
+    kinds: dict[str, tuple[int, str]] = {}
+    for *_cell, why in rows:
+        first: dict[str, str] = {}   # a cell counts once per kind, with its first reason of that kind
+        for reason in filter(None, (part.strip() for part in why.split("; "))):
+            first.setdefault(reason.split(":", 1)[0], reason)
+        for kind, reason in first.items():
+            count, example = kinds.get(kind, (0, reason))
+            kinds[kind] = (count + 1, example)
+    total = con.execute(sql("cell_count"), [run_id]).fetchone()[0]
+    return (f"{len(rows)} of {total} cells invalid: "
+            + "; ".join(f"{kind} in {count} (e.g. {example})" for kind, (count, example) in kinds.items()))
+
+
 def environment(con: duckdb.DuckDBPyConnection, run_id: int) -> list[str]:
     row = con.execute(sql("environment"), [run_id]).fetchone()
     host, guest, vcpus, tcg, scx, shape, levels, repeats, window, warmup, order, seed, started = row
@@ -171,10 +190,16 @@ def environment(con: duckdb.DuckDBPyConnection, run_id: int) -> list[str]:
 
 
 def steps_table(con: duckdb.DuckDBPyConnection) -> list[str]:
-    rows = con.execute(sql("steps")).fetchall()
-    lines = ["| step | candidate | ladder run | decision | reason |", "|---|---|---|---|---|"]
-    lines += [f"| {step} | `{cand}` | {run if run is not None else '-'} | **{decision}** | {reason} |"
-              for step, run, cand, decision, reason in rows]
+    """One row per step: the candidate, why the search chose it (`-`: a record older than the
+    guided search, which tried candidates in registry order), its run, decision and reason."""
+    from threadwise.refine.diagnose import sql as search_sql
+
+    rows = con.execute(search_sql("steps_chosen")).fetchall()
+    lines = ["| step | candidate | chosen because | ladder run | decision | reason |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {step} | `{cand}` | {because or '-'} | {run if run is not None else '-'} | "
+              f"**{decision}** | {reason} |"
+              for step, run, cand, decision, reason, because in rows]
     return lines
 
 
@@ -245,7 +270,8 @@ def write_report(con: duckdb.DuckDBPyConnection, directory: Path) -> Path:
     lines += ["## Refinement steps", "",
               "Each step measured the baseline, the current best and one candidate in one interleaved "
               "ladder; a candidate is kept only if, against the best, no objective metric is worse at any "
-              "level and at least one is better at some level (the Pareto rule, docs/refine.md).",
+              "level and at least one is better at some level (the Pareto rule, docs/refine.md). The search "
+              "tries first what can fix the worst failure of the last ladder; \"chosen because\" names it.",
               "", *steps_table(con), ""]
     diffs = con.execute(sql("step_diffs")).fetchall()
     for step, candidate, diff in diffs:
@@ -260,6 +286,7 @@ def write_report(con: duckdb.DuckDBPyConnection, directory: Path) -> Path:
     invalid = [line for run_id in runs for line in invalid_cells(con, run_id)]
     lines += ["", "### Invalid cells (kept in the data, never averaged)", "",
               *(invalid or ["(none)"]), ""]
+    lines += blockers.report_section(con)  # "Who blocked whom", when a cell was traced
     lines += ["## Method", "",
               "- Arms: `baseline` is the kernel's default scheduler (nothing attached); a profile arm runs "
               "the bundled scx_layered on the profile compiled for the guest's shape (started with "

@@ -68,8 +68,8 @@ def where(lab: bool, cpus: int, guest: str = "initramfs", *, profiles: bool = Tr
     return Where(lab, cpus, guest)
 
 
-def profile_arm(name: str, profile_toml: str, config_json: str) -> Arm:
-    return Arm(ladder.check_arm_name(name), profile_toml, config_json)
+def profile_arm(name: str, profile_toml: str, config_json: str, scx_args: tuple[str, ...] = ()) -> Arm:
+    return Arm(ladder.check_arm_name(name), profile_toml, config_json, scx_args)
 
 
 def arm_from_file(path: Path, shape: str, name: str | None = None) -> Arm:
@@ -79,7 +79,8 @@ def arm_from_file(path: Path, shape: str, name: str | None = None) -> Arm:
     if path.suffix != ".toml":
         raise UsageError(f"{path}: an arm is `baseline` or a profile .toml")
     resolved = resolve(path, shape)
-    return profile_arm(name or path.stem, path.read_text(), json.dumps(resolved.specs, indent=2) + "\n")
+    return profile_arm(name or path.stem, path.read_text(), json.dumps(resolved.specs, indent=2) + "\n",
+                       resolved.scx_args)
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,7 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
         host = report.host_line(con, ingested.run_id)
         if host:
             progress(f"ladder: {host.replace('**', '')}")
+        progress(f"ladder: {report.invalid_summary(con, ingested.run_id)}")
     finally:
         con.close()
     if not ingested.completed:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from threadwise.errors import ThreadwiseError, UsageError
+from threadwise.errors import NothingMeasured, ThreadwiseError, UsageError
 from threadwise.refine import judge, stats, store
 from threadwise.refine.ladder import AA_ARM, BASELINE, Arm
 from threadwise.refine.run import Where, profile_arm, run_ladder
@@ -82,12 +82,13 @@ def observe_workload(workload: Workload, capture: Path, seconds: float, work: Pa
 def _arm(item: object, shape: object) -> Arm:
     """A loop arm (name, profile or None, shape) as a ladder arm compiled for its shape."""
     from threadwise.refine.mutate import compile_specs, toml_text
+    from threadwise.synthesize.presets import scheduler_args
 
     name, profile, arm_shape = item  # type: ignore[misc]
     if profile is None:
         return Arm(name)
     _specs, _notes, config_json = compile_specs(profile, arm_shape or shape)
-    return profile_arm(name, toml_text(profile), config_json)
+    return profile_arm(name, toml_text(profile), config_json, scheduler_args(profile))
 
 
 def store_steps(con: object, result: object, runs: list[int], *, floors: stats.Floors,
@@ -102,13 +103,15 @@ def store_steps(con: object, result: object, runs: list[int], *, floors: stats.F
                      "reason": step.reason, "toml_diff": step.diff,
                      "noise": float("nan") if floor is None else floor,
                      # schema 2's verdicts need no seed (stats.data_seed): kept for old readers
-                     "decision_seed": json.dumps(None), "floors_run": floors.run_id})
+                     "decision_seed": json.dumps(None), "floors_run": floors.run_id,
+                     "chosen_because": step.chosen_because or None})
     store.insert(con, "step", rows)  # type: ignore[arg-type]
 
 
 def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Path:
     """Run the whole pipeline; returns the written profile path."""
     from threadwise.refine import loop, report
+    from threadwise.refine.diagnose import Blocker, load_blockers
     from threadwise.refine.mutate import toml_text
     from threadwise.synthesize.reader import load_profile
     from threadwise.synthesize.shape import parse_shape
@@ -118,12 +121,17 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
     for existing in (profile_path, record):
         if existing.exists() and not options.force:
             raise UsageError(f"{existing} exists", hint="pass --force to retrain and replace it")
+    check_options(options)
     workload = load_workload(options.workload_path).with_window(options.window_s)
     workload_toml = options.workload_path.read_text()
-    # Work in build/train/NAME: a failed or interrupted training keeps what it measured there.
+    # Work in build/train/NAME: a failed or interrupted training keeps what it measured there. The
+    # previous one moves to NAME.previous (only the one before is kept), never erased unseen.
     work = Path("build") / "train" / options.name
     if work.exists():
-        shutil.rmtree(work)
+        previous = work.with_name(f"{options.name}.previous")
+        shutil.rmtree(previous, ignore_errors=True)
+        work.rename(previous)
+        progress(f"train: the last training's work directory is now {previous}")
     work.mkdir(parents=True)
     ladder_file = work / "ladder.duckdb"
     started = time.monotonic()
@@ -148,6 +156,9 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
                     keep_raw=work / "raw-aa")
     floors = aa.floors
     metrics = [workload.objective.primary.metric, *(s.metric for s in workload.objective.secondary)]
+    if floors.floor(workload.objective.primary.metric, options.repeats) is None:
+        _fail(work, ladder_file, aa.run_id, f"the A/A ladder left too few valid pairs for the "
+              f"{workload.objective.primary.metric} floor (at least {stats.MIN_AA_PAIRS} needed)")
     progress("train: A/A floors at " + f"{options.repeats} pairs: " + "; ".join(
         f"{metric} {floors.margin(metric, options.repeats)}" for metric in metrics)
         + " (the paired margin a verdict must clear)")
@@ -162,12 +173,22 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
                             floors=floors,
                             keep_raw=work / f"raw-step{step}")
         runs.append(result.run_id)
+        if step == 0:
+            _require_pairs(work, ladder_file, result.run_id, workload.objective.primary.metric)
         con = store.open_ladder(ladder_file)
         try:
             if {loop.BEST, loop.CANDIDATE} <= {arm.name for arm in arms}:
                 # the deciding pair, stored with the others
                 judge.judge(con, result.run_id, loop.BEST, loop.CANDIDATE, floors=floors)
             return store.measured(con, result.run_id)
+        finally:
+            con.close()
+
+    def blockers(arm: str) -> list[Blocker]:
+        """The last measured ladder's blocker rows of `arm` (none where no cell was traced)."""
+        con = store.open_ladder(ladder_file)
+        try:
+            return load_blockers(con, runs[-1], arm)
         finally:
             con.close()
 
@@ -178,8 +199,9 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
                          primary=(workload.objective.primary.metric, workload.objective.primary.direction),
                          secondary=[(s.metric, s.direction) for s in workload.objective.secondary],
                          floors=floors, budget=options.budget,
-                         candidates=options.candidates or loop.all_mutations,
-                         on_step=lambda step: progress(f"train: step {step.index} {step.candidate}: "
+                         candidates=options.candidates or loop.all_mutations, blockers=blockers,
+                         on_step=lambda step: progress(f"train: step {step.index} {step.candidate} "
+                                                       f"(chosen because {step.chosen_because}): "
                                                        f"{step.decision.value}: {step.reason}"))
     progress("train: writing the record: profile, REPORT.md, plots, data")
     staging = work / "record"
@@ -209,6 +231,50 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
     tmp_profile.replace(profile_path)
     progress(f"train: wrote {profile_path} and {record}/ in {(time.monotonic() - started) / 60:.1f} min")
     return profile_path
+
+
+def check_options(options: TrainOptions) -> None:
+    """Refuse, before anything runs, options no training can succeed with."""
+    if options.repeats < stats.MIN_PAIRS:
+        raise UsageError(f"--repeats {options.repeats}: a verdict needs at least {stats.MIN_PAIRS} repeats "
+                         "(pairs of baseline and profile cells)", hint="e.g. --repeats 3 (docs/refine.md)")
+    if not options.levels:
+        raise UsageError("--levels names no background level", hint="e.g. --levels 0,1,2,4")
+    if options.budget < 0:
+        raise UsageError(f"--budget {options.budget}: the number of mutations to measure is 0 or more")
+    if options.window_s is not None and options.window_s <= 0:
+        raise UsageError(f"--window {options.window_s:g}: a window is some seconds long",
+                         hint="e.g. --window 5")
+
+
+def _require_pairs(work: Path, ladder_file: Path, run_id: int, primary: str) -> None:
+    """Fail the training unless the start profile has MIN_PAIRS valid pairs with the baseline at
+    one level at least (else no verdict about it can be more than `insufficient`)."""
+    con = store.open_ladder(ladder_file, read_only=True)
+    try:
+        best = con.execute(store.sql("most_pairs"), [run_id, BASELINE, "start", primary]).fetchone()[0]
+    finally:
+        con.close()
+    if (best or 0) < stats.MIN_PAIRS:
+        _fail(work, ladder_file, run_id, f"the start profile has {best or 0} valid pairs with the baseline "
+              f"at its best level ({stats.MIN_PAIRS} needed for any verdict)")
+
+
+def _fail(work: Path, ladder_file: Path, run_id: int, why: str) -> None:
+    """Stop the training: no profile, no record; FAILED.md in the work directory says why."""
+    from threadwise.refine import report
+
+    con = store.open_ladder(ladder_file, read_only=True)
+    try:
+        summary = report.invalid_summary(con, run_id)
+        cells = report.invalid_cells(con, run_id)
+    finally:
+        con.close()
+    (work / "FAILED.md").write_text("\n".join([f"# Training failed: {why}", "", f"Run {run_id}: {summary}.",
+                                               "", *cells, ""]))
+    raise NothingMeasured(f"nothing valid enough to train on: {why}; {summary}",
+                          hint=f"no profile was written; what was measured is in {work}/ (FAILED.md, "
+                               "ladder.duckdb, raw-*/): fix the cause named above, then train again")
 
 
 def profile_header(command: str, record: Path, verdict: str, *, when: str | None = None) -> str:

@@ -24,6 +24,7 @@ import itertools
 import math
 import re
 import shlex
+import shutil
 import tomllib
 from collections.abc import Sequence
 from importlib import resources
@@ -127,11 +128,19 @@ class Target(_Model):
 
 
 class Load(_Model):
-    """The window's measurement: a command run per window, or the service's own lines."""
+    """The window's measurement: a command run per window, or the service's own lines.
+
+    priority: how a ladder runs the load command. "fifo" (default): under SCHED_FIFO priority 1,
+    a class above both the kernel's default scheduler and sched_ext, so the generator is out of
+    the contest the same way in every arm (in production it runs on another machine; in the lab
+    it shares the vCPUs). "normal": as an ordinary task, scheduled by the scheduler under test.
+    See docs/lab.md "A fair load generator".
+    """
 
     source: LoadSource = "command"
     command: Argv | None = None
     parser: ParserName
+    priority: Literal["fifo", "normal"] = "fifo"
 
 
 class Metric(_Model):
@@ -172,7 +181,9 @@ class Workload(_Model):
                          f"stop: SIGTERM, SIGKILL after {svc.stop_timeout_s:g} s")
         lines.append(f"target:    threads of process {self.target.process!r}")
         if self.load.source == "command":
-            lines.append(f"load:      `{shlex.join(self.load.command or [])}` per window, "
+            how = ("under SCHED_FIFO 1 (out of both schedulers' contest)" if self.load.priority == "fifo"
+                   else "as an ordinary task (scheduled by the scheduler under test)")
+            lines.append(f"load:      `{shlex.join(self.load.command or [])}` per window {how}, "
                          f"parsed as {self.load.parser}")
         else:
             lines.append("load:      the service's stdout lines in each window, "
@@ -370,6 +381,18 @@ def render_argv(argv: Sequence[str], *, window_s: float) -> list[str]:
         return resolved[name]
 
     return [_PLACEHOLDER.sub(value, arg) for arg in argv]
+
+
+def generator_argv(load: Load, *, window_s: float, is_target: bool = False) -> list[str]:
+    """The load command as a ladder runs it: rendered, and under SCHED_FIFO 1 (`chrt -f 1`) when
+    load.priority is "fifo" and the command is not itself the target (`is_target`: a workload
+    without a service, whose threads must stay in the schedulers' contest). The program is named
+    by its absolute path, so the lab guest's packer (initramfs.py) carries it as chrt's argument."""
+    assert load.command is not None
+    argv = render_argv(list(load.command), window_s=window_s)
+    if load.priority != "fifo" or is_target:
+        return argv
+    return ["chrt", "-f", "1", shutil.which(argv[0]) or argv[0], *argv[1:]]
 
 
 def _bundled_dir() -> Any:

@@ -34,6 +34,7 @@ class ResolvedConfig:
     kind: str  # "profile" or "json"
     shape: str | None  # the shape a profile was compiled for
     notes: tuple[str, ...] = ()
+    scx_args: tuple[str, ...] = ()  # scx_layered flags (a profile's [scheduler] table)
 
     @property
     def specs(self) -> list[dict[str, Any]]:
@@ -62,7 +63,7 @@ def _from_profile(path: Path, shape_spec: str) -> ResolvedConfig:
     profile = load_valid(path)   # ProfileError (file, line, rule) when invalid
     target = parse_shape(shape_spec)
     compiled = compile_profile(profile, target)
-    dropped = oracle.check(compiled.config)
+    dropped = oracle.check(compiled.config, args=compiled.scx_args)
     if dropped:
         raise ConfigRefused(
             f"{path}: scx_layered would not apply the compiled config as written: "
@@ -70,7 +71,8 @@ def _from_profile(path: Path, shape_spec: str) -> ResolvedConfig:
             hint="this is a bug in threadwise compile; nothing was attached",
         )
     return ResolvedConfig(config=compiled.config, source=str(path), kind="profile",
-                          shape=target.describe(), notes=tuple(compiled.notes))
+                          shape=target.describe(), notes=tuple(compiled.notes),
+                          scx_args=compiled.scx_args)
 
 
 def resolve(path: Path, shape_spec: str = "host") -> ResolvedConfig:

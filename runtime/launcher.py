@@ -147,6 +147,7 @@ def apply_background(
     ]  # fmt: skip
     if duration_s:
         argv += ["--duration", str(duration_s)]
+    argv += [f"--scx-arg={arg}" for arg in resolved.scx_args]
     with files.supervisor_log.open("wb") as log:
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

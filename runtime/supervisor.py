@@ -85,9 +85,11 @@ class Supervisor:
         source: str,
         attach_timeout_s: float = 120.0,
         duration_s: float | None = None,
+        scx_args: tuple[str, ...] = (),
         log: Callable[[str], None] = lambda _msg: None,
     ) -> None:
         self.config = config
+        self.scx_args = scx_args
         self.files = files
         self.source = source
         self.attach_timeout_s = attach_timeout_s
@@ -124,7 +126,7 @@ class Supervisor:
             child = subprocess.Popen(
                 # --enable-match-debug keeps scx_layered's tid -> layer map, which
                 # `membership.py` reads to prove each thread sits in its layer.
-                [str(binary), "--enable-match-debug", f"f:{self.config}"],
+                [str(binary), "--enable-match-debug", *self.scx_args, f"f:{self.config}"],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -213,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", required=True)
     parser.add_argument("--attach-timeout", type=float, default=120.0)
     parser.add_argument("--duration", type=float, default=None)
+    parser.add_argument("--scx-arg", action="append", default=[],
+                        help="a scx_layered flag (repeatable; a profile's [scheduler] table)")
     args = parser.parse_args(argv)
     files = RunFiles(args.run_dir)
 
@@ -225,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         source=args.source,
         attach_timeout_s=args.attach_timeout,
         duration_s=args.duration,
+        scx_args=tuple(args.scx_arg),
         log=log,
     )
     supervisor.run()

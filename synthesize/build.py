@@ -13,6 +13,17 @@ Approach:
 - Role -> treatment: compute with hot threads -> exclusive; latency, batch,
   housekeeping map to themselves; low confidence or groups that names cannot
   separate (and that have no AvgRuntime split) stay `default`.
+- Busy-pollers (analyze's `poller_threads`, contract.is_poller) never get
+  preempt on shared CPUs: a preempting poller is a spinner no one can
+  preempt. A latency group of pollers whose every thread is hot gets
+  exclusive cores (the sizing holds all its threads; compile demotes it to a
+  non-preempting Grouped layer when the shape has no room); any other group
+  with pollers whose treatment preempts (latency, here or by its family)
+  keeps it with `preempt = false`: its 1 ms slices still hand the CPU on every
+  millisecond, its wakeups kick no one off a CPU, and other preempting
+  threads (the wake chain feeding it) can take its CPU. Batch, housekeeping
+  and default do not preempt; an exclusive group preempts only on its own
+  cores. The group's comment says which and why, with the numbers.
 - Sizing: one exclusive core per hot thread; with a CPU request (millicores),
   cores = ceil(request x cpu_fraction), where cpu_fraction starts at 0.90 and
   is lowered in 0.05 steps until the cores do not exceed the hot threads
@@ -35,12 +46,14 @@ from threadwise.analyze.contract import (
     GroupRow,
     Role,
     near_hot,
+    poller_text,
 )
 from threadwise.errors import InputError
 from threadwise.synthesize.compact import DEFAULT_MAX_GROUPS, WORKLOAD_REST, compact, readable_name
 from threadwise.synthesize.families import MIN_CONFIDENCE, Families, decide
 from threadwise.synthesize.families import bundled as bundled_families
 from threadwise.synthesize.fit import clean_prefix, fit
+from threadwise.synthesize.presets import TREATMENT_OPTIONS
 from threadwise.synthesize.rules import CATCH_ALL
 from threadwise.synthesize.schema import (
     SCHEMA_VERSION,
@@ -82,7 +95,28 @@ def treatment_for(row: GroupRow) -> tuple[Treatment, str | None]:
         if row.hot_threads >= 1:
             return Treatment.EXCLUSIVE, None
         return Treatment.DEFAULT, "compute role but no thread keeps half a CPU busy"
+    if role is Role.LATENCY and row.poller_threads >= 1 and row.hot_threads >= max(row.thread_count, 1):
+        return Treatment.EXCLUSIVE, (f"{poller_note(row)}: exclusive cores, one per hot thread, instead "
+                                     "of latency's preempt (a preempting spinner cannot be preempted)")
     return Treatment(role.value), None
+
+
+def poller_note(row: GroupRow) -> str:
+    """`poller: io_thd_1 0.71 CPU at 16.6 wakeups/s (43 ms of CPU per wakeup)`, with how many
+    of the group's threads are pollers when not all."""
+    what = row.poller_evidence or poller_text(row.pattern, row.max_thread_share, row.wakeups_per_s)
+    some = (f" ({row.poller_threads} of {row.thread_count} threads)"
+            if row.poller_threads < row.thread_count else "")
+    return f"poller{some}: {what}"
+
+
+def no_preempt(row: GroupRow, treatment: Treatment) -> str | None:
+    """Why a group with pollers gets `preempt = false` (None: it has none, or its layer does not
+    preempt on shared CPUs anyway)."""
+    if row.poller_threads < 1 or treatment is Treatment.EXCLUSIVE or not TREATMENT_OPTIONS[treatment].preempt:
+        return None
+    return (f"{poller_note(row)}: {treatment.value} without preempt (a preempting spinner cannot be "
+            "preempted); its short slices hand the CPU on, preempting threads can take it")
 
 
 def thin_evidence(row: GroupRow) -> str | None:
@@ -170,8 +204,11 @@ def _group(row: GroupRow, taken: set[str], requests: dict[str, int],
         why = "; ".join(x for x in (why, decision.note) if x) or None
     # a role read from little evidence (analyze lowered its confidence): the reviewer sees it
     rests = f"decided on thin evidence: {row.thin_evidence}" if row.thin_evidence else None
-    notes = [x for x in (why, rests, near_hot_cutoff(row)) if x]
+    poller = no_preempt(row, treatment)   # after the family: it may have asked for latency
+    notes = [x for x in (why, poller, rests, near_hot_cutoff(row)) if x]
     sizing: dict[str, Any] = {"hot_threads": row.hot_threads}
+    if poller is not None:
+        sizing["preempt"] = False
     request = requests.get(row.pattern)
     if treatment is Treatment.EXCLUSIVE and request:
         fraction, fraction_note = fraction_for(request, row.hot_threads)

@@ -167,7 +167,7 @@ def compile_command(
     for note in compiled.notes:
         typer.echo(f"note: {note}", err=True)
     if check:
-        bad = oracle.check(compiled.config)
+        bad = oracle.check(compiled.config, args=compiled.scx_args)
         if bad:
             raise ConfigRefused("scx_layered did not keep these options: " + "; ".join(bad),
                                 hint="this is a bug in threadwise compile; please report it with the profile")
@@ -179,6 +179,8 @@ def compile_command(
         write_output(output, compiled.to_json(), force=force)
         typer.echo(f"wrote {output}: {len(compiled.config)} layers for {machine.describe()}",
                    err=True)
+    if compiled.scx_args:
+        typer.echo(f"scx_layered flags ([scheduler]): {' '.join(compiled.scx_args)}", err=True)
 
 
 def lint_command(

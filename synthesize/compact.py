@@ -13,7 +13,8 @@ Approach, on the groups `build.py` made (in profile order), before `fit.py`:
    thread of the process; `default` treatment).
 2. merge: two groups with the same treatment merge into one group with both
    patterns when nothing in the evidence sets them apart (`apart`: a
-   different role, one on a wake chain and the other not, one with hot
+   different role, different option overrides (a poller's `preempt =
+   false`), one on a wake chain and the other not, one with hot
    threads and the other without, a behaviour split
    or carve-out, exclusive sizing, or, when both use measurable CPU, slices
    or per-thread CPU that differ by `APART_RATIO` or more).
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 
 from threadwise.synthesize.families import family_decided
 from threadwise.synthesize.patterns import WORKLOAD_REST, prefix_of
+from threadwise.synthesize.presets import overrides
 from threadwise.synthesize.schema import Evidence, Group, Treatment
 
 IDLE_CPU_SHARE = 0.001   # CPUs: below 1 ms per second a group has nothing to schedule
@@ -98,6 +100,8 @@ def apart(a: Group, b: Group) -> str | None:
     """What in the evidence tells two groups apart (None: nothing, they may merge)."""
     if a.treatment is not b.treatment:
         return "different treatments"
+    if overrides(a) != overrides(b):
+        return "different option overrides"
     if Treatment.EXCLUSIVE in (a.treatment, b.treatment):
         return "exclusive groups are sized one by one"
     if a.avg_runtime_us or b.avg_runtime_us or a.exclude or b.exclude:
@@ -188,6 +192,7 @@ def _merge(parts: Sequence[Group], taken: set[str], why: str) -> Group:
     note = f"merged: {why}\n" + "\n".join(f"  {describe(p)}" for p in parts)
     earlier = [p.comment for p in parts if p.comment and not p.comment.startswith("merged: ")]
     return Group(
+        **overrides(parts[0]),   # the same in every part: `apart` and `_closest_pair` see to it
         name=name, match=list(dict.fromkeys(m for p in parts for m in p.match)),
         treatment=parts[0].treatment,
         family=parts[0].family if len({p.family for p in parts}) == 1 else None,
@@ -287,6 +292,8 @@ def _closest_pair(groups: list[Group]) -> tuple[int, int] | None:
         for j in range(i + 1, len(groups)):
             b = groups[j]
             if a.treatment is not b.treatment or a.treatment is Treatment.EXCLUSIVE:
+                continue
+            if overrides(a) != overrides(b):
                 continue
             if a.avg_runtime_us or b.avg_runtime_us or a.exclude or b.exclude:
                 continue

@@ -47,6 +47,7 @@ from threadwise.synthesize.presets import (
     DEMOTED_OPTIONS,
     TREATMENT_OPTIONS,
     UTIL_RANGE,
+    scheduler_args,
     with_overrides,
 )
 from threadwise.synthesize.rules import CATCH_ALL
@@ -75,6 +76,7 @@ class Compiled:
     config: LayerConfig
     plans: list[LayerPlan] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    scx_args: tuple[str, ...] = ()   # scx_layered flags of the profile's [scheduler] table
 
     @property
     def specs(self) -> list[dict[str, Any]]:
@@ -141,7 +143,7 @@ def _exclusive(group: Group, shape: Shape, budget: int,
 
 def compile_profile(profile: Profile, shape: Shape) -> Compiled:
     """The scx_layered layer config of `profile` on `shape` (profile must be valid)."""
-    result = Compiled(LayerConfig(()))
+    result = Compiled(LayerConfig(()), scx_args=scheduler_args(profile))
     captured = profile.source.nr_cpus if profile.source else None
     if captured and shape.nr_cpus > captured:
         result.notes.append(

@@ -10,12 +10,14 @@ different schema versions are refused before anything is compared). Groups
 pair up by name, then (a renamed group) by identical patterns. For each pair
 the scheduling fields are compared (treatment, patterns, sizing, family, and
 every option override: slice_us, weight, preempt, ...), and the `[catch_all]`
-overrides; the order of the paired groups is compared too (first match
-wins, so order is behaviour). Threads are placed with the profiles' own
-first-match rule (`overlap.group_matches`) in both profiles: the names come
-from both profiles' evidence, or from a capture's target threads. With a
-shape, both profiles are compiled and their layers compared by name (kind,
-CPUs, options, the catch-all `rest` included). `render_text` and `render_markdown` print the same `Diff`.
+and `[scheduler]` overrides; the order of the paired groups is compared too
+(first match wins, so order is behaviour). Threads are placed with the
+profiles' own first-match rule (`overlap.group_matches`) in both profiles: the
+names come from both profiles' evidence, or from a capture's target threads.
+With a shape, both profiles are compiled and their layers compared by name
+(kind, CPUs, options, the catch-all `rest` included), and scx_layered's
+command-line flags (`scx_layered`, from `[scheduler]` over its preset) too.
+`render_text` and `render_markdown` print the same `Diff`.
 """
 
 from __future__ import annotations
@@ -28,12 +30,15 @@ from threadwise.errors import InputError
 from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.locate import SourceMap
 from threadwise.synthesize.overlap import group_matches
+from threadwise.synthesize.presets import scheduler_args
 from threadwise.synthesize.reader import read_text
 from threadwise.synthesize.rules import CATCH_ALL, load_valid
-from threadwise.synthesize.schema import OPTION_KEYS, CatchAll, Group, Profile
+from threadwise.synthesize.schema import OPTION_KEYS, CatchAll, Group, Profile, Scheduler
 from threadwise.synthesize.shape import Shape
 
 SIZING = ("hot_threads", "cpu_fraction", "request_millicores")
+SCHEDULER = "scheduler"         # where a [scheduler] change is reported
+SCX_FLAGS = "scx_layered"       # where, with a shape, a change of scx_layered's flags is reported
 # Compiled layer options compared with --shape (the group's own override keys are compared always).
 LAYER_OPTIONS = ("cpus_range", "exclusive", "protected", "preempt", "preempt_first", "slice_us",
                  "min_exec_us", "weight", "disallow_preempt_after_us", "util_range")
@@ -165,6 +170,9 @@ def _layers(old: Profile, new: Profile, shape: Shape, diff: Diff) -> None:
         if la.matches != lb.matches:
             diff.layer_changes.append(Change(name, "matches", f"{len(la.matches)} blocks",
                                              f"{len(lb.matches)} blocks (changed)"))
+    flags_a, flags_b = scheduler_args(old), scheduler_args(new)
+    if flags_a != flags_b:
+        diff.layer_changes.append(Change(SCX_FLAGS, "flags", " ".join(flags_a), " ".join(flags_b)))
 
 
 def diff_profiles(old_path: str | Path, new_path: str | Path, *, shape: Shape | None = None,
@@ -188,6 +196,11 @@ def diff_profiles(old_path: str | Path, new_path: str | Path, *, shape: Shape | 
         va3, vb3 = getattr(a_rest, name), getattr(b_rest, name)
         if va3 != vb3:
             diff.changes.append(Change(f"{CATCH_ALL} (catch-all)", name, _show(va3), _show(vb3)))
+    a_step, b_step = old.scheduler or Scheduler(), new.scheduler or Scheduler()
+    for name in Scheduler.model_fields:
+        va4, vb4 = getattr(a_step, name), getattr(b_step, name)
+        if va4 != vb4:
+            diff.changes.append(Change(SCHEDULER, name, _show(va4), _show(vb4)))
     pairs, diff.renamed = _pair(old, new)
     diff.removed = [g.name for g in old.groups if g.name not in pairs]
     diff.added = [g.name for g in new.groups if g.name not in pairs.values()]

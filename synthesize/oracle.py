@@ -12,6 +12,7 @@ mismatch. A config it refuses raises ConfigRefused.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,12 @@ def _json_data(config: LayerConfig | Specs) -> Specs:
     return config.to_json_data() if isinstance(config, LayerConfig) else config
 
 
-def print_and_exit(config: LayerConfig | Specs, binary: Path | None = None) -> Specs:
-    """What scx_layered makes of `config` (its normalised specs), or raise ConfigRefused."""
-    return _print_and_exit(_json_data(config), binary)
+def print_and_exit(config: LayerConfig | Specs, binary: Path | None = None,
+                   args: Sequence[str] = ()) -> Specs:
+    """What scx_layered makes of `config` (its normalised specs), or raise ConfigRefused.
+
+    `args`: scx_layered flags (Compiled.scx_args), parsed by the same binary in the same call."""
+    return _print_and_exit(_json_data(config), binary, args)
 
 
 def mismatches(ours: LayerConfig | Specs, theirs: Specs) -> list[str]:
@@ -61,7 +65,8 @@ def mismatches(ours: LayerConfig | Specs, theirs: Specs) -> list[str]:
     return found
 
 
-def check(config: LayerConfig | Specs, binary: Path | None = None) -> list[str]:
-    """Run the oracle on `config` (typed, or raw JSON data): the mismatches (raises if refused)."""
+def check(config: LayerConfig | Specs, binary: Path | None = None, args: Sequence[str] = ()) -> list[str]:
+    """Run the oracle on `config` (typed, or raw JSON data) and scx_layered flags `args`: the
+    mismatches (raises if refused)."""
     ours = _json_data(config)
-    return mismatches(ours, _print_and_exit(ours, binary))
+    return mismatches(ours, _print_and_exit(ours, binary, args))

@@ -21,22 +21,37 @@ from typing import Any
 
 from threadwise.synthesize.layered import LayerOptions
 from threadwise.synthesize.matchers import matcher_set
-from threadwise.synthesize.schema import OPTION_KEYS, CatchAll, Group, Treatment
+from threadwise.synthesize.schema import OPTION_KEYS, CatchAll, Group, Profile, Treatment
 
 UTIL_RANGE = (0.8, 0.9)
+# Re-derived from lab ladders (rolesim, 2 vCPUs, TCG; docs/profile-schema.md "Presets: the evidence"):
+# - exclusive: no preempt. A preempting exclusive task pushed off its CPU lands on a shared CPU
+#   with a full slice (1.1.4's enqueue preempt path does not check confinement), and a preempt
+#   task cannot preempt another: worker p99 23 ms in every cell. preempt=false gave 1.3-2.1 ms.
+# - exclusive slice 2 ms (was 20 ms): a slice the exclusive thread still runs outside its
+#   cores (the placement test saw it) now holds a shared CPU for 2 ms, not 20.
+# - the catch-all's slice 2 ms (was 20 ms): how long an unrelated thread holds a CPU a waking
+#   latency thread wants.
 TREATMENT_OPTIONS: dict[Treatment, LayerOptions] = {
-    Treatment.EXCLUSIVE: LayerOptions(exclusive=True, protected=True, preempt=True, slice_us=20000,
+    Treatment.EXCLUSIVE: LayerOptions(exclusive=True, protected=True, preempt=False, slice_us=2000,
                                       weight=100),
     Treatment.LATENCY: LayerOptions(preempt=True, slice_us=1000, min_exec_us=100, weight=100),
     Treatment.BATCH: LayerOptions(slice_us=20000, weight=50),
     Treatment.HOUSEKEEPING: LayerOptions(slice_us=5000, weight=10),
     Treatment.DEFAULT: LayerOptions(slice_us=20000, weight=100),
 }
+# scx_layered's userspace step (--interval) every 5 s, not its 0.1 s: the step runs ahead of
+# every layer and, under TCG, holds a CPU 3-5 ms each time (traced in the lab: the top blocker
+# of rolesim's waiting workers at bg=0). An exclusive group's Confined layer is sized once
+# (cpus_range min = max), so it loses nothing; a demoted (Grouped) layer re-sizes at each step, so
+# it follows a load change within 5 s instead of 0.1 s. Measured (rolesim, bg=0): worker p99
+# ~1-2 ms at 0.1 s, 0.1-0.3 ms at 5 s.
+SCHEDULER_INTERVAL_MS = 5000
 # A demoted CPU hog must not preempt: with no cores of its own it would take
 # every CPU from everything else (seen in the lab: two demoted rolesim spinners
 # at 194 % of 2 vCPUs, a `threadwise status` in the catch-all took 5 minutes).
 DEMOTED_OPTIONS = LayerOptions(preempt=False, slice_us=20000, weight=100)
-CATCH_ALL_OPTIONS = LayerOptions(slice_us=20000, weight=100)
+CATCH_ALL_OPTIONS = LayerOptions(slice_us=2000, weight=100)
 
 # scx_layered 1.1.4's own value of each override key when a layer leaves it out
 # (serde defaults in config.rs; slice_us 0 -> --slice-us, weight 0 -> 100 and
@@ -75,3 +90,11 @@ def effective(group: Group, key: str) -> Any:
     """Option `key` of the layer `group` compiles to when it is not demoted (override, else preset)."""
     value = getattr(group, key)
     return preset_value(TREATMENT_OPTIONS[group.treatment], key) if value is None else value
+
+
+def scheduler_args(profile: Profile) -> tuple[str, ...]:
+    """scx_layered's command-line flags for `profile`: its [scheduler] table over the preset."""
+    table = profile.scheduler
+    interval_ms = table.interval_ms if table is not None and table.interval_ms is not None \
+        else SCHEDULER_INTERVAL_MS
+    return ("--interval", f"{interval_ms / 1000:g}")

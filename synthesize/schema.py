@@ -24,8 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from threadwise.analyze.contract import Role  # the role names are analyze's (declared once)
 from threadwise.errors import UsageError
 
-__all__ = ["OPTION_KEYS", "SCHEMA_VERSION", "CatchAll", "Evidence", "Group", "Profile", "Role", "Source",
-           "Treatment", "Workload"]
+__all__ = ["OPTION_KEYS", "SCHEMA_VERSION", "CatchAll", "Evidence", "Group", "Profile", "Role", "Scheduler",
+           "Source", "Treatment", "Workload"]
 
 SCHEMA_VERSION = 1
 # The keys of a group (and of [catch_all]) that override a preset's scx_layered option; each is
@@ -181,6 +181,23 @@ class CatchAll(_Model):
     preempt: bool | None = None
 
 
+# scx_layered's userspace step (`--interval`, 0.1 s by default): how often it re-sizes layers and
+# reads its statistics. Below 10 ms it would be the busiest thread on the machine; above 10 s a
+# Grouped/Confined layer with a util range would not follow its load at all.
+IntervalMs = Annotated[int, Field(ge=10, le=10_000)]
+
+
+class Scheduler(_Model):
+    """Options of the scx_layered process itself (command-line flags, not layer options).
+
+    interval_ms: scx_layered's `--interval` in ms (None: the preset, presets.SCHEDULER_INTERVAL_MS).
+    Its userspace step runs ahead of every layer (main.bpf.c special-cases the scheduler's own
+    task), so each step holds a CPU a waking latency thread may want: see docs/profile-schema.md.
+    """
+
+    interval_ms: IntervalMs | None = None
+
+
 class Profile(_Model):
     """A workload profile: the root of a profile TOML."""
 
@@ -191,6 +208,7 @@ class Profile(_Model):
     source: Source | None = None
     groups: list[Group] = Field(alias="group")
     catch_all: CatchAll | None = None
+    scheduler: Scheduler | None = None
 
     @field_validator("groups")
     @classmethod

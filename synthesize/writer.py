@@ -22,8 +22,17 @@ from tomlkit.items import AoT, Table
 
 from threadwise.synthesize.layered import LayerOptions
 from threadwise.synthesize.matchers import SCX_LAYERED_VERSION
-from threadwise.synthesize.presets import CATCH_ALL_OPTIONS, TREATMENT_OPTIONS, preset_value
-from threadwise.synthesize.schema import OPTION_KEYS, CatchAll, Evidence, Group, Profile, Source, Treatment
+from threadwise.synthesize.presets import CATCH_ALL_OPTIONS, TREATMENT_OPTIONS, effective, preset_value
+from threadwise.synthesize.schema import (
+    OPTION_KEYS,
+    CatchAll,
+    Evidence,
+    Group,
+    Profile,
+    Scheduler,
+    Source,
+    Treatment,
+)
 
 _TREATMENT_NOTES = {
     Treatment.EXCLUSIVE: "whole physical cores of its own (Confined layer, exclusive)",
@@ -63,7 +72,19 @@ def dumps(profile: Profile) -> str:
     doc.add("group", groups)
     if profile.catch_all is not None:
         doc.add("catch_all", _catch_all_table(profile.catch_all))
+    if profile.scheduler is not None:
+        doc.add("scheduler", _scheduler_table(profile.scheduler))
     return tomlkit.dumps(doc)
+
+
+def _scheduler_table(scheduler: Scheduler) -> Table:
+    table = tomlkit.table()
+    table.add(tomlkit.comment("scx_layered's own process (command-line flags, not layer options)."))
+    if scheduler.interval_ms is not None:
+        table.add(tomlkit.comment(f"its userspace step every {scheduler.interval_ms} ms "
+                                  "(scx_layered's default: 100 ms; the step runs ahead of every layer)"))
+        table.add("interval_ms", scheduler.interval_ms)
+    return table
 
 
 def _catch_all_table(catch_all: CatchAll) -> Table:
@@ -95,9 +116,16 @@ def _source_table(source: Source) -> Table:
     return table
 
 
+def treatment_line(group: Group) -> str:
+    """The group's treatment in words (a latency group that does not preempt says so)."""
+    if group.treatment is Treatment.LATENCY and not effective(group, "preempt"):
+        return "latency: runs short slices, does not preempt (override below)"
+    return f"{group.treatment.value}: {_TREATMENT_NOTES[group.treatment]}"
+
+
 def _group_table(group: Group) -> Table:
     table = tomlkit.table()
-    table.add(tomlkit.comment(f"{group.treatment.value}: {_TREATMENT_NOTES[group.treatment]}"))
+    table.add(tomlkit.comment(treatment_line(group)))
     if group.evidence is not None:
         for line in evidence_lines(group.evidence):
             table.add(tomlkit.comment(line))

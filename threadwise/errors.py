@@ -221,5 +221,11 @@ class MembershipUnavailable(ThreadwiseError):
     """The tid -> layer map could not be read."""
 
 
+class NothingMeasured(ThreadwiseError):
+    """Training measured too few valid cells for the statistics: no profile was written."""
+
+    exit_code = 11
+
+
 class LadderIncomplete(ThreadwiseError):
     """A ladder stopped before its last cell; the cells that finished are stored."""

@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,17 +62,19 @@ def error_chain(text: str) -> str:
     return ""
 
 
-def print_and_exit(specs: list[dict[str, Any]], binary: Path | None = None) -> list[dict[str, Any]]:
+def print_and_exit(specs: list[dict[str, Any]], binary: Path | None = None,
+                   args: Sequence[str] = ()) -> list[dict[str, Any]]:
     """What scx_layered makes of a layer config (JSON data): its normalised specs.
 
-    Raises ConfigRefused with scx_layered's own reason when it refuses the config.
+    `args` are scx_layered command-line flags (a profile's [scheduler] table): its parser
+    checks them too. Raises ConfigRefused with scx_layered's own reason when it refuses either.
     """
     binary = binary or scx_layered_path()
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(specs, handle)
         path = handle.name
     try:
-        done = subprocess.run([str(binary), "--print-and-exit", f"f:{path}"], capture_output=True,
+        done = subprocess.run([str(binary), *args, "--print-and-exit", f"f:{path}"], capture_output=True,
                               text=True, timeout=PARSE_TIMEOUT_S, check=False)
     finally:
         os.unlink(path)

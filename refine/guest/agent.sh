@@ -7,7 +7,8 @@
 # parses, judges and stores them, so the same agent serves every kind of guest. POSIX sh only: it
 # must run under busybox ash as well as dash. plan.sh defines the workload's commands as functions
 # (service_cmd, load_cmd, ready_cmd) and variables, then calls the steps below in order:
-#   service_start | attach ARM | cell IDX ARM LEVEL REPEAT | detach ARM | service_stop
+#   service_start | attach ARM | cell IDX ARM LEVEL REPEAT | trace_cell IDX ARM LEVEL REPEAT
+#   | detach ARM | service_stop
 set -u
 OUT=${1:?usage: agent.sh OUT}
 cd "$OUT" || exit 97
@@ -15,6 +16,8 @@ LOG="$OUT/agent.log"
 SVC_PID=""
 SCX_PID=""
 ATTACHED=""   # the profile arm attached now (empty: none; baseline cells run unattached)
+TRACING=""    # set while a trace cell runs: the libbpf tracer ($TRACER) is live over its window
+TPID=""
 
 say() { echo "agent: [$(cut -d" " -f1 /proc/uptime)] $*" >> "$LOG"; }
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
@@ -25,9 +28,11 @@ sched_state() {
 }
 
 # The process ids whose comm starts with $TARGET (scx_layered's PcommPrefix).
+# `read`, a shell builtin, not $(cat ...): a fork per process cost the profile cells' mid-window
+# probe 10-35% of the feeder's wait in traced lab cells (blockers.py rows `cat`, `sh`).
 target_pids() {
     for d in /proc/[0-9]*; do
-        c=$(cat "$d/comm" 2>/dev/null) || continue
+        read -r c < "$d/comm" 2>/dev/null || continue
         case "$c" in "$TARGET"*) echo "${d#/proc/}" ;; esac
     done
 }
@@ -36,7 +41,7 @@ target_pids() {
 target_threads() {
     for p in $(target_pids); do
         for t in /proc/"$p"/task/[0-9]*; do
-            c=$(cat "$t/comm" 2>/dev/null) && echo "$p ${t##*/} $c"
+            read -r c < "$t/comm" 2>/dev/null && echo "$p ${t##*/} $c"
         done
     done
 }
@@ -80,7 +85,10 @@ attach() {
             say "attach $1: FAILED"; cat "$OUT/arms/$1.apply.log" >> "$LOG"; echo "attach-$1" > "$OUT/failed"; exit 4
         fi
     else
-        "$SCX" --enable-match-debug "f:$OUT/arms/$1.json" > "$OUT/arms/$1.scx.log" 2>&1 &
+        # arms/ARM.args: the profile's scx_layered flags ([scheduler]), one per line, no spaces
+        # shellcheck disable=SC2046
+        "$SCX" --enable-match-debug $(cat "$OUT/arms/$1.args" 2>/dev/null) "f:$OUT/arms/$1.json" \
+            > "$OUT/arms/$1.scx.log" 2>&1 &
         SCX_PID=$!
         while [ "$(cat /sys/kernel/sched_ext/state 2>/dev/null)" != enabled ]; do
             if ! kill -0 "$SCX_PID" 2>/dev/null || [ $(( $(date +%s) - t0 )) -ge "$ATTACH_TIMEOUT" ]; then
@@ -175,6 +183,50 @@ snapshot() {
 
 alive() { if [ -n "$SVC_PID" ]; then kill -0 "$SVC_PID" 2>/dev/null && echo 1 || echo 0; else echo -; fi; }
 
+# trace_start DIR: the libbpf tracer writing its record files into DIR/trace; wait until it is live.
+trace_start() {
+    mkdir -p "$1/trace"
+    "$TRACER" --out "$1/trace" --ring-kb "$TRACE_RING_KB" > "$1/trace/control" 2> "$1/trace/stderr" < /dev/null &
+    TPID=$!
+    t0=$(date +%s)
+    until grep -q '^live ' "$1/trace/control" 2>/dev/null; do
+        if [ $(( $(date +%s) - t0 )) -ge "$TRACE_START_TIMEOUT" ] || ! kill -0 "$TPID" 2>/dev/null; then
+            say "trace: the tracer did not go live: $(tail -c 200 "$1/trace/stderr" | tr '\n' ' ')"
+            kill -INT "$TPID" 2>/dev/null; wait "$TPID" 2>/dev/null; TPID=""; return 0
+        fi
+        sleep 0.2
+    done
+    cat "/proc/$TPID/stat" > "$1/trace/tracer.stat.live" 2>/dev/null
+    # the kernel's run time of every BPF program, for the tracer's cost (this cell is not measured)
+    BPF_STATS=$(cat /proc/sys/kernel/bpf_stats_enabled 2>/dev/null || echo 0)
+    echo 1 > /proc/sys/kernel/bpf_stats_enabled 2>/dev/null
+    say "trace: live after $(( $(date +%s) - t0 )) s"
+}
+
+# trace_stop DIR: stop the tracer (it drains its rings and prints its kernel counts), then every
+# thread's name: a thread that never left its CPU in the window has no record of its own.
+trace_stop() {
+    [ -n "$TPID" ] || return 0
+    cat "/proc/$TPID/stat" > "$1/trace/tracer.stat.stop" 2>/dev/null
+    bpftool -j prog show > "$1/trace/progs.json" 2>/dev/null
+    echo "${BPF_STATS:-0}" > /proc/sys/kernel/bpf_stats_enabled 2>/dev/null
+    kill -INT "$TPID" 2>/dev/null; wait "$TPID"; echo $? > "$1/trace/rc"; TPID=""
+    grep -H '' /proc/[0-9]*/task/[0-9]*/comm > "$1/trace/threads" 2>/dev/null
+    say "trace: stopped ($(cat "$1/trace/rc"))"
+}
+
+# trace_cell IDX ARM LEVEL REPEAT: an extra cell, never measured (refine/blockers.py), run like any
+# other with the tracer live over its window. In the initramfs guest init sends each finished
+# cell over the serial console and marks it in $TW_SENT; this one is big, so wait until it has
+# gone before the next cell, which must not share its CPUs with the transfer.
+trace_cell() {
+    TRACING=1; cell "$@"; TRACING=""
+    [ -n "${TW_SENT:-}" ] || return 0
+    t0=$(date +%s)
+    while [ ! -e "$TW_SENT/$1" ] && [ $(( $(date +%s) - t0 )) -lt "$TRACE_SEND_TIMEOUT" ]; do sleep 0.5; done
+    say "trace $1: $(du -sk "$OUT/cells/$1/trace" | cut -f1) KB; sent after $(( $(date +%s) - t0 )) s"
+}
+
 # cell IDX ARM LEVEL REPEAT: background level, warm-up, one measurement window, raw results.
 cell() {
     d="$OUT/cells/$1"; mkdir -p "$d"
@@ -184,6 +236,7 @@ cell() {
     SPID=""
     if [ "$3" -gt 0 ]; then "$SPIN" "$3" $SPIN_ARGS & SPID=$!; fi
     sleep "$WARMUP"
+    [ -n "$TRACING" ] && trace_start "$d"
     [ -n "$SPID" ] && cat "/proc/$SPID/stat" > "$d/spin.stat.before"
     snapshot "$d" before
     times > "$d/times.before"
@@ -212,6 +265,7 @@ cell() {
     end=$(uptime_s); lines1=$(wc -l < "$OUT/service.log" 2>/dev/null || echo 0)
     [ -n "$SPID" ] && cat "/proc/$SPID/stat" > "$d/spin.stat.after"
     snapshot "$d" after
+    [ -n "$TRACING" ] && trace_stop "$d"
     [ -n "$SPID" ] && { kill "$SPID"; wait "$SPID" 2>/dev/null; }
     echo "$start $end" > "$d/wall"; echo "$lines0 $lines1" > "$d/service.lines"
     sched_state > "$d/state.after"; alive > "$d/service.alive.after"
@@ -222,6 +276,7 @@ cell() {
 
 on_signal() {
     say "interrupted"
+    [ -n "$TPID" ] && kill -INT "$TPID" 2>/dev/null
     [ -n "$SCX_PID" ] && kill -INT "$SCX_PID" 2>/dev/null
     [ "$ATTACH_MODE" = runtime ] && threadwise stop > /dev/null 2>&1
     service_stop

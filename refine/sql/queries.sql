@@ -248,3 +248,16 @@ SELECT count(host_wait_s) AS cells,
        median(host_wait_s / nullif(host_cpu_s + host_wait_s, 0)) AS median_denied,
        max(host_wait_s / nullif(host_cpu_s + host_wait_s, 0)) AS max_denied
 FROM cell WHERE run_id = ?;
+
+-- name: cell_count
+-- How many cells a run stored (valid or not).
+-- Columns: cells BIGINT
+-- Parameters: ? INTEGER run_id
+SELECT count(*) AS cells FROM cell WHERE run_id = ?;
+
+-- name: most_pairs
+-- The most valid pairs any level of one comparison of a run has for one metric (NULL: none stored).
+-- Columns: pairs INTEGER
+-- Parameters: ? INTEGER run_id; ? VARCHAR reference arm; ? VARCHAR candidate arm; ? VARCHAR metric
+SELECT max(pairs) AS pairs FROM comparison
+WHERE run_id = ? AND reference = ? AND candidate = ? AND metric = ?;

@@ -19,7 +19,12 @@ import polars as pl
 import pytest
 
 from threadwise.analyze import analyze_capture
+from threadwise.analyze.contract import POLLER_CPU_PER_WAKEUP_NS, POLLER_SHARE
 from threadwise.analyze.wakegraph import WakeParams
+from threadwise.synthesize.build import build_profile, from_analysis
+from threadwise.synthesize.compile import compile_profile
+from threadwise.synthesize.shape import host_shape, synthetic
+from threadwise.synthesize.writer import dumps
 
 pytestmark = pytest.mark.bpf
 
@@ -64,3 +69,31 @@ def test_main_thread_wakes_the_io_threads(redis_analysis):
     chains = redis_analysis.pattern_chains
     assert any(("redis-server", "io_thd_*") in pairwise(p)
                for p in chains["patterns"].to_list())
+
+
+def test_io_threads_are_pollers_and_get_no_preempt(redis_analysis):
+    """Issue 23: Redis's io threads spin (up to 1M iterations on their pending counter) between
+    the main thread's wakeups, so they stay busy with few wakeups: pollers. The synthesized
+    profile gives them exclusive cores or a layer that does not preempt, never preempt on
+    shared CPUs, and says why in the group's comment."""
+    threads = redis_analysis.threads.with_columns(
+        cpu_per_wakeup_ms=pl.col("cpu_ns") / pl.col("wakeups").cast(pl.Float64) / 1e6)
+    io = threads.filter(pl.col("name").str.starts_with("io_thd_"))
+    shown = threads.select("name", "cpu_share", "wakeups_per_s", "cpu_per_wakeup_ms", "poller")
+    print(shown)   # the measured values, for the record
+    assert io.height >= 1, shown
+    assert (io["cpu_share"] >= POLLER_SHARE).all(), shown
+    assert (io["cpu_ns"] >= io["wakeups"] * POLLER_CPU_PER_WAKEUP_NS).all(), shown
+    assert io["poller"].all(), shown
+    groups = {row["pattern"]: row for row in redis_analysis.groups.iter_rows(named=True)}
+    assert groups["io_thd_*"]["poller_threads"] == io.height, shown
+    assert groups["io_thd_*"]["poller_evidence"].startswith("io_thd_"), groups["io_thd_*"]
+
+    profile = build_profile(from_analysis(redis_analysis), "redis")
+    group = next(g for g in profile.groups if "io_thd_*" in g.match)
+    assert group.comment is not None and "poller" in group.comment and "wakeups/s" in group.comment, \
+        dumps(profile)
+    for shape in (host_shape(), synthetic(2, 1), synthetic(4, 2)):
+        layer = next(s for s in compile_profile(profile, shape).specs if s["name"] == group.name)
+        (kind, options), = layer["kind"].items()
+        assert kind == "Confined" or options.get("preempt") is False, (shape, layer, dumps(profile))

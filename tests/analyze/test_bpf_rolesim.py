@@ -6,12 +6,18 @@ another VM may steal CPU on this host at any time.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import polars as pl
 import pytest
 
 from threadwise.analyze import analyze_capture
+from threadwise.analyze.contract import POLLER_SHARE
 from threadwise.analyze.store import stored_version
 from threadwise.refine.bundled import ROLESIM_ROLES
+from threadwise.synthesize.build import build_profile, from_analysis
+from threadwise.synthesize.schema import Treatment
+from threadwise.synthesize.writer import dumps
 
 pytestmark = pytest.mark.bpf
 
@@ -60,6 +66,38 @@ def test_relative_evidence(rolesim):
     assert g["worker-*"]["wakeups_per_s"] > 10 * g["housekeep"]["wakeups_per_s"]
     assert 3 < g["housekeep"]["wakeups_per_s"] < 30
     assert g["housekeep"]["wake_interval_cv"] < 0.3
+
+
+def test_no_latency_thread_is_a_poller(rolesim):
+    """Issue 23: the wake-driven threads (feeder, workers) run briefly per wakeup, so they are no
+    pollers and keep the latency treatment; the spinners (hot-*) are busy and never woken, pollers
+    by the rule, and keep their exclusive cores."""
+    _, analysis = rolesim
+    threads = analysis.threads.select("name", "group", "cpu_share", "wakeups_per_s", "cpu_ns", "wakeups",
+                                      "poller")
+    print(threads)   # the measured values, for the record
+    latency = [p for p, role in ROLESIM_ROLES.items() if role == "latency"]
+    woken = threads.filter(pl.col("group").is_in(latency))
+    assert woken.height == 4 and not woken["poller"].any(), threads
+    groups = _by_pattern(analysis)
+    assert all(groups[p]["poller_threads"] == 0 for p in latency), threads
+    spinners = threads.filter(pl.col("group") == "hot-*")
+    busy = spinners.filter(pl.col("cpu_share") >= POLLER_SHARE)   # all of them, unless starved
+    assert busy["poller"].all() and groups["hot-*"]["poller_threads"] == busy.height, threads
+    # the poller rule changes no treatment of rolesim: the profile is the one without it
+    record = from_analysis(analysis)
+    plain = replace(record, groups=[replace(g, poller_threads=0, poller_evidence=None)
+                                    for g in record.groups])
+    profile = build_profile(record, "rolesim")
+    assert dumps(profile) == dumps(build_profile(plain, "rolesim"))
+    by_pattern = {m: g for g in profile.groups for m in g.match}
+    # the spinners keep exclusive cores whenever they are hot (a busy host may starve them below)
+    if groups["hot-*"]["hot_threads"] >= 1:
+        assert by_pattern["hot-*"].treatment is Treatment.EXCLUSIVE, dumps(profile)
+    assert by_pattern["hot-*"].preempt is None and "poller" not in (by_pattern["hot-*"].comment or "")
+    for pattern in latency:
+        assert by_pattern[pattern].treatment is Treatment.LATENCY, pattern
+        assert by_pattern[pattern].preempt is None and "poller" not in (by_pattern[pattern].comment or "")
 
 
 def test_prefixes_select_exactly_the_groups(rolesim):

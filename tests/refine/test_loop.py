@@ -12,6 +12,7 @@ import pytest
 
 from threadwise.errors import ThreadwiseError
 from threadwise.refine import mutate
+from threadwise.refine.diagnose import Blocker
 from threadwise.refine.loop import (
     BASELINE,
     BEST,
@@ -37,7 +38,7 @@ from threadwise.refine.stats import (
     pareto_verdict,
 )
 from threadwise.synthesize.reader import load_profile
-from threadwise.synthesize.schema import Profile, Treatment
+from threadwise.synthesize.schema import CatchAll, Profile, Treatment
 from threadwise.synthesize.shape import Shape, synthetic
 
 GOLDEN = Path(__file__).parents[1] / "synthesize" / "fixtures" / "golden"
@@ -46,7 +47,7 @@ LEVELS = (0, 1, 2, 4, 8)
 PRIMARY: Metric = ("rps", "higher")
 SECONDARY: list[Metric] = [("p99_ms", "lower")]
 METRICS = [PRIMARY[0], *(m for m, _ in SECONDARY)]
-vet_without_oracle = partial(mutate.vet, check=lambda specs: [])
+vet_without_oracle = partial(mutate.vet, check=lambda specs, args: [])
 
 
 def start_profile() -> Profile:
@@ -384,7 +385,10 @@ def test_default_candidates_and_vet_drive_the_loop() -> None:
     result = refine(start_profile(), shape=SHAPE, measure=ladder, primary=PRIMARY,
                     secondary=SECONDARY, budget=3, floors=FLOORS, vet=vet_without_oracle)
     names = [c.name for c in mutate.all_mutations(start_profile(), SHAPE)]
+    # the start wins against the baseline and no candidate worsens a metric: nothing failed,
+    # so the guided search keeps registry order, and says so
     assert [s.candidate for s in result.steps[1:]] == names[: len(result.steps) - 1]
+    assert {s.chosen_because.split(":")[0] for s in result.steps[1:]} == {"registry order"}
     assert result.measured_candidates == 3
     # the fake gives every profile the same means: no step beats the best on the primary, and
     # each decision is the keep rule's (with 10 comparisons per candidate a noise-only "better"
@@ -393,3 +397,104 @@ def test_default_candidates_and_vet_drive_the_loop() -> None:
         assert s.vs_best is not None
         assert Verdict.BETTER not in {c.verdict for c in s.vs_best.primary}
         assert (s.decision is Decision.KEPT) == s.vs_best.keep
+
+
+# --- the guided search ---------------------------------------------------------------------------
+
+
+def option_candidates() -> Offer:
+    """Real changes in registry order: a treatment swap, a housekeeping slice, then the catch-all's
+    halved slice (1000 us: the preset is 2000)."""
+    start = start_profile()
+    batch = start.model_copy(update={"groups": [
+        start.groups[0].model_copy(update={"treatment": Treatment.BATCH}), *start.groups[1:]]})
+    short = start.model_copy(update={"catch_all": CatchAll(slice_us=1000)})
+    house = start.model_copy(update={"groups": [
+        *start.groups[:3], start.groups[3].model_copy(update={"slice_us": 2500}), *start.groups[4:]]})
+    offer = [Candidate("hot:treatment=batch", "", tagged("batch", batch)),
+             Candidate("housekeep:slice_us=2500", "", tagged("house", house)),
+             Candidate("rest:slice_us=1000", "", tagged("short", short))]
+    return lambda best, shape: [c for c in offer if c.profile.comment != best.comment]
+
+
+def test_a_latency_regression_is_aimed_at_first_and_every_step_says_why() -> None:
+    # the start's p99 is 2.5 x the baseline's everywhere: the catch-all's slice goes first
+    ladder = FakeLadder(p99={"baseline": dict.fromkeys(LEVELS, 0.4), "short": dict.fromkeys(LEVELS, 0.4)})
+    result = run(ladder, option_candidates(), budget=3)
+    assert [s.candidate for s in result.steps] == [START, "rest:slice_us=1000", "hot:treatment=batch",
+                                                   "housekeep:slice_us=2500"]
+    first = step(result, "rest:slice_us=1000")
+    assert first.decision is Decision.KEPT
+    assert first.chosen_because.startswith("p99_ms worse at bg=")
+    assert "catch-all slice can hold the CPU when worker or feeder wakes" in first.chosen_because
+    # kept, and the new best fails nothing: registry order for the rest
+    assert step(result, "hot:treatment=batch").chosen_because.startswith("registry order: no failure")
+    # batch's p99 was the start's (2.5 x the best's): a failure against the best, which a
+    # housekeeping group's slice is not listed to fix (without blocker rows naming it)
+    assert step(result, "housekeep:slice_us=2500").chosen_because.startswith(
+        "untargeted, registry order after the 0 candidates aimed at the failures (worst: p99_ms worse")
+    assert "vs best" in step(result, "housekeep:slice_us=2500").chosen_because
+    assert result.steps[0].chosen_because.startswith("the start profile")
+    assert all(s.chosen_because for s in result.steps)
+
+
+def test_blocker_rows_put_the_blockers_layer_first() -> None:
+    asked: list[str] = []
+
+    def blockers(arm: str) -> list[Blocker]:
+        asked.append(arm)
+        return [Blocker(1, "worker", "housekeep", "housekeep", 0, 0.8, 40),
+                Blocker(1, "worker", "logger", None, 1, 0.2, 9)]
+
+    ladder = FakeLadder(p99={"baseline": dict.fromkeys(LEVELS, 0.4)})
+    result = refine(start_profile(), shape=SHAPE, measure=ladder, primary=PRIMARY, secondary=SECONDARY,
+                    floors=FLOORS, budget=2, candidates=option_candidates(), vet=vet_without_oracle,
+                    blockers=blockers)
+    assert [s.candidate for s in result.steps[1:]] == ["housekeep:slice_us=2500", "rest:slice_us=1000"]
+    assert result.steps[1].chosen_because.endswith(
+        "housekeep's slice can hold the CPU when worker wakes; top blocker housekeep/housekeep 80% of "
+        "worker's wait at bg=1")  # the traced level, whichever level failed
+    # after step 0 the start's rows, after a revert the best's (the arm that stays)
+    assert asked == [START, BEST, BEST]
+
+
+def test_a_rejected_step_records_why_it_was_chosen_too() -> None:
+    start = start_profile()
+    bad = Candidate("rest:slice_us=1000", "", start.model_copy(update={
+        "catch_all": CatchAll(slice_us=1000), "groups": start.groups * 2}))
+    ladder = FakeLadder(p99={"baseline": dict.fromkeys(LEVELS, 0.4)})
+    result = run(ladder, lambda best, shape: [bad], budget=1)
+    rejected = step(result, "rest:slice_us=1000")
+    assert rejected.decision is Decision.REJECTED
+    assert rejected.chosen_because.startswith("p99_ms worse at bg=")
+
+
+def test_chosen_because_is_stored_and_shown_in_the_reports_steps(tmp_path: Path) -> None:
+    from threadwise.refine import report, store
+    from threadwise.refine.train import store_steps
+
+    ladder = FakeLadder(p99={"baseline": dict.fromkeys(LEVELS, 0.4), "short": dict.fromkeys(LEVELS, 0.4)})
+    result = run(ladder, option_candidates(), budget=1)
+    con = store.open_ladder(tmp_path / "ladder.duckdb")
+    try:
+        store_steps(con, result, [1, 2], floors=FLOORS, repeats=4, primary=PRIMARY[0])
+        stored = [r[0] for r in con.execute("SELECT chosen_because FROM step ORDER BY step").fetchall()]
+        table = report.steps_table(con)
+    finally:
+        con.close()
+    assert stored == [s.chosen_because for s in result.steps]
+    assert table[0] == "| step | candidate | chosen because | ladder run | decision | reason |"
+    assert table[3].startswith(f"| 1 | `rest:slice_us=1000` | {result.steps[1].chosen_because} | 2 | "
+                               "**kept** |")
+
+
+def test_a_record_older_than_the_guided_search_shows_a_dash() -> None:
+    from threadwise.refine import report, store
+
+    con = store.open_ladder(Path(__file__).parents[2] / "artifacts" / "rolesim" / "ladder.duckdb",
+                            read_only=True)
+    try:
+        table = report.steps_table(con)
+    finally:
+        con.close()
+    assert table[3].startswith("| 1 | `hot:treatment=latency` | - | 3 | **reverted** |")

@@ -31,8 +31,9 @@ from threadwise.refine.mutate import (
     weights,
 )
 from threadwise.synthesize import oracle
+from threadwise.synthesize.presets import SCHEDULER_INTERVAL_MS, scheduler_args
 from threadwise.synthesize.reader import load_profile, parse_profile
-from threadwise.synthesize.schema import Evidence, Group, Profile, Treatment, Workload
+from threadwise.synthesize.schema import CatchAll, Evidence, Group, Profile, Scheduler, Treatment, Workload
 from threadwise.synthesize.shape import Shape, synthetic
 
 GOLDEN = sorted((Path(__file__).parents[1] / "synthesize" / "fixtures" / "golden").glob("*.toml"))
@@ -76,11 +77,16 @@ def profiles(draw: st.DrawFn) -> Profile:
             slice_us=draw(st.none() | st.integers(1, 100_000)),
             weight=draw(st.none() | st.sampled_from([1, 2, 10, 100, 5000, 9999, 10000])),
             exclude=draw(st.sampled_from([[], [], ["x-"]])),
-            avg_runtime_us=draw(st.sampled_from([None, None, [0, 5000]])))
+            avg_runtime_us=draw(st.sampled_from([None, None, [0, 5000]])),
+            preempt=draw(st.none() | st.booleans()),
+            protected=draw(st.none() | st.just(False)) if treatment is Treatment.EXCLUSIVE else None)
         groups.append(Group(name=f"g{k}", match=list(match), treatment=treatment,
                             hot_threads=hot, request_millicores=request, evidence=evidence,
                             **settings))
-    return Profile(schema_version=1, name="gen", workload=Workload(process="proc"), group=groups)
+    catch_all = draw(st.none() | st.builds(CatchAll, slice_us=st.none() | st.integers(1, 100_000),
+                                           preempt=st.none() | st.booleans()))
+    return Profile(schema_version=1, name="gen", workload=Workload(process="proc"), group=groups,
+                   catch_all=catch_all)
 
 
 SHAPES = st.builds(synthetic, st.integers(1, 8), st.integers(1, 2), st.integers(0, 2))
@@ -118,10 +124,15 @@ def test_all_mutations_is_deterministic_unique_and_never_a_noop(profile: Profile
     found = all_mutations(profile, shape)
     assert [c.name for c in found] == [c.name for c in all_mutations(profile, shape)]
     assert len({c.name for c in found}) == len(found)
-    parent = [{k: v for k, v in s.items() if k != "comment"} for s in compile_specs(profile, shape)[0]]
+    parent = compiled(profile, shape)
     for candidate in found:
-        specs = compile_specs(candidate.profile, candidate.shape_for(shape))[0]
-        assert [{k: v for k, v in s.items() if k != "comment"} for s in specs] != parent
+        assert compiled(candidate.profile, candidate.shape_for(shape)) != parent, candidate.name
+
+
+def compiled(profile: Profile, shape: Shape) -> tuple[list[dict[str, object]], tuple[str, ...]]:
+    """What scx_layered is started with: the layer specs (comments aside) and its flags."""
+    specs = [{k: v for k, v in s.items() if k != "comment"} for s in compile_specs(profile, shape)[0]]
+    return specs, scheduler_args(profile)
 
 
 @pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.stem)
@@ -134,13 +145,11 @@ def test_golden_profiles_mutate_soundly(path: Path, shape: Shape) -> None:
         assert_sound(candidate, profile, shape)
 
 
-def test_preempt_is_listed_as_skipped_with_its_reason() -> None:
-    skipped = {s.name: s.skipped for s in OPERATORS if s.apply is None}
-    assert list(skipped) == ["preempt"]
-    assert "no preempt field" in skipped["preempt"]
-    assert [s.name for s in OPERATORS if s.apply] == [
-        "treatment", "hot_threads", "cpu_fraction", "slice_us", "weight", "merge", "split",
-        "reserve"]
+def test_the_registry_order_and_nothing_skipped() -> None:
+    assert [s.name for s in OPERATORS if s.apply is None] == []
+    assert [s.name for s in OPERATORS] == [
+        "treatment", "hot_threads", "cpu_fraction", "slice_us", "weight", "preempt", "preempt_first",
+        "protected", "exclusive_slice", "catch_all", "scheduler", "merge", "split", "reserve"]
 
 
 # --- each operator does what its name says ------------------------------------------------------
@@ -191,13 +200,15 @@ def test_slices_and_weights_halve_and_double_within_bounds() -> None:
     rolesim = golden("rolesim")
     found = {c.name: c for c in slices(rolesim, SMT4)}
     assert group(found["worker:slice_us=500"].profile, "worker").slice_us == 500
-    assert group(found["hot:slice_us=40000"].profile, "hot").slice_us == 40000
+    assert group(found["hot:slice_us=4000"].profile, "hot").slice_us == 4000   # the preset's 2000 x2
+    assert group(found["hot:slice_us=1000"].profile, "hot").slice_us == 1000
     heavy = rolesim.model_copy(update={"groups": [
         group(rolesim, "hot").model_copy(update={"weight": 10000}),
         group(rolesim, "worker").model_copy(update={"weight": 1}), *rolesim.groups[2:]]})
     names = {c.name for c in weights(heavy, SMT4)}
-    assert {"hot:weight=5000", "worker:weight=2", "housekeep:weight=20", "housekeep:weight=5"} <= names
-    assert not {"hot:weight=20000", "hot:weight=10000", "worker:weight=0", "worker:weight=1"} & names
+    assert names == {"hot:weight=5000"}  # 10000 is the bound; 20000 is out of it
+    # an Open layer's weight is never read by scx_layered 1.1.4's BPF: no candidate for it
+    assert not [c for c in weights(rolesim, SMT4) if not c.name.startswith("hot:")]
 
 
 def test_merge_concatenates_adjacent_groups_of_one_treatment() -> None:
@@ -265,6 +276,23 @@ def test_changes_that_compile_identically_are_dropped() -> None:
     assert {"hot:hot_threads=1", "reserve_cores=0"} <= lab
 
 
+def test_a_scheduler_change_is_no_noop_though_the_layers_are_identical() -> None:
+    """A [scheduler] candidate compiles to the parent's layers; its flags make it a change."""
+    rolesim = golden("rolesim")
+    found = {c.name: c for c in all_mutations(rolesim, SMT4)}
+    assert {"scheduler:interval_ms=1000", "scheduler:interval_ms=10000"} <= set(found)
+    for name, seconds in (("scheduler:interval_ms=1000", "1"), ("scheduler:interval_ms=10000", "10")):
+        candidate = found[name]
+        assert compile_specs(candidate.profile, SMT4)[0] == compile_specs(rolesim, SMT4)[0]
+        assert scheduler_args(candidate.profile) == ("--interval", seconds)
+        assert_sound(candidate, rolesim, SMT4)
+    # the preset written out is no change at all: not offered, and equal to the parent
+    preset = rolesim.model_copy(update={"scheduler": Scheduler(interval_ms=SCHEDULER_INTERVAL_MS)})
+    assert compiled(preset, SMT4) == compiled(rolesim, SMT4)
+    assert [c.name for c in all_mutations(preset, SMT4) if c.name.startswith("scheduler:")] == [
+        "scheduler:interval_ms=1000", "scheduler:interval_ms=10000"]
+
+
 # --- vet ----------------------------------------------------------------------------------------
 
 NO_ORACLE = {"check": lambda specs: []}
@@ -291,17 +319,17 @@ def test_vet_rejects_lint_errors_on_the_candidates_shape() -> None:
 
 def test_vet_reports_oracle_mismatches_and_refusals() -> None:
     candidate = Candidate("start", "", golden("redis"))
-    mismatch = vet(candidate, SMT4, check=lambda specs: ["rest.Open.weight: dropped by scx_layered"])
+    mismatch = vet(candidate, SMT4, check=lambda specs, args: ["rest.Open.weight: dropped by scx_layered"])
     assert isinstance(mismatch, Rejected)
     assert mismatch.stage == "oracle" and "weight: dropped" in mismatch.reason
 
-    def refuses(specs: object) -> list[str]:
+    def refuses(specs: object, args: object) -> list[str]:
         raise ThreadwiseError("scx_layered rejected the config: bad")
 
     refused = vet(candidate, SMT4, check=refuses)
     assert isinstance(refused, Rejected) and refused.reason.endswith("bad")
 
-    def missing(specs: object) -> list[str]:
+    def missing(specs: object, args: object) -> list[str]:
         raise MissingTool("scx_layered 1.1.4 not found")
 
     with pytest.raises(MissingTool):
@@ -311,7 +339,7 @@ def test_vet_reports_oracle_mismatches_and_refusals() -> None:
 def test_vetted_carries_the_compiled_config_json() -> None:
     redis = golden("redis")
     seen: list[object] = []
-    result = vet(Candidate("start", "", redis), SMT4, check=lambda specs: seen.append(specs) or [])
+    result = vet(Candidate("start", "", redis), SMT4, check=lambda specs, args: seen.append(specs) or [])
     assert isinstance(result, Vetted)
     specs, _, text = compile_specs(redis, SMT4)
     assert result.config_json == text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import typing
@@ -17,6 +18,7 @@ from threadwise.refine.workload import (
     WorkloadError,
     bundled_names,
     bundled_workload_path,
+    generator_argv,
     load_workload,
     render_argv,
     resolve_workload,
@@ -147,6 +149,44 @@ def test_render_argv_bundled_binaries():
     from threadwise.refine.bundled import build
 
     assert render_argv(["{rolesim}", "--hot", "1"], window_s=1) == [str(build("rolesim")), "--hot", "1"]
+
+
+# -- generator_argv: how a ladder runs the load command ------------------------------------
+
+
+def test_the_load_command_runs_under_fifo_by_default_named_by_its_absolute_path(tmp_path: Path):
+    load = load_workload(write(tmp_path, VALID)).load
+    assert load.priority == "fifo"
+    argv = generator_argv(load, window_s=5.0)
+    benchmark = shutil.which("redis-benchmark")
+    assert argv[:3] == ["chrt", "-f", "1"]
+    # the program by its absolute path (the initramfs packer carries chrt's arguments that are
+    # absolute paths to programs); the rest as render_argv gives it
+    assert argv[3] == (benchmark or "redis-benchmark")
+    assert argv[4:] == ["-p", "7000", "-t", "get,set", "--csv", "-q"]
+
+
+def test_normal_priority_runs_the_load_command_as_written(tmp_path: Path):
+    text = edit('parser = "redis-benchmark"', 'parser = "redis-benchmark"\npriority = "normal"')
+    load = load_workload(write(tmp_path, text)).load
+    assert load.priority == "normal"
+    assert generator_argv(load, window_s=5.0) == render_argv(load.command or [], window_s=5.0)
+
+
+def test_fifo_keeps_a_path_and_a_program_not_on_path_as_written(tmp_path: Path):
+    absolute = edit('"redis-benchmark", "-p"', '"/opt/bench/bin/x", "-D", "{window_s}", "-p"')
+    load = load_workload(write(tmp_path, absolute)).load
+    assert generator_argv(load, window_s=2.5)[:6] == ["chrt", "-f", "1", "/opt/bench/bin/x", "-D", "3"]
+    missing = edit('"redis-benchmark", "-p"', '"no-such-generator-here", "-p"')
+    load = load_workload(write(tmp_path, missing)).load
+    assert generator_argv(load, window_s=5.0)[3] == "no-such-generator-here"   # the guest may have it
+
+
+def test_an_unknown_priority_is_an_error_at_its_line(tmp_path: Path):
+    text = edit('parser = "redis-benchmark"', 'parser = "redis-benchmark"\npriority = "rt"')
+    error = fails(tmp_path, text)
+    assert f"w.toml:{line_of(text, 'priority =')}: load.priority:" in error.message
+    assert "'fifo'" in error.message and "'normal'" in error.message
 
 
 # -- bad files: FILE:LINE and a hint ----------------------------------------------------------

@@ -72,3 +72,36 @@ def test_unknown_options_are_refused_before_scx_layered_runs(tmp_path):
     config.write_text(json.dumps(bad))
     with pytest.raises(InputError, match=r"layer 'hot': .* has no Confined option exlusive"):
         resolve(config)
+
+
+@pytest.fixture
+def recorded(tmp_path, monkeypatch) -> Path:
+    """A stand-in scx_layered that records its argv and prints back the config it was given."""
+    argv = tmp_path / "argv"
+    fake = tmp_path / "fake-scx_layered"
+    fake.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > '{argv}'\n"
+                    "for a in \"$@\"; do case \"$a\" in f:*) printf 'specs='; cat \"${a#f:}\";; esac; done\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("THREADWISE_SCX_LAYERED", str(fake))
+    return argv
+
+
+def test_a_profile_resolves_with_its_scheduler_flags_checked_by_the_parser(tmp_path, recorded):
+    from threadwise.synthesize.schema import Scheduler
+
+    plain = tmp_path / "plain.toml"
+    plain.write_text(dumps(example_profile()))
+    assert resolve(plain, "cores=4,threads-per-core=2").scx_args == ("--interval", "5")   # the preset
+    assert recorded.read_text().splitlines()[:3] == ["--interval", "5", "--print-and-exit"]
+    tuned = tmp_path / "tuned.toml"
+    tuned.write_text(dumps(example_profile().model_copy(update={"scheduler": Scheduler(interval_ms=1000)})))
+    resolved = resolve(tuned, "cores=4,threads-per-core=2")
+    assert resolved.scx_args == ("--interval", "1")
+    assert recorded.read_text().splitlines()[:3] == ["--interval", "1", "--print-and-exit"]
+
+
+def test_a_json_config_has_no_flags(tmp_path, recorded):
+    config = tmp_path / "layered.json"
+    config.write_text(json.dumps(GOOD))
+    assert resolve(config).scx_args == ()   # scx_layered's own defaults: a JSON has no [scheduler]
+    assert recorded.read_text().splitlines()[0] == "--print-and-exit"

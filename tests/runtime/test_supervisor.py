@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -143,3 +145,49 @@ def test_ctrl_c_reaching_both_is_a_requested_stop(lab):
     report = supervisor.run()
     assert report.clean
     assert read_state(lab.files).phase == "stopped"
+
+
+RECORDING = 'printf "%s\\n" "$@" > $root/argv\n' + ATTACHING
+
+
+def test_the_profiles_flags_reach_scx_layered_before_the_config(lab) -> None:
+    lab(RECORDING, duration_s=0.2, scx_args=("--interval", "5")).run()
+    argv = (lab.root / "argv").read_text().splitlines()
+    assert argv == ["--enable-match-debug", "--interval", "5", f"f:{lab.files.config}"]
+    assert read_state(lab.files).phase == "stopped"
+
+
+def test_launcher_argv_carries_the_flags_through_the_supervisors_parser(lab, monkeypatch) -> None:
+    """apply_background's supervisor command line, run by supervisor.main, starts scx_layered with
+    the resolved config's flags (the launch itself replaced: no detached process here)."""
+    from threadwise.runtime import launcher
+    from threadwise.runtime.config import ResolvedConfig
+    from threadwise.runtime.state import Phase, RunState, write_state
+    from threadwise.runtime.supervisor import main
+    from threadwise.synthesize.layered import LayerConfig
+
+    lab(RECORDING)   # installs the fake scx_layered
+    started: list[list[str]] = []
+
+    class Launched:
+        pid = 0
+
+        def __init__(self, argv: list[str], **_kw: object) -> None:
+            started.append(argv)
+            write_state(lab.files, RunState(Phase.ATTACHED))
+
+        def poll(self) -> int | None:
+            return None
+
+    # the launcher's own module handle only: the supervisor below starts the fake for real
+    monkeypatch.setattr(launcher, "subprocess", SimpleNamespace(
+        Popen=Launched, DEVNULL=subprocess.DEVNULL, STDOUT=subprocess.STDOUT))
+    resolved = ResolvedConfig(config=LayerConfig(()), source="p.toml", kind="profile", shape="cores=2",
+                              scx_args=("--interval", "0.25"))
+    launcher.apply_background(resolved, lab.files, attach_timeout_s=1.0, duration_s=0.2)
+    [argv] = started
+    assert argv[-2:] == ["--scx-arg=--interval", "--scx-arg=0.25"]
+    assert argv[argv.index("--run-dir") + 1] == str(lab.files.root)
+    assert main(argv[3:]) == 0            # python -m MARKER <these>
+    assert (lab.root / "argv").read_text().splitlines() == [
+        "--enable-match-debug", "--interval", "0.25", f"f:{lab.files.config}"]

@@ -27,14 +27,19 @@ def test_exclusive_becomes_confined_whole_cores_with_siblings() -> None:
     hot, io, rest = compiled.specs
     assert hot["kind"] == {"Confined": {
         "util_range": [0.8, 0.9], "cpus_range": [4, 4], "exclusive": True, "protected": True,
-        "preempt": True, "slice_us": 20000, "weight": 100}}
+        "preempt": False, "slice_us": 2000, "weight": 100}}   # the preset: no preempt, 2 ms slices
     assert hot["matches"] == [[{"PcommPrefix": "svc"}, {"CommPrefix": "hot-"}]]
     assert io["matches"] == [[{"PcommPrefix": "svc"}, {"CommPrefix": "io_"},
                               {"CommPrefixExclude": "io_x"}]]
     assert io["kind"]["Open"]["preempt"] is True
     assert rest == {"name": "rest", "comment": "threadwise t: everything else (catch-all)",
-                    "matches": [[]], "kind": {"Open": {"slice_us": 20000, "weight": 100}}}
+                    "matches": [[]], "kind": {"Open": {"slice_us": 2000, "weight": 100}}}
     assert compiled.notes == []
+    # the old preset, written as overrides, compiles to what the preset used to give
+    old = compile_profile(hot_profile(2, preempt=True, slice_us=20000), synthetic(4, 2)).specs[0]
+    assert old["kind"] == {"Confined": {
+        "util_range": [0.8, 0.9], "cpus_range": [4, 4], "exclusive": True, "protected": True,
+        "preempt": True, "slice_us": 20000, "weight": 100}}
 
 
 def test_demotion_on_a_two_core_shape_with_three_hot_threads() -> None:

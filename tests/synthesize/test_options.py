@@ -104,13 +104,15 @@ def test_written_with_what_each_override_replaces_and_read_back() -> None:
     text = dumps(tuned())
     again, _ = parse_profile(text)
     assert again == tuned() and dumps(again) == text
-    assert "# overrides of the exclusive preset:\n#   slice_us 20000 -> 3000\n#   weight 100 -> 321\n" \
-           "#   preempt true -> false\n#   exclusive true -> false\n#   protected true -> false\n" \
+    # preempt = false is the exclusive preset's own value now, written because
+    # disallow_preempt_after_us needs it (rules.py layer_option): still an override, said as such
+    assert "# overrides of the exclusive preset:\n#   slice_us 2000 -> 3000\n#   weight 100 -> 321\n" \
+           "#   preempt false -> false\n#   exclusive true -> false\n#   protected true -> false\n" \
            "#   min_exec_us 0 -> 50\n#   disallow_preempt_after_us 80000 -> 12345\nslice_us = 3000\n" in text
     assert "#   preempt_first false -> true\n#   min_exec_us 100 -> 250\npreempt_first = true\n" in text
     assert text.endswith("[catch_all]\n# The catch-all layer `rest`: every thread no group takes, on the "
                          "whole machine (an Open layer).\n# overrides of the catch-all preset:\n"
-                         "#   slice_us 20000 -> 7000\n#   weight 100 -> 42\n#   preempt false -> true\n"
+                         "#   slice_us 2000 -> 7000\n#   weight 100 -> 42\n#   preempt false -> true\n"
                          "slice_us = 7000\nweight = 42\npreempt = true\n")
     assert validate(again) == []
 
@@ -202,7 +204,7 @@ def test_diff_shows_option_and_catch_all_changes(tmp_path: Path) -> None:
     assert text.count("  io: preempt_first: True -> -\n") == 2, text
     assert text.count("  io: min_exec_us: 250 -> 10\n") == 2, text
     for line in ("  rest (catch-all): slice_us: - -> 7000", "  rest (catch-all): preempt: - -> True",
-                 "  rest: slice_us: 20000 -> 7000", "  rest: weight: 100 -> 42",
+                 "  rest: slice_us: 2000 -> 7000", "  rest: weight: 100 -> 42",
                  "  rest: preempt: - -> True"):
         assert line + "\n" in text, text
 

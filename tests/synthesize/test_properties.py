@@ -135,6 +135,7 @@ ROWS = st.builds(
     wakeups_per_s=finite(0, 1e6),
     avg_runtime_range_ns=st.none() | st.tuples(st.integers(0, 10**6), st.integers(1, 10**6)).map(
         lambda t: [min(t) * 1000, (max(t) + 1) * 1000]),
+    poller_threads=st.integers(0, 3), poller_evidence=st.none() | TEXT,
 )
 ANALYSES = st.builds(
     AnalysisInput,

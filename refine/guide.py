@@ -1,0 +1,229 @@
+"""The guided search: the next candidates ordered by what can fix the last ladder's failures.
+
+Problem: `all_mutations` offers some fifty candidates in registry order (every
+treatment swap first) and the lab affords a handful of 4-minute steps. The
+diagnosis (diagnose.py) names what failed; the search should first try the
+changes that can fix it, and say so in the record.
+
+Approach: each candidate is compared with its parent (`touched`: which
+layers, and which keys of each, it changes; a reserve change touches the
+pseudo-layer `(reserve)`). For the failures in the diagnosis's order, one
+pass per remedy (diagnose.Remedy; the worst failure of each remedy speaks for
+it), the untried candidates that can act on it are placed by tier, then
+rank, then registry order (capacity ranks: exclusive, cores, reserve):
+- latency (a lower-is-better metric worse, e.g. worker_lat_p99_us at bg=0):
+  the options (never a treatment) of layers that can hold a CPU when the
+  latency group wakes, changed in the direction that frees it, ranked as
+  listed: an exclusive group's `preempt` off (a preempting task is never
+  preempted), a shorter `slice_us`, `protected` off (its CPUs run nothing
+  else); the catch-all's shorter `slice_us`, its `preempt` off; the latency
+  groups' own `preempt` (either way: two preempting layers cannot preempt
+  each other; once blocker rows name the group that waited: on for it, off
+  for the others) and its `preempt_first` on. A longer slice or a holder
+  made to preempt is no remedy. With blocker rows for the failing level (or
+  any level), candidates that touch the top blocker's layer (its group; the
+  catch-all when it had none) go first: a remedy of that layer, or its
+  shorter slice or preempt off whatever its treatment (tier 0), then any
+  other change of that layer (tier 1); the other remedies follow (tier 2);
+- capacity (a higher-is-better metric worse, or the primary better nowhere
+  under background): the CPU the groups own, either way: a group made
+  exclusive, an exclusive group's `hot_threads` or `cpu_fraction`, the reserve.
+Candidates no failure points to keep registry order after the targeted
+ones. Every Choice carries the sentence the step records (`chosen_because`):
+the failure, why the change can act on it, and the top blocker when known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from threadwise.refine.candidate import Candidate
+from threadwise.refine.diagnose import (
+    CATCH_ALL,
+    SCHEDULER,
+    Blocker,
+    Failure,
+    Remedy,
+    TopBlocker,
+    top_blocker,
+)
+from threadwise.synthesize.presets import CATCH_ALL_OPTIONS, SCHEDULER_INTERVAL_MS, effective, preset_value
+from threadwise.synthesize.schema import CatchAll, Group, Profile, Treatment
+
+RESERVE = "(reserve)"  # the pseudo-layer a compile-time reserve change touches
+# SCHEDULER (diagnose.py): the pseudo-layer a [scheduler] change touches (scx_layered's flags)
+_IGNORED = frozenset({"comment", "evidence"})  # fields that change no layer
+_OTHER_HOLDER = 7  # rank of a shorter slice / preempt off on a layer the list above leaves out
+# the option keys a latency remedy may change (a treatment change is more than an option: it moves
+# the group to another layer kind; it counts only as a change of the top blocker's layer)
+_LATENCY_KEYS = frozenset({"slice_us", "preempt", "preempt_first", "protected", "disallow_preempt_after_us"})
+Aim = tuple[int, int, str]  # (tier, rank, reason)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A candidate in search order, and why it is there."""
+
+    candidate: Candidate
+    because: str
+
+
+def touched(parent: Profile, candidate: Candidate) -> dict[str, frozenset[str]]:
+    """Layer name -> the keys the candidate changes in it (`group`: the layer is new or gone)."""
+    before = {g.name: g for g in parent.groups}
+    after = {g.name: g for g in candidate.profile.groups}
+    out: dict[str, frozenset[str]] = {}
+    for name in sorted(before.keys() | after.keys()):
+        old, new = before.get(name), after.get(name)
+        if old is None or new is None:
+            out[name] = frozenset({"group"})
+            continue
+        keys = frozenset(k for k in Group.model_fields
+                         if k not in _IGNORED and getattr(old, k) != getattr(new, k))
+        if keys:
+            out[name] = keys
+    old_all, new_all = parent.catch_all or CatchAll(), candidate.profile.catch_all or CatchAll()
+    keys = frozenset(k for k in CatchAll.model_fields if getattr(old_all, k) != getattr(new_all, k))
+    if keys:
+        out[CATCH_ALL] = keys
+    if candidate.reserve_cores is not None:
+        out[RESERVE] = frozenset({"reserve_cores"})
+    if parent.scheduler != candidate.profile.scheduler:
+        out[SCHEDULER] = frozenset({"interval_ms"})
+    return out
+
+
+def _option(item: Group | CatchAll, key: str) -> int | bool:
+    """The value of a slice or preempt/protected option the item's layer gets (preset if unset)."""
+    if isinstance(item, Group):
+        return effective(item, key)
+    value = getattr(item, key)
+    return preset_value(CATCH_ALL_OPTIONS, key) if value is None else value
+
+
+def _frees_cpu(layer: str, old: Group | CatchAll, new: Group | CatchAll, waiter: str,
+               waiter_group: str | None) -> tuple[int, str] | None:
+    """(rank, why) when the change frees a CPU `waiter` wants sooner (None: it does not);
+    `waiter_group` is the group that waited, when blocker rows name it."""
+    shorter = _option(new, "slice_us") < _option(old, "slice_us")
+    stops = bool(_option(old, "preempt")) and not _option(new, "preempt")
+    if isinstance(old, CatchAll):
+        if shorter:
+            return 3, f"catch-all slice can hold the CPU when {waiter} wakes"
+        if stops:
+            return 4, f"a preempting catch-all is not preempted when {waiter} wakes"
+        return None
+    if old.treatment is Treatment.EXCLUSIVE and isinstance(new, Group):
+        if stops:
+            return 0, f"{layer}'s preempt: a preempting exclusive task is not preempted when {waiter} wakes"
+        if shorter:
+            return 1, f"{layer}'s slice is how long its task keeps a CPU when {waiter} wakes"
+        if _option(old, "protected") and not _option(new, "protected"):
+            return 2, f"{layer}'s protected CPUs never run {waiter}'s threads"
+        return None
+    if old.treatment is Treatment.LATENCY and isinstance(new, Group):
+        starts = not _option(old, "preempt") and bool(_option(new, "preempt"))
+        if waiter_group is None and (starts or stops):
+            return 5, (f"{layer}'s own preempt decides whether its waking thread may take a busy CPU "
+                       "(two preempting layers cannot preempt each other)")
+        if layer == waiter_group and starts:
+            return 5, f"{layer}'s own preempt lets its waking thread take a busy CPU"
+        if waiter_group is not None and layer != waiter_group and stops:
+            return 5, (f"{layer}'s preempt: two preempting layers cannot preempt each other, so "
+                       f"{waiter} cannot take a CPU from it")
+        if (waiter_group in (None, layer) and _option(new, "preempt_first")
+                and not _option(old, "preempt_first")):
+            return 6, f"{layer}'s preempt_first sends its waking thread to its previous CPU first"
+        return None
+    if shorter or stops:
+        what = "slice" if shorter else "preempt"
+        return _OTHER_HOLDER, f"{layer}'s {what} can hold the CPU when {waiter} wakes"
+    return None
+
+
+def _interval(profile: Profile) -> int:
+    table = profile.scheduler
+    return table.interval_ms if table is not None and table.interval_ms is not None else SCHEDULER_INTERVAL_MS
+
+
+def _layer_item(profile: Profile, layer: str) -> Group | CatchAll | None:
+    if layer == CATCH_ALL:
+        return profile.catch_all or CatchAll()
+    return next((g for g in profile.groups if g.name == layer), None)
+
+
+def _latency_aim(parent: Profile, candidate: Candidate, changes: dict[str, frozenset[str]],
+                 top: TopBlocker | None) -> Aim | None:
+    """(tier, rank, reason) of a candidate for a latency failure, or None."""
+    if top is not None:
+        waiter = top.waiter_group
+    else:
+        names = [g.name for g in parent.groups if g.treatment is Treatment.LATENCY]
+        waiter = " or ".join(names) if names else "the latency threads"
+    aims: list[Aim] = []
+    for layer, keys in changes.items():
+        if layer == SCHEDULER:
+            longer = _interval(candidate.profile) > _interval(parent)
+            why = f"scx_layered's userspace step runs ahead of every layer while {waiter} waits"
+            if top is not None and top.layer == SCHEDULER:
+                aims.append((0, 0, why) if longer else (1, 0, "changes the top blocker's step"))
+            elif longer:
+                aims.append((0 if top is None else 2, _OTHER_HOLDER - 1, why))
+            continue
+        old, new = _layer_item(parent, layer), _layer_item(candidate.profile, layer)
+        frees = (_frees_cpu(layer, old, new, waiter, top.waiter_group if top is not None else None)
+                 if old is not None and new is not None and keys <= _LATENCY_KEYS else None)
+        if top is not None and layer == top.layer:
+            aims.append((0, frees[0], frees[1]) if frees is not None
+                        else (1, 0, f"changes {layer}, the top blocker's layer"))
+        elif frees is not None and frees[0] < _OTHER_HOLDER:
+            aims.append((0 if top is None else 2, *frees))
+    return min(aims, default=None)
+
+
+def _capacity_aim(parent: Profile, candidate: Candidate, changes: dict[str, frozenset[str]]) -> Aim | None:
+    """(tier, rank, reason) of a candidate for a primary that lost or gained nothing, or None."""
+    for layer, keys in changes.items():
+        if layer == RESERVE:
+            return 0, 2, "the reserve decides how many cores the exclusive groups get"
+        old, new = _layer_item(parent, layer), _layer_item(candidate.profile, layer)
+        if not isinstance(old, Group) or not isinstance(new, Group):
+            continue
+        if "treatment" in keys and new.treatment is Treatment.EXCLUSIVE:
+            return 0, 0, f"{layer} made exclusive: cores of its own against the background"
+        if old.treatment is new.treatment is Treatment.EXCLUSIVE and keys & {"cpu_fraction", "hot_threads"}:
+            return 0, 1, f"{layer}'s exclusive cores decide what its threads keep under background"
+    return None
+
+
+def order(parent: Profile, pool: Sequence[Candidate], failures: Sequence[Failure],
+          blockers: Sequence[Blocker] = ()) -> list[Choice]:
+    """`pool` in search order, each with why (see the module's note). Pure and deterministic."""
+    placed: dict[int, Choice] = {}
+    changes = [touched(parent, c) for c in pool]
+    remedies: list[Remedy] = []
+    for failure in failures:
+        if failure.remedy in remedies:
+            continue
+        remedies.append(failure.remedy)
+        top = top_blocker(blockers, failure.level) if failure.remedy is Remedy.LATENCY else None
+        ranked = []
+        for index, candidate in enumerate(pool):
+            if index in placed:
+                continue
+            aim = (_latency_aim(parent, candidate, changes[index], top)
+                   if failure.remedy is Remedy.LATENCY
+                   else _capacity_aim(parent, candidate, changes[index]))
+            if aim is not None:
+                ranked.append((aim[0], aim[1], index, aim[2]))
+        note = f"; {top.describe()}" if top is not None else ""
+        for _tier, _rank, index, reason in sorted(ranked):
+            placed[index] = Choice(pool[index], f"{failure.describe()}: {reason}{note}")
+    if failures:
+        untargeted = (f"untargeted, registry order after the {len(placed)} candidates aimed at the "
+                      f"failures (worst: {failures[0].describe()})")
+    else:
+        untargeted = ("registry order: no failure to aim at (against the baseline the best is worse "
+                      "nowhere and its primary better somewhere; the last candidate worsened nothing)")
+    return [*placed.values(), *(Choice(c, untargeted) for i, c in enumerate(pool) if i not in placed)]

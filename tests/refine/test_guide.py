@@ -1,0 +1,320 @@
+"""refine.diagnose and refine.guide: which failure comes first, and which candidates first for it,
+with and without blocker rows; on synthetic comparison rows and on the committed rolesim record."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from threadwise.refine import judge, store
+from threadwise.refine.diagnose import (
+    Blocker,
+    Failure,
+    Kind,
+    Remedy,
+    Row,
+    diagnose,
+    load_blockers,
+    load_rows,
+    rows_of,
+    top_blocker,
+)
+from threadwise.refine.guide import order, touched
+from threadwise.refine.mutate import Candidate, all_mutations
+from threadwise.refine.stats import compare_arms
+from threadwise.synthesize.compile import compile_profile
+from threadwise.synthesize.reader import load_profile, parse_profile
+from threadwise.synthesize.schema import CatchAll, Profile, Scheduler
+from threadwise.synthesize.shape import parse_shape, synthetic
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "synthesize" / "fixtures" / "golden"
+RECORD = ROOT / "artifacts" / "rolesim" / "ladder.duckdb"
+PRIMARY = ("hot_chunks_per_s", "higher")
+SECONDARY = [("worker_lat_p99_us", "lower")]
+SMT4 = synthetic(4, 2)  # rolesim's hot group fits: Confined, protected
+
+
+def row(metric: str, level: int, ratio: float, verdict: str, floor: float = 0.5,
+        reference: str = "baseline", candidate: str = "best") -> Row:
+    return Row(reference, candidate, metric, level, ratio, verdict, floor)
+
+
+def p99(level: int, ratio: float, verdict: str, **kw: object) -> Row:
+    return row("worker_lat_p99_us", level, ratio, verdict, **kw)  # type: ignore[arg-type]
+
+
+def hot(level: int, ratio: float, verdict: str, **kw: object) -> Row:
+    return row("hot_chunks_per_s", level, ratio, verdict, **kw)  # type: ignore[arg-type]
+
+
+def failures(rows: list[Row]) -> list[Failure]:
+    return diagnose(rows, primary=PRIMARY, secondary=SECONDARY)  # type: ignore[arg-type]
+
+
+def brief(found: list[Failure]) -> list[tuple[str, str, int, str]]:
+    return [(f.metric, f.kind.value, f.level, f.candidate) for f in found]
+
+
+# --- the diagnosis --------------------------------------------------------------------------------
+
+
+def test_the_largest_ratio_beyond_the_floor_comes_first() -> None:
+    rows = [hot(0, 1.0, "within_noise"), hot(2, 1.8, "better"),
+            p99(0, 95.7, "worse", floor=2.1), p99(2, 13.4, "worse", floor=0.7),
+            # the failed candidate against the best: hot lost at bg=2
+            hot(2, 0.487, "worse", reference="best", candidate="candidate", floor=0.52),
+            p99(0, 0.02, "better", reference="best", candidate="candidate", floor=2.1)]
+    found = failures(rows)
+    assert brief(found) == [("worker_lat_p99_us", "worse", 0, "best"),
+                            ("worker_lat_p99_us", "worse", 2, "best"),
+                            ("hot_chunks_per_s", "worse", 2, "candidate")]
+    first = found[0]
+    # beyond = log(95.7) - 2.1: how far the interval's near edge lies past 1
+    assert first.beyond == pytest.approx(math.log(95.7) - 2.1)
+    assert (first.remedy, found[2].remedy) == (Remedy.LATENCY, Remedy.CAPACITY)
+    assert first.describe() == "worker_lat_p99_us worse at bg=0 (95.7x vs baseline, floor x8.17)"
+    # a bigger ratio with a wider floor can come second: the floor, not the ratio, decides
+    wide = failures([p99(0, 95.7, "worse", floor=4.0), p99(2, 13.4, "worse", floor=0.7)])
+    assert [f.level for f in wide] == [2, 0]
+
+
+def test_a_primary_better_nowhere_fails_at_every_loaded_level_after_any_regression() -> None:
+    rows = [hot(0, 0.9, "within_noise"), hot(1, 1.1, "within_noise"), hot(2, 1.3, "within_noise"),
+            p99(1, 1.5, "worse", floor=0.3)]
+    found = failures(rows)
+    assert brief(found) == [("worker_lat_p99_us", "worse", 1, "best"),
+                            ("hot_chunks_per_s", "not better", 1, "best"),  # 1.1x: nearer to bad
+                            ("hot_chunks_per_s", "not better", 2, "best")]
+    assert found[1].kind is Kind.NOT_BETTER and found[1].primary
+    assert found[1].beyond == pytest.approx(-math.log(1.1) - 0.5)
+    assert found[1].beyond < 0 < found[0].beyond
+    # better at one level: the primary does not fail at the others
+    assert failures([hot(0, 1.0, "within_noise"), hot(2, 1.8, "better")]) == []
+    # no background in the ladder: bg=0 is where it must be better
+    assert brief(failures([hot(0, 1.0, "within_noise")])) == [("hot_chunks_per_s", "not better", 0, "best")]
+
+
+def test_against_the_best_only_a_regression_fails_and_noise_and_strangers_do_not() -> None:
+    rows = [hot(0, 1.0, "within_noise", reference="best", candidate="candidate"),
+            p99(0, 3.0, "within_noise", reference="best", candidate="candidate"),
+            row("other_metric", 0, 50.0, "worse"),
+            p99(2, None, "insufficient", floor=None)]  # type: ignore[arg-type]
+    assert failures(rows) == []
+
+
+def test_the_diagnosis_of_stored_rows_is_the_loops_from_the_samples() -> None:
+    con = store.open_ladder(RECORD, read_only=True)
+    try:
+        stored = load_rows(con, 4)
+        info = store.run_info(con, 4)
+        floors = judge.load_floors(con, 1)
+        again = [r for reference, candidate in (("baseline", "best"), ("baseline", "candidate"),
+                                                ("best", "candidate"))
+                 for r in rows_of(compare_arms(store.measured(con, 4), reference, candidate,
+                                               primary=info.primary,  # type: ignore[arg-type]
+                                               secondary=info.secondary,  # type: ignore[arg-type]
+                                               floors=floors))]
+        assert load_blockers(con, 4, "best") == []  # recorded before blockers were traced
+    finally:
+        con.close()
+    assert {(r.reference, r.candidate, r.metric, r.level, r.verdict) for r in stored} == \
+        {(r.reference, r.candidate, r.metric, r.level, r.verdict) for r in again}
+    # what the best still fails in step 2's ladder, and what hot:treatment=batch broke
+    mine = [r for r in stored if r.reference == "best" or r.candidate == "best"]
+    found = failures(mine)
+    assert [f.describe() for f in found] == [f.describe() for f in failures(
+        [r for r in again if r.reference == "best" or r.candidate == "best"])]
+    assert found[0].describe().startswith("worker_lat_p99_us worse at bg=0 (138x vs baseline")
+    assert ("hot_chunks_per_s", "worse", 4, "candidate") in brief(found)
+
+
+# --- blockers -------------------------------------------------------------------------------------
+
+
+def blocker(level: int, waiter: str, name: str, group: str | None, cpu: int, wait_s: float) -> Blocker:
+    return Blocker(level, waiter, name, group, cpu, wait_s, 10)
+
+
+def test_the_top_blocker_of_the_group_that_waited_most_at_the_failing_level() -> None:
+    rows = [blocker(0, "worker", "bpftool", None, 0, 0.3), blocker(0, "worker", "bpftool", None, 1, 0.1),
+            blocker(0, "worker", "hot-0", "hot", 1, 0.6), blocker(0, "feeder", "hot-0", "hot", 0, 0.2),
+            blocker(2, "worker", "tw-spin-0", None, 0, 5.0)]
+    top = top_blocker(rows, 0)
+    assert top is not None
+    assert (top.waiter_group, top.layer, top.blocker, top.level) == ("worker", "hot", "hot-0", 0)
+    assert top.share == pytest.approx(0.6 / 1.0)
+    assert top.describe() == "top blocker hot/hot-0 60% of worker's wait at bg=0"
+    # no rows at the failing level: every level's, and the catch-all named `rest`
+    other = top_blocker(rows, 4)
+    assert other is not None and other.describe() == "top blocker rest/tw-spin-0 83% of worker's wait"
+    # the usual trace: one cell at the ladder's top level, whatever level failed
+    traced = top_blocker([r for r in rows if r.level == 2], 0)
+    assert traced is not None
+    assert traced.describe() == "top blocker rest/tw-spin-0 100% of worker's wait at bg=2"
+    assert top_blocker([], 0) is None
+
+
+# --- the order ------------------------------------------------------------------------------------
+
+LATENCY = Failure(Kind.WORSE, "worker_lat_p99_us", "lower", False, 0, 95.7, 2.1, 2.46, "baseline", "best")
+CAPACITY = Failure(Kind.NOT_BETTER, "hot_chunks_per_s", "higher", True, 2, 1.1, 0.5, -0.6, "baseline",
+                   "best")
+
+
+def rolesim() -> Profile:
+    return load_profile(GOLDEN / "rolesim.toml")[0]
+
+
+def preempting() -> Profile:
+    """rolesim with `preempt = true` on its exclusive group (the preset has none since the lab
+    re-derivation), so there is a preempting exclusive task whose preempt the search can turn off."""
+    start = rolesim()
+    hot = start.groups[0].model_copy(update={"preempt": True})
+    return start.model_copy(update={"groups": [hot, *start.groups[1:]]})
+
+
+def names(choices: list) -> list[str]:
+    return [c.candidate.name for c in choices]
+
+
+def test_a_latency_regression_puts_the_cpu_holders_options_first() -> None:
+    pool = all_mutations(preempting(), SMT4)
+    choices = order(preempting(), pool, [LATENCY])
+    assert names(choices)[:9] == [
+        "hot:preempt=false",                              # a preempting exclusive task
+        "hot:slice_us=1000",                              # shorter only (the preset's 2000 halved)
+        "hot:protected=false",
+        "rest:slice_us=1000",                             # the catch-all's slice
+        "worker:preempt=false", "feeder:preempt=false",   # the latency groups' own preempt
+        "worker:preempt_first=true", "feeder:preempt_first=true",
+        "scheduler:interval_ms=10000"]                    # scx_layered's step, longer
+    assert choices[3].because == (
+        "worker_lat_p99_us worse at bg=0 (95.7x vs baseline, floor x8.17): catch-all slice can hold the "
+        "CPU when worker or feeder wakes")
+    assert choices[8].because.endswith("scx_layered's userspace step runs ahead of every layer while "
+                                       "worker or feeder waits")
+    # longer slices, a preempting catch-all, a shorter step, treatments and merges are no latency
+    # remedy: they keep registry order after the targeted ones
+    rest = choices[9:]
+    assert names(rest) == [c.name for c in pool if c.name in set(names(rest))]
+    assert {"hot:slice_us=4000", "rest:preempt=true", "hot:treatment=latency",
+            "scheduler:interval_ms=1000"} <= set(names(rest))
+    assert rest[0].because.startswith("untargeted, registry order after the 9 candidates aimed at the "
+                                      "failures (worst: worker_lat_p99_us worse at bg=0")
+    # under the preset the exclusive group does not preempt: making it preempt is no remedy
+    plain = names(order(rolesim(), all_mutations(rolesim(), SMT4), [LATENCY]))
+    assert plain[:3] == ["hot:slice_us=1000", "hot:protected=false", "rest:slice_us=1000"]
+    assert plain.index("hot:preempt=true") > plain.index("scheduler:interval_ms=10000")
+
+
+def test_a_primary_that_gains_nothing_puts_exclusive_cores_and_the_reserve_first() -> None:
+    lab = synthetic(2, 1, 0)  # reserve 0: reserve_cores=1 is offered
+    pool = all_mutations(rolesim(), lab)
+    choices = order(rolesim(), pool, [CAPACITY, LATENCY])
+    capacity = [c for c in choices if c.because.startswith("hot_chunks_per_s not better at bg=2")]
+    assert names(capacity) == ["worker:treatment=exclusive", "feeder:treatment=exclusive",
+                               "housekeep:treatment=exclusive", "other:treatment=exclusive",
+                               "hot:hot_threads=3", "hot:hot_threads=1", "hot:cpu_fraction=0.5",
+                               "reserve_cores=1"]
+    assert choices[: len(capacity)] == capacity
+    # then the latency failure's remedies, then the rest
+    assert choices[len(capacity)].because.startswith("worker_lat_p99_us worse at bg=0")
+    assert "reserve decides how many cores" in capacity[-1].because
+
+
+def test_the_top_blockers_layer_goes_first() -> None:
+    pool = all_mutations(preempting(), SMT4)
+    catch_all = [blocker(0, "worker", "bpftool", None, 0, 0.4), blocker(0, "worker", "hot-0", "hot", 1, 0.3)]
+    choices = order(preempting(), pool, [LATENCY], catch_all)
+    assert names(choices)[:3] == ["rest:slice_us=1000",
+                                  "rest:preempt=true",   # touches the blocker's layer: tier 1
+                                  "hot:preempt=false"]   # then the other remedies
+    assert choices[0].because == (
+        "worker_lat_p99_us worse at bg=0 (95.7x vs baseline, floor x8.17): catch-all slice can hold the "
+        "CPU when worker wakes; top blocker rest/bpftool 57% of worker's wait at bg=0")
+    # a group blocks: its remedies, then every other change of it (a treatment too)
+    house = [blocker(0, "worker", "housekeep", "housekeep", 0, 1.0)]
+    first = names(order(preempting(), pool, [LATENCY], house))
+    assert first[:2] == ["housekeep:slice_us=2500", "housekeep:treatment=exclusive"]
+    assert first.index("housekeep:slice_us=10000") < first.index("hot:preempt=false")
+    # the group that waited is known: its own preempt off is no longer a remedy, the other's is
+    worker = names(choices)
+    assert "feeder:preempt=false" in worker[:8] and worker.index("worker:preempt=false") > 8
+
+
+def test_the_scheduler_step_goes_first_when_scx_layered_blocks() -> None:
+    """A blocker named scx_layered is its userspace step (the pseudo-layer `(scheduler)`): a longer
+    --interval first, then a shorter one (any change of the top blocker's layer), then the rest."""
+    pool = all_mutations(preempting(), SMT4)
+    step = [blocker(0, "worker", "scx_layered", None, 0, 1.0), blocker(0, "worker", "hot-0", "hot", 1, 0.3)]
+    choices = order(preempting(), pool, [LATENCY], step)
+    assert names(choices)[:3] == ["scheduler:interval_ms=10000", "scheduler:interval_ms=1000",
+                                  "hot:preempt=false"]
+    assert choices[0].because == (
+        "worker_lat_p99_us worse at bg=0 (95.7x vs baseline, floor x8.17): scx_layered's userspace step "
+        "runs ahead of every layer while worker waits; top blocker (scheduler)/scx_layered 77% of "
+        "worker's wait at bg=0")
+    assert "changes the top blocker's step" in choices[1].because
+    # scx_layered is no group's thread, yet it is not the catch-all's either
+    top = top_blocker(step, 0)
+    assert top is not None and (top.layer, top.blocker) == ("(scheduler)", "scx_layered")
+    # from 10 s, 1 s is the only step left, and a shorter step is no remedy unless it blocks
+    slow = preempting().model_copy(update={"scheduler": Scheduler(interval_ms=10_000)})
+    ordered = order(slow, all_mutations(slow, SMT4), [LATENCY])
+    shorter = next(c for c in ordered if c.candidate.name == "scheduler:interval_ms=1000")
+    assert shorter.because.startswith("untargeted")
+
+
+def test_without_failures_the_registry_order_stands() -> None:
+    pool = all_mutations(rolesim(), SMT4)
+    choices = order(rolesim(), pool, [])
+    assert [c.candidate for c in choices] == pool
+    assert choices[0].because.startswith("registry order: no failure to aim at")
+
+
+def test_touched_names_layers_and_keys() -> None:
+    start = rolesim()
+    short = Candidate("rest:slice_us=1000", "",
+                      start.model_copy(update={"catch_all": CatchAll(slice_us=1000)}))
+    assert touched(start, short) == {"rest": frozenset({"slice_us"})}
+    merged = next(c for c in all_mutations(start, SMT4) if c.name == "merge:worker+feeder")
+    assert touched(start, merged) == dict.fromkeys(["feeder", "worker", "worker-feeder"],
+                                                   frozenset({"group"}))
+    reserve = Candidate("reserve_cores=0", "", start, reserve_cores=0)
+    assert touched(start, reserve) == {"(reserve)": frozenset({"reserve_cores"})}
+    step = next(c for c in all_mutations(start, SMT4) if c.name == "scheduler:interval_ms=1000")
+    assert touched(start, step) == {"(scheduler)": frozenset({"interval_ms"})}
+
+
+def as_measured(start: Profile) -> Profile:
+    """A profile recorded before the presets' lab re-derivation, with the old presets written as
+    overrides (the exclusive group preempting with 20 ms slices, the catch-all's 20 ms slice), so
+    it compiles to the config the record measured."""
+    hot = start.groups[0].model_copy(update={"preempt": True, "slice_us": 20000})
+    return start.model_copy(update={"groups": [hot, *start.groups[1:]],
+                                    "catch_all": CatchAll(slice_us=20000)})
+
+
+def test_the_committed_rolesim_record_would_have_tried_a_latency_option_first() -> None:
+    """Its step 1 (registry order) measured hot:treatment=latency; the guided search, given step
+    0's ladder (worker p99 116x the default's at bg=0), starts with the hot layer's preempt."""
+    con = store.open_ladder(RECORD, read_only=True)
+    try:
+        rows = load_rows(con, 2)
+        toml, config = con.execute(
+            "SELECT profile_toml, config_json FROM arm WHERE run_id = 2 AND arm = 'start'").fetchone()
+        shape, = con.execute("SELECT shape FROM run WHERE run_id = 2").fetchone()
+    finally:
+        con.close()
+    start = as_measured(parse_profile(toml)[0])
+    assert compile_profile(start, parse_shape(shape)).specs == json.loads(config)  # what was measured
+    found = failures(rows)
+    assert found[0].describe().startswith("worker_lat_p99_us worse at bg=0 (116x vs baseline")
+    choices = order(start, all_mutations(start, parse_shape(shape)), found)
+    assert names(choices)[0] == "hot:preempt=false"
+    assert choices[0].because.startswith("worker_lat_p99_us worse at bg=0 (116x vs baseline, floor x8.24): "
+                                         "hot's preempt: a preempting exclusive task is not preempted")

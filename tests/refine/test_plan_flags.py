@@ -1,0 +1,179 @@
+"""What a ladder hands the guest besides the layer config: scx_layered's flags (a profile's
+[scheduler] table, arms/<arm>.args) and the load generator's command line (under `chrt -f 1`).
+
+Fast tier, nothing boots and nothing attaches: write_plan's files, the agent's attach step
+with a stand-in scx_layered that records its argv, an arm compiled from a profile file (a
+stand-in oracle), and what the initramfs packer would carry for a fifo load command (stopped
+before it needs the lab kernel).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from threadwise.refine import initramfs, ladder
+from threadwise.refine.ladder import BASELINE, Arm
+from threadwise.refine.workload import parse_workload
+
+SPECS = [{"name": "rest", "matches": [[]], "kind": {"Open": {}}}]
+PROFILE = """schema_version = 1
+name = "tiny"
+[workload]
+process = "rolesim"
+[[group]]
+name = "worker"
+match = ["worker-*"]
+treatment = "latency"
+"""
+# A workload whose load command is a program on PATH (no service: nothing else to pack).
+WORKLOAD = """
+schema_version = 1
+name = "bench"
+description = "redis-benchmark against a running redis-server"
+[target]
+process = "redis-server"
+[load]
+source = "command"
+command = ["redis-benchmark", "-p", "6399", "-t", "get", "-n", "100", "--csv"]
+parser = "redis-benchmark"
+[objective]
+primary = { metric = "get_rps", direction = "higher" }
+window_s = 2.0
+"""
+
+
+def _plan(*arms: Arm, workload: str = WORKLOAD) -> ladder.Plan:
+    return ladder.make_plan(parse_workload(workload), [Arm(BASELINE), *arms], levels=[0], repeats=1,
+                            shape="cores=2,threads-per-core=1", workload_toml=workload)
+
+
+def _script(plan: ladder.Plan, scx: Path = Path("/x/scx")) -> str:
+    return ladder.plan_script(plan, attach_mode="direct", spin=Path("/x/spin"), scx=scx, tcp_probe="nc",
+                              tracer=None)
+
+
+def _executable(path: Path, body: str) -> Path:
+    path.write_text(f"#!/bin/sh\n{body}")
+    path.chmod(0o755)
+    return path
+
+
+# --- scx_layered's flags --------------------------------------------------------------------------
+
+
+def test_write_plan_writes_one_flag_a_line_only_for_arms_that_have_flags(tmp_path: Path) -> None:
+    tuned = Arm("tuned", PROFILE, json.dumps(SPECS), ("--interval", "5"))
+    plain = Arm("plain", PROFILE, json.dumps(SPECS))   # e.g. a JSON config: no [scheduler]
+    plan = _plan(tuned, plain)
+    ladder.write_plan(plan, tmp_path, _script(plan))
+    assert (tmp_path / "arms" / "tuned.args").read_text() == "--interval\n5\n"
+    assert not (tmp_path / "arms" / "plain.args").exists()
+    assert not (tmp_path / "arms" / f"{BASELINE}.args").exists()
+    assert json.loads((tmp_path / "arms" / "tuned.json").read_text()) == SPECS
+    assert "attach tuned" in (tmp_path / "plan.sh").read_text().splitlines()
+
+
+def _sched_ext_enabled() -> bool:
+    state = Path("/sys/kernel/sched_ext/state")
+    return state.exists() and state.read_text().strip() == "enabled"
+
+
+@pytest.mark.skipif(_sched_ext_enabled(),
+                    reason="a sched_ext scheduler is attached here: the agent would take it for its own")
+@pytest.mark.parametrize("shell", ["sh", "busybox"])
+def test_the_agent_starts_scx_layered_with_the_arms_flags(tmp_path: Path, shell: str) -> None:
+    """agent.sh's direct attach, with a stand-in scx_layered that records its argv and exits: the
+    agent reports the attach failed (no sched_ext here), after starting it with the arm's flags."""
+    if shutil.which(shell) is None:
+        pytest.skip(f"needs {shell}")
+    out = tmp_path / "out"
+    (out / "arms").mkdir(parents=True)
+    record = tmp_path / "argv"
+    scx = _executable(tmp_path / "scx_layered", f"printf '%s\\n' \"$@\" >> '{record}'\n")
+    for arm, flags in (("tuned", "--interval\n5\n"), ("plain", None)):
+        (out / "arms" / f"{arm}.json").write_text(json.dumps(SPECS))
+        if flags is not None:
+            (out / "arms" / f"{arm}.args").write_text(flags)
+        (out / "plan.sh").write_text(f"ATTACH_MODE=direct\nSCX={scx}\nATTACH_TIMEOUT=20\nattach {arm}\n")
+        argv = [shell, "sh"] if shell == "busybox" else [shell]
+        done = subprocess.run([*argv, str(ladder.agent_path()), str(out)], capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert done.returncode == 4, (done.stdout, done.stderr)   # attach failed: no sched_ext
+        assert (out / "failed").read_text() == f"attach-{arm}\n"
+    assert record.read_text().splitlines() == [
+        "--enable-match-debug", "--interval", "5", f"f:{out}/arms/tuned.json",
+        "--enable-match-debug", f"f:{out}/arms/plain.json"]
+
+
+# A stand-in scx_layered --print-and-exit: prints back the config it was given.
+ECHO_CONFIG = "for a in \"$@\"; do case \"$a\" in f:*) printf 'specs='; cat \"${a#f:}\";; esac; done\n"
+
+
+def test_an_arm_compiled_from_a_profile_carries_its_flags(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from threadwise.refine.run import arm_from_file
+
+    oracle = _executable(tmp_path / "scx_layered", ECHO_CONFIG)
+    monkeypatch.setenv("THREADWISE_SCX_LAYERED", str(oracle))
+    plain = tmp_path / "plain.toml"
+    plain.write_text(PROFILE)
+    assert arm_from_file(plain, "cores=2,threads-per-core=1").scx_args == ("--interval", "5")  # preset
+    tuned = tmp_path / "tuned.toml"
+    tuned.write_text(PROFILE + "[scheduler]\ninterval_ms = 1000\n")
+    arm = arm_from_file(tuned, "cores=2,threads-per-core=1")
+    assert (arm.name, arm.scx_args) == ("tuned", ("--interval", "1"))
+
+
+# --- the load generator ---------------------------------------------------------------------------
+
+
+def test_the_plan_runs_the_load_command_under_fifo_by_its_absolute_path() -> None:
+    benchmark = shutil.which("redis-benchmark") or "redis-benchmark"
+    script = _script(_plan()).splitlines()
+    assert (f"load_cmd() {{ exec chrt -f 1 {benchmark} -p 6399 -t get -n 100 --csv; }}") in script
+    normal = WORKLOAD.replace('parser = "redis-benchmark"', 'parser = "redis-benchmark"\npriority = "normal"')
+    assert ("load_cmd() { exec redis-benchmark -p 6399 -t get -n 100 --csv; }"
+            in _script(_plan(workload=normal)).splitlines())
+
+
+class _Stop(Exception):
+    """Raised where pack would look for the lab kernel: the plan's programs are packed by then."""
+
+
+@pytest.mark.skipif(shutil.which("busybox") is None, reason="needs busybox: apt-get install busybox-static")
+@pytest.mark.skipif(shutil.which("redis-benchmark") is None or shutil.which("chrt") is None,
+                    reason="needs redis-benchmark and chrt on PATH (scripts/setup-system.sh)")
+def test_the_initramfs_packer_carries_chrt_and_the_generator_by_its_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threadwise.runtime.kernel as kernel
+
+    packed: list[tuple[str, str]] = []
+    executable = initramfs.Packer.executable
+
+    def recording(self: initramfs.Packer, path: Path, *, why: str) -> None:
+        packed.append((str(path), why))
+        executable(self, path, why=why)
+
+    def no_kernel() -> None:
+        raise _Stop
+
+    monkeypatch.setattr(initramfs.Packer, "executable", recording)
+    monkeypatch.setattr(kernel, "find_lab_kernel", no_kernel)
+    monkeypatch.setattr(initramfs, "_bpftool", lambda: _executable(tmp_path / "bpftool", ""))
+    scx = _executable(tmp_path / "scx_layered", "")
+    plan = _plan(Arm("tuned", PROFILE, json.dumps(SPECS), ("--interval", "5")))
+    script = ladder.plan_script(plan, attach_mode="direct", spin=_executable(tmp_path / "spin", ""), scx=scx,
+                                tcp_probe="nc", tracer=None)
+    ladder.write_plan(plan, tmp_path, script)
+    with pytest.raises(_Stop):
+        initramfs.pack(tmp_path, dest=tmp_path / "img")
+    generator = shutil.which("redis-benchmark")
+    assert (generator, "plan.sh's load_cmd") in packed     # chrt's argument, at its host path
+    chrt_packed = [path for path, why in packed if why == "plan.sh's load_cmd" and Path(path).name == "chrt"]
+    applet = "chrt" in initramfs._applets(initramfs._busybox())
+    assert bool(chrt_packed) is not applet                  # busybox's chrt, or the host's packed

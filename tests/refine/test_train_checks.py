@@ -1,0 +1,66 @@
+"""train fails early on options no training can succeed with, and loudly when nothing valid was measured."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from threadwise.errors import NothingMeasured, UsageError
+from threadwise.refine import report, store
+from threadwise.refine.run import Where
+from threadwise.refine.train import TrainOptions, _require_pairs, check_options, train
+from threadwise.refine.workload import bundled_workload_path
+
+REDIS_RECORD = Path(__file__).parents[2] / "artifacts" / "redis" / "ladder.duckdb"
+
+
+def options(tmp_path: Path, **changes: object) -> TrainOptions:
+    base = dict(workload_path=bundled_workload_path("rolesim"), name="never", place=Where(lab=True, cpus=2),
+                levels=[0, 2], repeats=3, budget=1, profiles_dir=tmp_path / "profiles",
+                artifacts_dir=tmp_path / "artifacts")
+    base.update(changes)
+    return TrainOptions(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"repeats": 1}, "--repeats 1"), ({"repeats": 0}, "--repeats 0"), ({"levels": []}, "--levels"),
+    ({"budget": -1}, "--budget -1"), ({"window_s": 0.0}, "--window 0"),
+])
+def test_bad_options_are_refused_before_anything_runs_or_is_erased(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: dict, says: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    last = tmp_path / "build" / "train" / "never"
+    last.mkdir(parents=True)
+    (last / "ladder.duckdb").write_text("the last training's data")
+    with pytest.raises(UsageError, match=says):
+        train(options(tmp_path, **change), progress=lambda line: None)
+    assert (last / "ladder.duckdb").read_text() == "the last training's data"
+    check_options(options(tmp_path))   # the defaults pass
+
+
+def test_invalid_cells_are_summarised_per_kind_once_per_cell() -> None:
+    con = store.open_ladder(REDIS_RECORD, read_only=True)
+    try:
+        assert report.invalid_summary(con, 1) == "every cell valid"
+        summary = report.invalid_summary(con, 2)
+    finally:
+        con.close()
+    # the committed Redis record: 6 profile cells cut by the agent's load timeout (two reasons each)
+    assert summary.startswith("6 of 18 cells invalid: load in 6 (e.g. load: ")
+
+
+def test_a_start_profile_without_pairs_fails_the_training_and_says_why(tmp_path: Path) -> None:
+    ladder_file = tmp_path / "ladder.duckdb"
+    shutil.copy(REDIS_RECORD, ladder_file)
+    _require_pairs(tmp_path, ladder_file, 2, "get_rps")   # 3 pairs at bg=0: enough
+    con = store.open_ladder(ladder_file)
+    con.execute("UPDATE comparison SET pairs = 1 WHERE run_id = 2")
+    con.close()
+    with pytest.raises(NothingMeasured, match="1 valid pairs") as failed:
+        _require_pairs(tmp_path, ladder_file, 2, "get_rps")
+    assert failed.value.exit_code == 11 and "no profile was written" in (failed.value.hint or "")
+    text = (tmp_path / "FAILED.md").read_text()
+    assert text.startswith("# Training failed: the start profile has 1 valid pairs")
+    assert "Run 2: 6 of 18 cells invalid" in text and text.count("- run 2 cell ") == 6
