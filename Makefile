@@ -15,6 +15,9 @@ lint:
 
 # JupyterLab (pinned in requirements.lock) from .venv on the notebooks; open the printed
 # http://127.0.0.1:8888/lab?token=... URL (an SSH tunnel to port 8888 from another machine).
+# `exec`: the recipe's shell becomes JupyterLab, so `kill <make's pid>` (make passes SIGTERM to
+# its child) stops JupyterLab too instead of orphaning it (tests/test_make_notebook.py).
+NOTEBOOK_PORT ?= 8888
 notebook: setup
-	.venv/bin/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 --port=8888 --no-browser \
+	exec .venv/bin/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 --port=$(NOTEBOOK_PORT) --no-browser \
 		$$([ "$$(id -u)" = 0 ] && echo --allow-root)

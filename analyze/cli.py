@@ -16,7 +16,11 @@ def analyze_command(
                                                    show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
     store: Annotated[bool, typer.Option(
-        "--store/--no-store", help="Store the analysis in the capture (analysis_* tables).")] = True,
+        "--store/--no-store", help="Also write the analysis_* tables to CAPTURE's analysis file, "
+                                   "NAME.analysis.duckdb beside it (the capture itself is never "
+                                   "written).")] = False,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Write the analysis file here instead (implies --store).")] = None,
     threads: Annotated[bool, typer.Option(
         "--threads/--no-threads", help="Include per-thread rows and chains in --json.")] = False,
     explain: Annotated[bool, typer.Option(
@@ -29,7 +33,8 @@ def analyze_command(
     preemptions), the wake graph and its chains, groups threads by name pattern
     (or by behaviour when all share one name), assigns each group a role
     (compute, latency, housekeeping, batch, default) with a confidence, and
-    stores the result in the capture file.
+    prints it. The capture is only read, never changed (its sha256 holds); --store
+    also writes the tables to an analysis file beside it.
 
     Examples:
 
@@ -37,21 +42,27 @@ def analyze_command(
 
       threadwise analyze redis.duckdb --json > redis-analysis.json
 
+      threadwise analyze rolesim.duckdb --store   # tables in rolesim.analysis.duckdb
+
       threadwise analyze --explain   # what each column means
     """
     from threadwise.analyze.api import analyze_capture
     from threadwise.analyze.render import explain as glossary
     from threadwise.analyze.render import render
-    from threadwise.analyze.store import store_analysis
+    from threadwise.analyze.store import analysis_target, store_analysis
 
     if explain:
         typer.echo(glossary())
         return
     if capture is None:
         raise UsageError("analyze needs a CAPTURE (or --explain)", hint="threadwise analyze rolesim.duckdb")
+    store = store or output is not None
+    if store:
+        analysis_target(capture, output)   # refused before the work when it cannot be written
     analysis = analyze_capture(capture)
     if store:
-        store_analysis(analysis, capture)
+        written = store_analysis(analysis, capture, output=output)
+        typer.echo(f"analysis stored in {written}", err=True)
     if as_json:
         typer.echo(json.dumps(analysis.to_dict(threads=threads), indent=2, default=str))
     else:

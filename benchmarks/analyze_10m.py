@@ -5,7 +5,8 @@ Target (issue 3): at most 15 s wall and 2 GB peak RSS on a 2-core host.
 Generation (bulk.py: numpy, whole arrays, through observe's capture builder and
 finalize.sql) and analysis each run in their own child process, so each one's
 peak RSS comes from os.wait4 for exactly that child. The analysis is the real
-CLI, including storing the analysis_* tables back into the capture.
+CLI, including storing the analysis_* tables (`--store`: beside the capture since
+issue 21, inside it before).
 
     .venv/bin/python benchmarks/analyze_10m.py                 # generate + analyze, then delete
     .venv/bin/python benchmarks/analyze_10m.py --keep --out /tmp/bench
@@ -55,7 +56,7 @@ def main() -> int:
             print(f"generate  {args.events:,} switches: {wall:.1f} s wall, peak RSS {rss:,.0f} MB "
                   f"(ingest {phases['ingest_s']:.1f} s, observe finalize.sql {phases['finalize_s']:.1f} s)")
         threadwise = shutil.which("threadwise", path=str(Path(sys.executable).parent)) or "threadwise"
-        wall, rss, code, _ = child([threadwise, "analyze", str(capture)])
+        wall, rss, code, _ = child([threadwise, "analyze", str(capture), "--store"])
         if code != 0:
             print(f"threadwise analyze failed (exit {code})", file=sys.stderr)
             return 1

@@ -4,8 +4,8 @@ Problem: issue 10 item 5 asks that analysis grow linearly with the capture and t
 events stay within 4 GB of memory, which holds only if DuckDB keeps to its memory limit
 (spilling to disk beyond it) and nothing materializes a whole event table in Python.
 Approach: bulk.py generates each capture (numpy, through observe's writer and finalize.sql)
-in its own child process; the real CLI (`threadwise analyze CAPTURE`, storing the analysis_*
-tables) runs in another child, and os.wait4 gives exactly that child's peak RSS. The growth
+in its own child process; the real CLI (`threadwise analyze CAPTURE --store`, storing the
+analysis_* tables) runs in another child, and os.wait4 gives exactly that child's peak RSS. The growth
 ratio compares each size's time per event with the smallest size's (1.0 = linear).
 
     flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/analyze_scale.py --write-results
@@ -71,7 +71,7 @@ def main() -> int:
             kinds = summarize(capture)["events_by_kind"]
             events = sum(kinds.values())
             load = os.getloadavg()[0]
-            wall, rss, code, _ = child([threadwise, "analyze", str(capture)])
+            wall, rss, code, _ = child([threadwise, "analyze", str(capture), "--store"])
             if code != 0:
                 print(f"threadwise analyze failed on {size:,} (exit {code})", file=sys.stderr)
                 return 1

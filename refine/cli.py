@@ -16,6 +16,7 @@ import typer
 from threadwise.errors import UsageError
 
 if TYPE_CHECKING:
+    from threadwise.refine.preflight import Checked
     from threadwise.refine.workload import Workload
 
 workload_app = typer.Typer(
@@ -33,15 +34,43 @@ SPEC_HELP = "A workload TOML file, or the name of a bundled one (see `threadwise
 @workload_app.command("check")
 def check_command(
     workload: Annotated[str, typer.Argument(help=SPEC_HELP, show_default=False)],
+    guest: Annotated[str, typer.Option("--guest", help="The lab guest to check for, as `train --lab "
+                                       "--guest` would use it: initramfs (the default) or vng.")]
+    = "initramfs",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Also print what train would run: the "
+                                          "commands, the guest, what it carries. Nothing is started.")]
+    = False,
 ) -> None:
-    """Validate a workload file and summarise it (service, readiness, load, objective)."""
-    from threadwise.refine.workload import load_workload, resolve_workload
+    """Validate a workload file, check it can run where train runs it, and summarise it.
 
-    path = resolve_workload(workload)
-    spec = load_workload(path)
+    Refuses, with the file, line and what to do, what a training would fail on later: a program
+    that is missing or not executable, a relative path (commands run in the ladder's own
+    directory), a program the lab guest cannot carry (an interpreter with a library tree) or
+    would hide (anything under /tmp in the initramfs guest).
+
+      threadwise workload check my-service.toml --dry-run
+    """
+    from threadwise.refine.preflight import dry_run_lines
+    from threadwise.refine.run import GUESTS
+
+    if guest not in GUESTS:
+        raise UsageError(f"unknown --guest {guest!r}", hint=f"one of {', '.join(GUESTS)}")
+    path, spec, checked = _checked(workload, guest)
     typer.echo(f"{path}: ok")
     for line in spec.summary():
         typer.echo(f"  {line}")
+    carried = f"; the {guest} guest carries them" if guest == "initramfs" else ""
+    typer.echo(f"  checked:   every program exists and is executable{carried}")
+    if dry_run:
+        typer.echo("\n".join(dry_run_lines(spec, checked)))
+
+
+def _checked(workload: str, guest: str | None) -> tuple[Path, Workload, Checked]:
+    """The workload file read and checked for where train runs it (`guest`; None: this host)."""
+    from threadwise.refine.preflight import preflight
+
+    path, spec, text = _workload(workload)
+    return path, spec, preflight(spec, text, str(path), guest=guest)
 
 
 @workload_app.command("list")
@@ -134,6 +163,7 @@ def ladder_command(
         load_profile(Path(item.rpartition("=")[2]))
     levels_list = parse_levels(levels)
     place = where(lab, cpus, guest, profiles=bool(profiles))
+    _checked(workload, place.guest if place.lab else None)   # what it would fail on later, now
     spec = spec.with_window(window)
     arms = [Arm(BASELINE)]
     if aa:
@@ -205,6 +235,7 @@ def train_command(
     levels_list = parse_levels(levels)
     _refuse_existing(profiles, artifacts, name, force)
     place = where(lab, cpus, guest)
+    _checked(workload, place.guest if place.lab else None)   # what it would fail on later, now
     options = TrainOptions(path, name, place, levels_list, repeats, budget, seed=seed,
                            observe_s=observe_s, window_s=window, profiles_dir=profiles,
                            artifacts_dir=artifacts, force=force,
@@ -252,6 +283,7 @@ def refine_command(
     levels_list = parse_levels(levels)
     _refuse_existing(profiles, artifacts, name or start.name, force)
     place = where(lab, cpus, guest)
+    _checked(workload, place.guest if place.lab else None)   # what it would fail on later, now
     options = TrainOptions(path, name or start.name, place, levels_list, repeats, budget,
                            seed=seed, window_s=window, profiles_dir=profiles, artifacts_dir=artifacts,
                            force=force, command=shlex.join(["threadwise", *sys.argv[1:]]),
@@ -274,7 +306,23 @@ def _train_and_show(options: object) -> None:
     report = options.artifacts_dir / options.name / "REPORT.md"  # type: ignore[attr-defined]
     typer.echo(report.read_text().split("## Refinement steps")[0])
     written = options.profiles_dir / f"{options.name}.toml"  # type: ignore[attr-defined]
-    typer.echo(f"next: review {written} and {report}; apply it with: threadwise apply {written}")
+    typer.echo(next_line(written, report, options.workload_path))  # type: ignore[attr-defined]
+
+
+def next_line(written: Path, report: Path, workload: Path, *, sched_ext: bool | None = None) -> str:
+    """train's closing suggestion: what works on THIS host (`apply` needs sched_ext, else the lab)."""
+    from threadwise.refine.workload import bundled_names, bundled_workload_path
+    from threadwise.runtime.scx import sched_ext_state
+
+    if sched_ext is None:
+        sched_ext = sched_ext_state().supported
+    if sched_ext:
+        return f"next: review {written} and {report}; apply it with: threadwise apply {written}"
+    bundled = workload.stem in bundled_names() and bundled_workload_path(workload.stem) == workload
+    spec = workload.stem if bundled else str(workload)
+    return (f"next: review {written} and {report}; this kernel has no sched_ext, so try the profile in "
+            f"the lab VM: threadwise lab run -- threadwise apply {written} --duration 30, "
+            f"or measure it again there: threadwise ladder {spec} --arm {written} --lab")
 
 
 def rejudge_command(

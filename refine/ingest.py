@@ -175,5 +175,15 @@ def _where_stopped(out: Path, plan: Plan, cells_seen: int, execution: Execution)
     if log.is_file():
         lines = log.read_text(errors="replace").strip().splitlines()
         last = f"; last agent line: {lines[-1]}" if lines else ""
-    return f"stopped after {cells_seen} of {len(plan.cells)} cells ({why}){last}"
+    return f"stopped after {cells_seen} of {len(plan.cells)} cells ({why}){last}{_service_said(out, why)}"
+
+
+def _service_said(out: Path, why: str) -> str:
+    """The end of the service's stderr when it died or never got ready (e.g. `not found`: the
+    real cause, which the agent's own line does not name)."""
+    err = out / "service.err"
+    if why not in ("service-died", "service-not-ready") or not err.is_file():
+        return ""
+    lines = [line.strip() for line in err.read_text(errors="replace").splitlines() if line.strip()]
+    return f"; the service's stderr ends: {' | '.join(lines[-3:])[:300]}" if lines else ""
 

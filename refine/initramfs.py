@@ -20,9 +20,11 @@ kernel config to `/boot/config-<release>` (libbpf reads it), runs `agent.sh
 /out` and talks to the host only over the serial console: agent.log lines as
 they are written, each finished cell as a checksummed base64 tar.gz as soon as
 it is done, the agent's status, then the whole `/out`. The image is a newc cpio
-written here (no cpio tool needed), gzipped. A script interpreter that would
-need its whole library tree (the venv's Python, Perl, ...) is refused by name:
-render the TCP readiness probe with `tcp_probe="nc"` instead.
+(carry.py: the image and the packer), gzipped. A script interpreter that would
+need its whole library tree (the venv's Python, Perl, ...) is refused by name,
+and so is a program under /tmp (init mounts a fresh tmpfs there); `threadwise
+workload check` runs the same packer on the workload's commands before anything
+runs (preflight.py).
 
 `run_initramfs` boots it like `shared/biglab` (q35, multi-threaded TCG,
 `-serial stdio`), streams the agent's lines to `progress`, stops qemu (by its
@@ -36,7 +38,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import gzip
 import hashlib
 import io
 import os
@@ -44,7 +45,6 @@ import queue
 import re
 import shlex
 import shutil
-import stat
 import subprocess
 import sys
 import tarfile
@@ -54,291 +54,38 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from threadwise.errors import InitramfsError, MissingTool, ThreadwiseError
-from threadwise.paths import find_program
 from threadwise.refine import hostload
+
+# What the image carries and how it is packed live in carry.py; these names stay importable here.
+from threadwise.refine.carry import (  # noqa: F401
+    GUEST_PATH,
+    PLAN_FUNCTIONS,
+    PLAN_VARIABLES,
+    UNPACKABLE,
+    Image,
+    Packer,
+    _applets,
+    _bpftool,
+    _busybox,
+    carry_command,
+    plan_commands,
+    program_argv,
+    shared_libraries,
+)
 from threadwise.refine.ladder import Execution, agent_path
 
 GUEST_OUT = "/out"
 KCONFIG = "/etc/threadwise/kconfig"
 EXTRA_PATH = "/etc/threadwise/path"
-# The guest's PATH before EXTRA_PATH (guest/init sets the same).
-GUEST_PATH = ("/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin")
-PLAN_FUNCTIONS = ("service_cmd", "load_cmd", "ready_cmd")
-PLAN_VARIABLES = ("SPIN", "SCX", "TRACER")  # TRACER: the libbpf tracer of trace cells (blockers.py)
-# Interpreters whose programs need a library tree (stdlib, site-packages, jars): not packable.
-UNPACKABLE = re.compile(r"^(python|pypy|perl|ruby|node|nodejs|java|php|lua|Rscript|tclsh|wish)")
-# Host directories that merged-/usr systems make symlinks; the image mirrors them.
-MERGED_TOPS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 QEMU_APPEND = "console=ttyS0 rdinit=/init quiet panic=1"
 # Boots that died before the agent said anything, for reasons of the emulation, are retried
 # (multi-threaded TCG's code-patching race, runtime/lab.py).
 TRANSIENT = ("Oops: int3", "Kernel panic")
 BOOT_ATTEMPTS = 2
 ICOUNT_ENV = "THREADWISE_LAB_ICOUNT"
-
-
-@dataclass
-class _Entry:
-    kind: str  # "dir" | "file" | "link" | "chr"
-    source: Path | bytes | str | None = None  # file: host path or bytes; link: target
-    mode: int = 0o755
-    rdev: tuple[int, int] = (0, 0)
-
-
-@dataclass
-class Image:
-    """Guest path -> entry; paths under merged-/usr tops are stored where the symlinks lead."""
-
-    entries: dict[str, _Entry] = field(default_factory=dict)
-    tops: dict[str, str] = field(default_factory=dict)  # "lib" -> "usr/lib"
-
-    def __post_init__(self) -> None:
-        for top in MERGED_TOPS:
-            host = Path("/") / top
-            if host.is_symlink():
-                target = os.readlink(host).lstrip("/")
-                self.tops[top] = target
-                self.entries[top] = _Entry("link", target)
-                self.mkdir("/" + target)
-
-    def canonical(self, path: str) -> str:
-        parts = PurePosixPath(path).parts[1:]
-        if not parts:
-            raise InitramfsError(f"not a path inside the image: {path!r}")
-        if parts[0] in self.tops:
-            parts = (*PurePosixPath(self.tops[parts[0]]).parts, *parts[1:])
-        return "/".join(parts)
-
-    def mkdir(self, path: str) -> None:
-        key = self.canonical(path)
-        parts = key.split("/")
-        for i in range(1, len(parts) + 1):
-            sub = "/".join(parts[:i])
-            if sub not in self.entries:
-                self.entries[sub] = _Entry("dir", mode=0o755)
-
-    def _parent(self, key: str) -> None:
-        if "/" in key:
-            self.mkdir("/" + key.rsplit("/", 1)[0])
-
-    def add_file(self, path: str, source: Path | bytes, mode: int = 0o644) -> None:
-        key = self.canonical(path)
-        self._parent(key)
-        self.entries[key] = _Entry("file", source, mode)
-
-    def add_link(self, path: str, target: str, *, replace: bool = False) -> None:
-        key = self.canonical(path)
-        if key in self.entries and not replace:
-            return  # a packed file wins over a busybox applet of the same name
-        self._parent(key)
-        self.entries[key] = _Entry("link", target)
-
-    def add_char(self, path: str, major: int, minor: int) -> None:
-        key = self.canonical(path)
-        self._parent(key)
-        self.entries[key] = _Entry("chr", mode=0o600, rdev=(major, minor))
-
-    def has(self, path: str) -> bool:
-        return self.canonical(path) in self.entries
-
-    def write(self, dest: Path) -> int:
-        """The gzipped newc cpio; returns its size."""
-        with dest.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
-            for ino, key in enumerate(sorted(self.entries, key=lambda k: (k.count("/"), k)), start=1):
-                entry = self.entries[key]
-                data = b""
-                if entry.kind == "dir":
-                    mode = stat.S_IFDIR | entry.mode
-                elif entry.kind == "link":
-                    mode, data = stat.S_IFLNK | 0o777, str(entry.source).encode()
-                elif entry.kind == "chr":
-                    mode = stat.S_IFCHR | entry.mode
-                else:
-                    source = entry.source
-                    data = source if isinstance(source, bytes) else Path(str(source)).read_bytes()
-                    mode = stat.S_IFREG | entry.mode
-                _cpio_entry(gz, key, mode, data, ino=ino, rdev=entry.rdev)
-            _cpio_entry(gz, "TRAILER!!!", 0, b"", ino=0, nlink=1)
-        return dest.stat().st_size
-
-
-def _cpio_entry(sink: gzip.GzipFile, name: str, mode: int, data: bytes, *, ino: int,
-                rdev: tuple[int, int] = (0, 0), nlink: int | None = None) -> None:
-    encoded = name.encode() + b"\0"
-    links = nlink if nlink is not None else (2 if stat.S_ISDIR(mode) else 1)
-    fields = (ino, mode, 0, 0, links, 0, len(data), 0, 0, rdev[0], rdev[1], len(encoded), 0)
-    header = b"070701" + b"".join(f"{value:08X}".encode() for value in fields)
-    sink.write(header + encoded + b"\0" * (-(len(header) + len(encoded)) % 4))
-    sink.write(data + b"\0" * (-len(data) % 4))
-
-
-# --- what plan.sh runs ---------------------------------------------------------------------------
-
-
-def plan_commands(plan_text: str) -> dict[str, list[str]]:
-    """The argv of each workload function and the words of SPIN/SCX/TRACER, as plan.sh spells them."""
-    found: dict[str, list[str]] = {}
-    for line in plan_text.splitlines():
-        for name in PLAN_FUNCTIONS:
-            prefix = f"{name}() {{ "
-            if line.startswith(prefix) and line.endswith("; }"):
-                found[name] = shlex.split(line[len(prefix):-3])
-        for name in PLAN_VARIABLES:
-            if line.startswith(f"{name}="):
-                found[name] = shlex.split(line[len(name) + 1:])
-        if line.startswith("ATTACH_MODE="):
-            found["ATTACH_MODE"] = shlex.split(line[len("ATTACH_MODE="):])
-    return found
-
-
-ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-
-
-def program_argv(words: list[str]) -> list[str]:
-    """The program and its arguments behind the shell's own prefixes (`exec`, `VAR=x`, `env VAR=x`)."""
-    rest = list(words)
-    while rest and (rest[0] in ("exec", "command", "env") or ASSIGNMENT.match(rest[0])):
-        rest.pop(0)
-    return rest
-
-
-def _elf_interpreter(path: Path) -> tuple[bool, str | None]:
-    """(is an ELF file, its PT_INTERP or None when static)."""
-    with path.open("rb") as handle:
-        head = handle.read(64)
-        if head[:4] != b"\x7fELF" or head[4] != 2:  # ELF64 only: the guest is x86-64
-            return False, None
-        phoff = int.from_bytes(head[0x20:0x28], "little")
-        phentsize = int.from_bytes(head[0x36:0x38], "little")
-        phnum = int.from_bytes(head[0x38:0x3A], "little")
-        for i in range(phnum):
-            handle.seek(phoff + i * phentsize)
-            header = handle.read(phentsize)
-            if int.from_bytes(header[0:4], "little") == 3:  # PT_INTERP
-                offset = int.from_bytes(header[8:16], "little")
-                size = int.from_bytes(header[32:40], "little")
-                handle.seek(offset)
-                return True, handle.read(size).rstrip(b"\0").decode()
-    return True, None
-
-
-def shared_libraries(path: Path) -> list[str]:
-    """Absolute paths of the libraries (and the loader) `ldd` resolves for `path`."""
-    done = subprocess.run(["ldd", str(path)], capture_output=True, text=True, check=False)
-    libs = []
-    for raw in done.stdout.splitlines():
-        line = raw.strip()
-        if "=> not found" in line:
-            raise InitramfsError(f"{path} needs {line.split()[0]}, which this host lacks (ldd)")
-        if "=>" in line:
-            target = line.split("=>", 1)[1].split("(")[0].strip()
-            if target.startswith("/"):
-                libs.append(target)
-        elif line.startswith("/"):
-            libs.append(line.split("(")[0].strip())
-    return libs
-
-
-@dataclass
-class Packer:
-    """Adds executables at their host paths, with what they need to run."""
-
-    image: Image
-    applets: frozenset[str]
-    extra_path: list[str] = field(default_factory=list)
-    packed: list[str] = field(default_factory=list)  # host paths, for the report
-
-    def command(self, word: str, *, why: str) -> None:
-        """argv[0] of a plan command: a busybox applet, or an executable packed at its path."""
-        if word == "busybox" or (("/" not in word) and word in self.applets):
-            return
-        if "/" not in word:
-            found = shutil.which(word)
-            if found is None:
-                raise InitramfsError(f"{why} runs {word!r}, which is neither on this host's PATH "
-                                     "nor a busybox applet")
-            directory = str(Path(found).parent)
-            if directory not in GUEST_PATH and directory not in self.extra_path:
-                self.extra_path.append(directory)
-            word = found
-        elif not word.startswith("/"):
-            raise InitramfsError(f"{why} runs {word!r}, a relative path: the guest's directory differs",
-                                 hint="give the workload's commands absolute paths or bare names")
-        self.executable(Path(word), why=why)
-
-    def libraries(self, real: Path) -> None:
-        """The shared libraries and loader of a dynamic ELF program, at their host paths."""
-        if _elf_interpreter(real)[1] is None:
-            return
-        for lib in shared_libraries(real):
-            if not self.image.has(lib):
-                self.image.add_file(lib, Path(lib).resolve(), 0o755)
-
-    def executable(self, path: Path, *, why: str) -> None:
-        if str(path) in self.packed:
-            return
-        if not path.is_file():
-            raise InitramfsError(f"{why} names {path}, which does not exist on this host")
-        real = path.resolve()
-        for name in (path.name, real.name):
-            if UNPACKABLE.match(name):
-                raise InitramfsError(
-                    f"{why} runs {path} (a {name} interpreter): a self-contained guest cannot carry "
-                    "its library tree",
-                    hint="render the plan with plan_script(..., tcp_probe='nc') for a TCP readiness "
-                         "probe; give the workload a compiled or POSIX-shell command")
-        is_elf, interp = _elf_interpreter(real)
-        self.packed.append(str(path))
-        if is_elf:
-            mode = stat.S_IMODE(real.stat().st_mode) | 0o555
-            self.image.add_file(str(path), real, mode)
-            if interp is not None:
-                self.libraries(real)
-            return
-        head = real.read_bytes()[:256]
-        if not head.startswith(b"#!"):
-            raise InitramfsError(f"{why} names {path}, which is neither an ELF program nor a script")
-        words = head[2:].split(b"\n", 1)[0].decode(errors="replace").split()
-        if not words:
-            raise InitramfsError(f"{path}: empty #! line")
-        self.image.add_file(str(path), real, stat.S_IMODE(real.stat().st_mode) | 0o555)
-        interpreter = words[0]
-        if interpreter in ("/bin/sh", "/usr/bin/sh"):
-            return  # busybox sh
-        if interpreter in ("/usr/bin/env", "/bin/env") and len(words) > 1:
-            self.image.add_link(interpreter, "/bin/busybox", replace=True)
-            self.command(words[1], why=f"{path}'s #! line")
-            return
-        self.executable(Path(interpreter), why=f"{path}'s #! line")
-
-
-def _busybox() -> Path:
-    found = shutil.which("busybox") or next(
-        (p for p in ("/bin/busybox", "/usr/bin/busybox") if Path(p).is_file()), None)
-    if found is None:
-        raise MissingTool("busybox not found (the guest's shell and tools)",
-                          hint="apt-get install busybox-static (scripts/setup-system.sh)")
-    return Path(found)
-
-
-def _bpftool() -> Path:
-    found = find_program("bpftool")
-    if found is None:
-        raise MissingTool("bpftool not found (the agent reads scx_layered's tid -> layer map with it)",
-                          hint="apt-get install bpftool")
-    return Path(found)
-
-
-def _applets(busybox: Path) -> frozenset[str]:
-    done = subprocess.run([str(busybox), "--list"], capture_output=True, text=True, check=False)
-    names = frozenset(done.stdout.split())
-    if done.returncode != 0 or "sh" not in names:
-        raise MissingTool(f"{busybox} --list failed or has no sh applet",
-                          hint="apt-get install busybox-static")
-    return names
 
 
 def init_path() -> Path:
@@ -363,15 +110,7 @@ def pack(out: Path, *, dest: Path) -> Path:
     packer = Packer(image, _applets(busybox))
     for name in PLAN_FUNCTIONS:
         if name in words:
-            argv = program_argv(words[name])
-            if not argv:
-                raise InitramfsError(f"{plan_file}: {name} runs no program")
-            packer.command(argv[0], why=f"plan.sh's {name}")
-            for word in argv[1:]:
-                # An absolute path to a host program among the arguments (taskset, env, nice
-                # wrappers) must be there too; other arguments are the command's business.
-                if word.startswith("/") and os.access(word, os.X_OK) and Path(word).is_file():
-                    packer.executable(Path(word), why=f"plan.sh's {name}")
+            carry_command(packer, words[name], why=f"plan.sh's {name}")
     for name in PLAN_VARIABLES:
         if words.get(name):
             packer.command(words[name][0], why=f"plan.sh's {name}")

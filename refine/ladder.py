@@ -313,7 +313,7 @@ def execute(out: Path, *, lab: bool, cpus: int, timeout_s: float,
         from threadwise.refine.initramfs import run_initramfs
 
         return run_initramfs(out, cpus=cpus, timeout_s=timeout_s, progress=progress)
-    argv = ["sh", str(agent_path()), str(out)]
+    argv = ["sh", str(agent_path()), str(out.resolve())]  # the agent cd-s; a relative OUT would move
     started = time.monotonic()
     with _Tail(out / "agent.log", progress):
         if lab:

@@ -212,15 +212,7 @@ def hot_threads(profile: Profile, shape: Shape) -> list[Candidate]:
 
 def _fraction_for(group: Group, cores: int) -> float | None:
     """A cpu_fraction in (0, 1] that sizes the exclusive group at exactly `cores` (short if possible)."""
-    demand_m = group.request_millicores or group.hot_threads * 1000
-    if cores < 1 or demand_m <= 0:
-        return None
-    exact = cores * 1000 / demand_m
-    for value in (round(exact, 2), round(exact, 4), exact):
-        if 0 < value <= 1 and group.model_copy(update={"cpu_fraction": value}
-                                               ).exclusive_cores() == cores:
-            return value
-    return None
+    return group.fraction_for_cores(cores)
 
 
 def cpu_fractions(profile: Profile, shape: Shape) -> list[Candidate]:

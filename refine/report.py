@@ -145,7 +145,11 @@ def plot_run(con: duckdb.DuckDBPyConnection, run_id: int, path: Path, *, title: 
     ax.set_title(f"{title} ({where})", fontsize=10)
     ax.set_xticks(sorted(info.levels))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    else:  # no arm has a valid cell: say so (an empty legend would only warn)
+        ax.text(0.5, 0.5, "no valid cells in this run (REPORT.md lists the reasons)", ha="center",
+                va="center", transform=ax.transAxes, fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -17,6 +17,7 @@ naming the command, the date and the record) and `artifacts/NAME/`
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from threadwise.errors import NothingMeasured, ThreadwiseError, UsageError
 from threadwise.refine import judge, stats, store
@@ -34,6 +36,9 @@ from threadwise.refine.ladder import AA_ARM, BASELINE, Arm
 from threadwise.refine.run import Where, profile_arm, run_ladder
 from threadwise.refine.service import RunningService
 from threadwise.refine.workload import Workload, load_workload
+
+if TYPE_CHECKING:   # the profile model loads with synthesize, inside train()
+    from threadwise.synthesize.schema import Profile
 
 
 @dataclass(frozen=True)
@@ -145,8 +150,9 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
         observe_workload(workload, capture, options.observe_s, work, progress)
         progress("train 2/4 analyze + synthesize")
         _threadwise(["analyze", str(capture)], progress)
-        _threadwise(["synthesize", str(capture), "--name", options.name, "-o", str(synthesized), "--force"],
-                    progress)
+        # sized for the shape it is measured on (the lab's), so lint is clean there
+        _threadwise(["synthesize", str(capture), "--name", options.name, "-o", str(synthesized), "--force",
+                     "--shape", options.place.shape], progress)
         start, _ = load_profile(synthesized)
     shape = parse_shape(options.place.shape)
     progress("train 3/4 noise: the default scheduler against itself (A/A), the margin verdicts must beat")
@@ -227,10 +233,22 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
         shutil.rmtree(record)
     staging.rename(record)
     tmp_profile = profile_path.with_name(f".{profile_path.name}.tmp")
-    tmp_profile.write_text(header + toml_text(result.best))
+    written_in = options.start_profile.parent if options.start_profile is not None else work
+    best = _capture_relative_to(result.best, written_in, profile_path.parent)
+    tmp_profile.write_text(header + toml_text(best))
     tmp_profile.replace(profile_path)
     progress(f"train: wrote {profile_path} and {record}/ in {(time.monotonic() - started) / 60:.1f} min")
     return profile_path
+
+
+def _capture_relative_to(profile: Profile, written_in: Path, folder: Path) -> Profile:
+    """The profile with its [source] capture path (relative to `written_in`, the folder of the
+    file it was read from) made relative to `folder`, where the trained profile goes."""
+    if profile.source is None or Path(profile.source.capture).is_absolute():
+        return profile
+    where = os.path.relpath((written_in / profile.source.capture).resolve(), folder.resolve())
+    return profile.model_copy(update={"source": profile.source.model_copy(
+        update={"capture": Path(where).as_posix()})})
 
 
 def check_options(options: TrainOptions) -> None:

@@ -181,7 +181,8 @@ class Workload(_Model):
                          f"stop: SIGTERM, SIGKILL after {svc.stop_timeout_s:g} s")
         lines.append(f"target:    threads of process {self.target.process!r}")
         if self.load.source == "command":
-            how = ("under SCHED_FIFO 1 (out of both schedulers' contest)" if self.load.priority == "fifo"
+            how = ("as an ordinary task: it is the target (no service)" if self.service is None
+                   else "under SCHED_FIFO 1 (out of both schedulers' contest)" if self.load.priority == "fifo"
                    else "as an ordinary task (scheduled by the scheduler under test)")
             lines.append(f"load:      `{shlex.join(self.load.command or [])}` per window {how}, "
                          f"parsed as {self.load.parser}")

@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VIRTIOFSD_VERSION=${VIRTIOFSD_VERSION:-1.14.0}
-CACHE=${THREADWISE_CACHE:-$HOME/.cache/threadwise}
+CACHE=${THREADWISE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/threadwise}  # as threadwise.paths.cache_dir
 VENV=.venv
 
 # 1. virtiofsd

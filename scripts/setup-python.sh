@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 PYTHON=${THREADWISE_PYTHON:-python3}
 VENV=.venv
-CACHE=${THREADWISE_CACHE:-$HOME/.cache/threadwise}
+CACHE=${THREADWISE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/threadwise}  # as threadwise.paths.cache_dir
 stamp_want=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
 stamp_file=$VENV/.threadwise-stamp
 
@@ -24,6 +24,11 @@ mkdir -p "$CACHE/pip"
 echo "setup-python: installing pinned dependencies into .venv"
 $VENV/bin/pip install -q --cache-dir "$CACHE/pip" --upgrade pip
 $VENV/bin/pip install -q --cache-dir "$CACHE/pip" -r requirements.lock
-$VENV/bin/pip install -q --cache-dir "$CACHE/pip" --no-deps -e .
+# The editable build's one remaining notice ("Editable installation.": beware of folders named like
+# the package) is setuptools' note on every mapped layout, and ./threadwise IS the package: quiet it.
+PYTHONWARNINGS="ignore:Editable installation" \
+    $VENV/bin/pip install -q --cache-dir "$CACHE/pip" --no-deps -e .
+# Build matplotlib's font cache now: the first report plot would pause and warn about it mid-train.
+$VENV/bin/python -c 'import matplotlib.font_manager' 2>/dev/null || true
 echo "$stamp_want" > "$stamp_file"
 echo "setup-python: ok ($($VENV/bin/python --version))"

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # setup-scx.sh: build the pinned scx_layered into a versioned cache (idempotent).
 #
-# cargo install --locked with clang-19 for its BPF code (LAB.md). About 4-5
+# cargo install --locked with clang-19 for its BPF code (it needs clang >= 18). About 4-5
 # minutes on 2 cores the first time; afterwards the cached binary is reused.
 set -euo pipefail
 SCX_VERSION=${SCX_LAYERED_VERSION:-1.1.4}
-CACHE=${THREADWISE_CACHE:-$HOME/.cache/threadwise}
+CACHE=${THREADWISE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/threadwise}  # as threadwise.paths.cache_dir
 ROOT=$CACHE/scx_layered-$SCX_VERSION
 BIN=$ROOT/bin/scx_layered
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # setup-system.sh: install the Debian packages threadwise needs (idempotent).
 #
-# bookworm + bookworm-backports only (never trixie/sid: see shared/LAB.md).
+# bookworm + bookworm-backports only (never trixie/sid: adding trixie once replaced
+# bookworm's libc; docs/lab.md, `threadwise lab kernel`).
 # qemu comes from bookworm-backports (10.x) because bookworm's 7.2 crashes
 # under multi-threaded TCG about one boot in five.
 set -euo pipefail

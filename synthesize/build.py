@@ -28,6 +28,14 @@ Approach:
   cores = ceil(request x cpu_fraction), where cpu_fraction starts at 0.90 and
   is lowered in 0.05 steps until the cores do not exceed the hot threads
   (2250m x 0.90 rounds up to 3 cores for 2 hot threads; 0.85 keeps 2).
+- The target's shape, when known (`train` knows its lab's): exclusive groups
+  take whole cores in profile order, as compile hands them out, from the
+  shape's cores minus its reserve. A group asking for more than is left is
+  sized to what is left (a lower cpu_fraction: its hot threads share those
+  cores) on a shape without SMT, else (no core left, or hot threads that would
+  share a core's siblings) it becomes `default`; its comment and the
+  profile's say so, with the numbers. So placement lint is clean for the shape
+  measured. Without a shape the profile stays machine-independent.
 - Order: exclusive, latency, batch, housekeeping, default, then by CPU share
   and pattern. `fit.py` then makes the groups expressible (prefix syntax,
   layer budget, carve-outs, shadowed patterns, per-layer limits) and every
@@ -64,8 +72,10 @@ from threadwise.synthesize.schema import (
     Treatment,
     Workload,
 )
+from threadwise.synthesize.shape import Shape
 
 MAX_NAMES = 64  # observed names kept as evidence per group
+OPEN_NS = 2**63 - 1  # analyze's open upper end of a behaviour split (docs/interfaces.md)
 START_FRACTION = 0.90
 FRACTION_STEP = 0.05
 _ORDER = [Treatment.EXCLUSIVE, Treatment.LATENCY, Treatment.BATCH, Treatment.HOUSEKEEPING,
@@ -215,12 +225,17 @@ def _group(row: GroupRow, taken: set[str], requests: dict[str, int],
         sizing.update(request_millicores=request, cpu_fraction=fraction)
         notes += [fraction_note] if fraction_note else []
     runtime = row.avg_runtime_range_ns
+    if runtime is not None:
+        # in us, both ends rounded up alike, so the two halves of a split stay complementary (rounding
+        # the low end down and the high end up made them overlap by 1 us, and fit.py then merged one
+        # half into the other); analyze's open end stays open, never a number
+        low_us = -(-runtime[0] // 1000)
+        runtime = [low_us] if runtime[1] >= OPEN_NS else [low_us, -(-runtime[1] // 1000)]
     return Group(
         name=_group_name(row.pattern, taken),
         match=[_pattern(p, row.names) for p in prefixes],
         exclude=list(dict.fromkeys(p for p in map(clean_prefix, row.exclude_prefixes) if p)),
-        avg_runtime_us=None if runtime is None else [runtime[0] // 1000,
-                                                     -(-runtime[1] // 1000)],
+        avg_runtime_us=runtime,
         treatment=treatment,
         family=family.name if family is not None else None,
         comment="; ".join(notes) or None,
@@ -291,14 +306,59 @@ def pod_budget(groups: list[Group], analysis: AnalysisRecord, notes: list[str]) 
     return out
 
 
+def _cores(count: int, noun: str = "core") -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def _joined(comment: str | None, why: str) -> str:
+    return ("\n" if comment and "\n" in comment else "; ").join(x for x in (comment, why) if x)
+
+
+def fit_shape(groups: list[Group], shape: Shape, notes: list[str]) -> list[Group]:
+    """Exclusive groups sized to what `shape` gives them: its cores minus the reserve, handed
+    out in profile order as compile does. One asking for more than is left gets what is left
+    (cpu_fraction lowered) where its hot threads cannot land on SMT siblings, else becomes
+    `default`; the group's comment and `notes` say why."""
+    budget = shape.exclusive_budget
+    left = budget
+    out: list[Group] = []
+    for group in groups:
+        cores = group.exclusive_cores() if group.treatment is Treatment.EXCLUSIVE else 0
+        if cores <= left:
+            left -= cores
+            out.append(group)
+            continue
+        room = (f"{_cores(left)} left for exclusive groups on {shape.describe()}"
+                + (f" (earlier ones took {budget - left})" if left < budget else ""))
+        shared = shape.threads_per_core == 1 or left >= group.hot_threads
+        fraction = group.fraction_for_cores(left) if shared else None
+        if fraction is not None:
+            why = (f"sized for the target: {_cores(cores, 'exclusive core')} wanted, {room}: cpu_fraction "
+                   f"{group.cpu_fraction:g} -> {fraction:g}")
+            out.append(group.model_copy(update={"cpu_fraction": fraction,
+                                                "comment": _joined(group.comment, why)}))
+            left = 0
+        else:
+            siblings = (f"; fewer cores than its {group.hot_threads} hot threads would put two on the "
+                        f"SMT siblings of one core" if left >= 1 else "")
+            why = (f"exclusive -> default for the target: it needs {_cores(cores, 'whole core')}, "
+                   f"{room}{siblings}")
+            out.append(group.model_copy(update={"treatment": Treatment.DEFAULT, "cpu_fraction": 1.0,
+                                                "comment": _joined(group.comment, why)}))
+        notes.append(f"group {out[-1].name!r}: {why}")
+    return out
+
+
 def build_profile(analysis: AnalysisRecord, name: str, *, capture: str | None = None,
                   capture_sha256: str | None = None,
                   requests: dict[str, int] | None = None,
                   max_groups: int = DEFAULT_MAX_GROUPS,
-                  families: Families | None = None) -> Profile:
+                  families: Families | None = None,
+                  shape: Shape | None = None) -> Profile:
     """The profile for one analysed workload (deterministic for the same input).
 
-    `max_groups` is the group budget of `compact.py` (the workload's catch-all included).
+    `max_groups` is the group budget of `compact.py` (the workload's catch-all included);
+    `shape`, when known, the target machine's (`fit_shape`).
     """
     taken: set[str] = set()
     notes: list[str] = []
@@ -318,6 +378,8 @@ def build_profile(analysis: AnalysisRecord, name: str, *, capture: str | None = 
                         f"{compacted.folded} folded into the workload's catch-all; "
                         "each group's comment says what it took in and why")
     groups = fit(pod_budget(short_lived(compacted.groups, analysis, notes), analysis, notes), notes)
+    if shape is not None:
+        groups = fit_shape(groups, shape, notes)
     source = Source(
         capture=capture, capture_sha256=capture_sha256, duration_s=round(analysis.duration_ns / 1e9, 3),
         nr_cpus=analysis.nr_cpus, events_lost=analysis.events_lost,

@@ -72,16 +72,22 @@ def synthesize_command(
     families: Annotated[Path | None, typer.Option(
         "--families", help="Runtime families file (default: synthesize/data/families-1.toml).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing profile file.")] = False,
+    shape: Annotated[str | None, typer.Option(
+        "--shape", help="The target machine, when known (train passes its lab's): exclusive groups "
+                        "get at most its cores minus the reserve, sized down or made default "
+                        "otherwise, so `lint` is clean there. " + SHAPE_HELP)] = None,
 ) -> None:
     """Write a profile TOML for a captured workload (or a sample with --example)."""
     from threadwise.synthesize.build import build_profile, from_analysis
     from threadwise.synthesize.example import example_profile
     from threadwise.synthesize.rules import validate
     from threadwise.synthesize.schema import check_name
+    from threadwise.synthesize.shape import parse_shape
     from threadwise.synthesize.writer import dumps
 
     if name is not None:
         check_name(name)
+    target = parse_shape(shape) if shape is not None else None   # a bad shape before any work
     if output is not None:  # refused before any work; the default path is checked once the name is known
         check_new_output(output, force=force)
     if example:
@@ -102,7 +108,7 @@ def synthesize_command(
         where = output or Path("profiles") / f"{name}.toml"
         profile = build_profile(analysis, name, capture=_relative(capture, where.parent),
                                 capture_sha256=_sha256(capture), requests=_requests(request),
-                                max_groups=max_groups, families=known)
+                                max_groups=max_groups, families=known, shape=target)
     problems = validate(profile)
     for diag in problems:
         typer.echo(diag.render(), err=True)

@@ -100,8 +100,9 @@ def match_blocks(profile: Profile, group: Group) -> tuple[tuple[LayerMatch, ...]
         if pattern != WORKLOAD_REST:   # `*`: every other thread of the workload
             block.append(LayerMatch.comm_prefix(prefix_of(pattern)))
         block += [LayerMatch.comm_prefix_exclude(prefix_of(e)) for e in group.exclude]
-        if group.avg_runtime_us is not None:
-            block.append(LayerMatch.avg_runtime(*group.avg_runtime_us))
+        bounds = group.avg_runtime_bounds()
+        if bounds is not None:
+            block.append(LayerMatch.avg_runtime(*bounds))
         blocks.append(tuple(block))
     return tuple(blocks)
 

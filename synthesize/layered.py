@@ -31,6 +31,10 @@ from typing import Any
 from threadwise.errors import InputError
 from threadwise.synthesize.matchers import matcher_set
 
+# The upper bound an open-ended AvgRuntime split is compiled with (a profile writes `[min]`):
+# analyze's open end, i64 max in ns, in us rounded up; above any average runtime per run.
+AVG_RUNTIME_OPEN_US = -(-(2**63 - 1) // 1000)
+
 JsonObject = dict[str, Any]
 
 
@@ -66,8 +70,9 @@ class LayerMatch:
         return cls("CgroupPrefix", path)
 
     @classmethod
-    def avg_runtime(cls, low_us: int, high_us: int) -> LayerMatch:
-        return cls("AvgRuntime", [low_us, high_us])
+    def avg_runtime(cls, low_us: int, high_us: int | None = None) -> LayerMatch:
+        """AvgRuntime [low, high) in us; high None: open-ended (AVG_RUNTIME_OPEN_US)."""
+        return cls("AvgRuntime", [low_us, AVG_RUNTIME_OPEN_US if high_us is None else high_us])
 
     def to_json_data(self) -> JsonObject:
         return {self.kind: list(self.value) if isinstance(self.value, tuple) else self.value}

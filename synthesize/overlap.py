@@ -44,9 +44,10 @@ def group_matches(group: Group, comm: str) -> bool:
 
 
 def runtimes_meet(a: Group, b: Group) -> bool:
-    if a.avg_runtime_us is None or b.avg_runtime_us is None:
+    ra, rb = a.avg_runtime_bounds(), b.avg_runtime_bounds()
+    if ra is None or rb is None:
         return True
-    return a.avg_runtime_us[0] < b.avg_runtime_us[1] and b.avg_runtime_us[0] < a.avg_runtime_us[1]
+    return (rb[1] is None or ra[0] < rb[1]) and (ra[1] is None or rb[0] < ra[1])
 
 
 def shadowing_pattern(a: Group, pb: str) -> str | None:

@@ -158,9 +158,16 @@ class Group(_Model):
     @field_validator("avg_runtime_us")
     @classmethod
     def _range(cls, value: list[int] | None) -> list[int] | None:
-        if value is not None and (len(value) != 2 or value[0] >= value[1]):
-            raise ValueError("avg_runtime_us is [min, max) with min < max")
+        if value is not None and (len(value) not in (1, 2) or (len(value) == 2 and value[0] >= value[1])):
+            raise ValueError("avg_runtime_us is [min, max) with min < max, or [min] for min and above")
         return value
+
+    def avg_runtime_bounds(self) -> tuple[int, int | None] | None:
+        """(min, max) of the AvgRuntime split in us, max None when open-ended; None: no split."""
+        if self.avg_runtime_us is None:
+            return None
+        low, *high = self.avg_runtime_us
+        return low, (high[0] if high else None)
 
     def exclusive_cores(self) -> int:
         """Whole cores this group asks for: ceil(demand x cpu_fraction), demand in CPUs.
@@ -170,6 +177,18 @@ class Group(_Model):
         demand_m = self.request_millicores if self.request_millicores else self.hot_threads * 1000
         wanted_m = round(demand_m * self.cpu_fraction, 6)
         return math.ceil(wanted_m / 1000 - 1e-9) if wanted_m > 0 else 0
+
+    def fraction_for_cores(self, cores: int) -> float | None:
+        """A cpu_fraction in (0, 1] sizing this group at exactly `cores` exclusive cores (the
+        shortest such number), or None when no fraction of its demand does."""
+        demand_m = self.request_millicores or self.hot_threads * 1000
+        if cores < 1 or demand_m <= 0:
+            return None
+        exact = cores * 1000 / demand_m
+        for value in (round(exact, 2), round(exact, 4), exact):
+            if 0 < value <= 1 and self.model_copy(update={"cpu_fraction": value}).exclusive_cores() == cores:
+                return value
+        return None
 
 
 class CatchAll(_Model):

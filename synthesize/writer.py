@@ -133,6 +133,8 @@ def _group_table(group: Group) -> Table:
     for key in ("name", "match", "exclude", "avg_runtime_us", "treatment"):
         if key in data:
             _add(table, key, data.pop(key))
+            if key == "avg_runtime_us":
+                table.add(tomlkit.comment(runtime_line(group)))
     for line in sizing_lines(group):
         table.add(tomlkit.comment(line))
     options = {key: data.pop(key) for key in list(data) if key in OPTION_KEYS}
@@ -146,6 +148,17 @@ def _group_table(group: Group) -> Table:
         _add_fields(evidence, group.evidence.model_dump(mode="json", exclude_defaults=True))
         table.add("evidence", evidence)
     return table
+
+
+def runtime_line(group: Group) -> str:
+    """The group's AvgRuntime split in words."""
+    bounds = group.avg_runtime_bounds()
+    assert bounds is not None
+    low, high = bounds
+    if high is None:
+        return f"  threads whose average runtime per run is {low} us or more (AvgRuntime, open-ended)"
+    since = f"at least {low} us and " if low else ""
+    return f"  threads whose average runtime per run is {since}below {high} us (AvgRuntime)"
 
 
 def evidence_lines(evidence: Evidence) -> list[str]:

@@ -26,6 +26,10 @@ from threadwise.errors import FindingsReported, ThreadwiseError, UsageError
 # Steps whose findings are results for this machine: only the findings code
 # (errors.py) goes on; any other non-zero status, 1 included, is a failure.
 _FINDINGS_OK = {"lint": {FindingsReported.exit_code}}
+NAME = "rolesim"
+# Where the demo's capture stays: train observes into its work directory build/train/NAME
+# (refine/train.py). notebooks/explore_capture.ipynb reads it by default.
+CAPTURE = Path("build") / "train" / NAME / "capture.duckdb"
 
 
 def _run(step: list[str]) -> None:
@@ -55,11 +59,11 @@ def demo_command(
     build("rolesim")
     build("spin")
     profiles, artifacts = out / "profiles", out / "artifacts"
-    profile = profiles / "rolesim.toml"
+    profile = profiles / f"{NAME}.toml"
     config = out / "rolesim.layered.json"
     shape = "cores=2,threads-per-core=1"  # the lab guest's shape (2 vCPUs)
     steps = [
-        ["train", "--workload", "rolesim", "--name", "rolesim", "--lab", "--cpus", "2", "--levels", levels,
+        ["train", "--workload", "rolesim", "--name", NAME, "--lab", "--cpus", "2", "--levels", levels,
          "--repeats", str(repeats), "--window", f"{window:g}", "--budget", str(budget),
          "--profiles", str(profiles), "--artifacts", str(artifacts), "--force"],
         ["validate", str(profile)],
@@ -68,9 +72,10 @@ def demo_command(
     ]
     for step in steps:
         _run(step)
-    typer.echo(f"\ndemo done: profile {profile}, record {artifacts / 'rolesim'}/REPORT.md, "
-               f"scx_layered config {config}")
-    typer.echo(f"next: read {artifacts / 'rolesim'}/REPORT.md, then apply the profile in the lab: "
+    typer.echo(f"\ndemo done: profile {profile}, record {artifacts / NAME}/REPORT.md, "
+               f"scx_layered config {config}, capture {CAPTURE}")
+    typer.echo(f"next: read {artifacts / NAME}/REPORT.md; `make notebook` opens notebooks that read "
+               "this capture (explore_capture) and profile (review_profile); apply the profile in the lab: "
                f"threadwise lab run -- threadwise apply {profile} --duration 30; "
                "or train your own workload: threadwise train --workload FILE --name NAME --lab "
                "(docs/workload.md)")

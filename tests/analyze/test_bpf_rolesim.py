@@ -124,7 +124,7 @@ def test_cli_stores_the_analysis(rolesim, tmp_path):
     path, _ = rolesim
     copy = tmp_path / "copy.duckdb"
     shutil.copy(path, copy)
-    done = subprocess.run([sys.executable, "-m", "threadwise.cli", "analyze", str(copy)],
+    done = subprocess.run([sys.executable, "-m", "threadwise.cli", "analyze", str(copy), "--store"],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert "feeder -> worker-*" in done.stdout

@@ -144,14 +144,14 @@ def test_cli_json_and_store(tmp_path):
     cap.thread(101, 100, "hot-0")
     cap.slice(101, 0, T0, 999 * MS, "R+")
     path = cap.write(tmp_path / "cli.duckdb")
-    done = tw("analyze", str(path), "--json")
+    done = tw("analyze", str(path), "--json", "--store")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["analysis_schema_version"] == 1
     assert data["groups"][0]["pattern"] == "hot-*"
     assert set(CONTRACT_SCHEMA) <= set(data["groups"][0])
     assert stored_version(path) == 1
-    again = tw("analyze", str(path))   # a second run replaces the tables
+    again = tw("analyze", str(path), "--store")   # a second run replaces the tables
     assert again.returncode == 0, again.stderr
     assert "groups and roles" in again.stdout
 

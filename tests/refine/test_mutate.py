@@ -295,7 +295,7 @@ def test_a_scheduler_change_is_no_noop_though_the_layers_are_identical() -> None
 
 # --- vet ----------------------------------------------------------------------------------------
 
-NO_ORACLE = {"check": lambda specs: []}
+NO_ORACLE = {"check": lambda specs, args: []}
 
 
 def test_vet_rejects_an_invalid_profile_at_validate() -> None:

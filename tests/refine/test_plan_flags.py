@@ -34,7 +34,10 @@ treatment = "latency"
 WORKLOAD = """
 schema_version = 1
 name = "bench"
-description = "redis-benchmark against a running redis-server"
+description = "redis-benchmark against a redis-server it starts"
+[service]
+command = ["redis-server", "--port", "6399"]
+ready = { tcp_port = 6399 }
 [target]
 process = "redis-server"
 [load]

@@ -64,3 +64,15 @@ def test_a_start_profile_without_pairs_fails_the_training_and_says_why(tmp_path:
     text = (tmp_path / "FAILED.md").read_text()
     assert text.startswith("# Training failed: the start profile has 1 valid pairs")
     assert "Run 2: 6 of 18 cells invalid" in text and text.count("- run 2 cell ") == 6
+
+
+def test_the_trained_profile_names_its_capture_relative_to_its_own_folder() -> None:
+    from threadwise.refine.train import _capture_relative_to
+    from threadwise.synthesize.reader import load_profile
+
+    profile, _ = load_profile(Path(__file__).parents[2] / "profiles" / "rolesim.toml")
+    assert profile.source is not None
+    synthesized = profile.model_copy(update={"source": profile.source.model_copy(
+        update={"capture": "capture.duckdb"})})   # as synthesize writes it beside build/train/NAME/
+    moved = _capture_relative_to(synthesized, Path("build/train/rolesim"), Path("profiles"))
+    assert moved.source is not None and moved.source.capture == "../build/train/rolesim/capture.duckdb"

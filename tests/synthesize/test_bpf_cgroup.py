@@ -119,7 +119,7 @@ def test_a_cgroup_capture_gives_a_pod_profile_the_real_scx_layered_accepts(
     finally:
         stop_by_pid(workload)
 
-    done = tw("analyze", str(capture))
+    done = tw("analyze", str(capture), "--store")
     assert done.returncode == 0, done.stderr
     stored = load_analysis(capture)
     assert stored is not None and stored.cgroup == pod.path       # analysis_meta keeps it

@@ -83,6 +83,22 @@ def test_golden_profiles_are_valid_and_lint_clean(case: str) -> None:
     assert lint(views_from_profile(profile, shape), shape) == []
 
 
+# train's 2-vCPU lab (refine/run.py LAB_SHAPE): synthesize is told the shape it will be measured on
+LAB_SHAPE = "cores=2,threads-per-core=1"
+
+
+def test_golden_profile_sized_for_the_lab_is_lint_clean_there() -> None:
+    """rolesim's two hot threads on the lab's one core outside the reserve (issue 21: unsized, the
+    profile asked for 2 exclusive cores there, lint flagged it, and it was measured anyway)."""
+    shape = parse_shape(LAB_SHAPE)
+    case = "rolesim-capture"
+    profile = build_profile(_analysis(case), case, capture=f"{case}.duckdb", shape=shape)
+    _compare(GOLDEN / f"{case}.sized-{LAB_SHAPE.replace(',', '.')}.toml", dumps(profile))
+    assert lint(views_from_profile(profile, shape), shape) == []
+    unsized = build_profile(_analysis(case), case, capture=f"{case}.duckdb")
+    assert [f.lint for f in lint(views_from_profile(unsized, shape), shape)] == ["oversubscribed"]
+
+
 def test_from_analysis_reads_the_contract_dataframe() -> None:
     """The adapter takes `Analysis.groups` as the polars DataFrame the contract names."""
     analysis = _analysis("rolesim")
