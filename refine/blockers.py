@@ -96,11 +96,13 @@ def default_tracer(attach_mode: str) -> Path | None:
 
 def trace_cells(plan: Plan) -> dict[int, tuple[Cell, ...]]:
     """turn index -> the trace cells run at the end of that turn (numbered after every measured
-    cell): the first turn of each profile arm with latency groups, at the top level (or every
-    level under THREADWISE_LAB_TRACE=all)."""
+    cell): the first turn of each profile arm with latency groups, at the lowest and the top
+    level (or every level under THREADWISE_LAB_TRACE=all). Both ends: a latency group failed
+    at bg=0 in the first retrained rolesim record while the top level's rows (spinners) sent the
+    guided search to the catch-all."""
     from threadwise.refine.ladder import Cell
 
-    levels = sorted(plan.levels) if policy() == "all" else [max(plan.levels)]
+    levels = sorted(plan.levels) if policy() == "all" else sorted({min(plan.levels), max(plan.levels)})
     found: dict[int, tuple[Cell, ...]] = {}
     idx = len(plan.cells)
     traced: set[str] = set()

@@ -149,13 +149,16 @@ def _plan(levels: list[int], repeats: int = 2) -> ladder.Plan:
                             repeats=repeats, shape="cores=2,threads-per-core=1", workload_toml=WORKLOAD)
 
 
-def test_one_trace_cell_per_profile_arm_with_latency_groups_at_the_end_of_its_first_turn(monkeypatch):
+def test_trace_cells_per_profile_arm_with_latency_groups_at_the_end_of_its_first_turn(monkeypatch):
     plan = _plan([0, 1, 2])
     monkeypatch.delenv(blockers.TRACE_ENV, raising=False)
     traced = blockers.trace_cells(plan)
     # turns: repeat 1 baseline, tiny, flat; repeat 2 flat, tiny, baseline; only tiny has latency groups
     assert list(traced) == [1]
-    assert traced[1] == (ladder.Cell(len(plan.cells), "tiny", 2, 1),)
+    # the lowest and the top level (a latency failure at bg=0 needs bg=0's rows)
+    first = len(plan.cells)
+    assert traced[1] == (ladder.Cell(first, "tiny", 0, 1), ladder.Cell(first + 1, "tiny", 2, 1))
+    assert [(c.idx, c.level) for c in blockers.trace_cells(_plan([3]))[1]] == [(6, 3)]   # one level: one cell
     monkeypatch.setenv(blockers.TRACE_ENV, "all")
     assert [(c.idx, c.level) for c in blockers.trace_cells(plan)[1]] == [(18, 0), (19, 1), (20, 2)]
     monkeypatch.setenv(blockers.TRACE_ENV, "off")
@@ -174,7 +177,8 @@ def test_the_plan_runs_the_trace_cell_attached_after_the_turns_measured_cells(mo
     steps = [line for line in script.splitlines() if line.split(" ")[0] in
              ("attach", "detach", "cell", "trace_cell")]
     assert steps[steps.index("attach tiny"):steps.index("detach tiny") + 1] == [
-        "attach tiny", "cell 2 tiny 0 1", "cell 3 tiny 1 1", "trace_cell 6 tiny 1 1", "detach tiny"]
+        "attach tiny", "cell 2 tiny 0 1", "cell 3 tiny 1 1", "trace_cell 6 tiny 0 1", "trace_cell 7 tiny 1 1",
+        "detach tiny"]
     assert f"TRACER={tracer}" in script.splitlines()
     # without a tracer (the vng guest, a host, or none built) nothing is traced
     plain = ladder.plan_script(plan, attach_mode="runtime", spin=Path("/x/spin"), scx=None)
@@ -184,7 +188,7 @@ def test_the_plan_runs_the_trace_cell_attached_after_the_turns_measured_cells(mo
 def test_ingest_stores_every_row_and_the_report_shows_the_top_three_per_group(tmp_path, monkeypatch):
     monkeypatch.delenv(blockers.TRACE_ENV, raising=False)
     plan = _plan([0, 1], repeats=1)
-    cell = blockers.trace_cells(plan)[1][0]
+    cell = blockers.trace_cells(plan)[1][-1]   # the top level's (bg=1); bg=0's never came back
     directory = tmp_path / "cells" / str(cell.idx)
     write_trace(directory / "trace")
     (directory / "cell").write_text(f"{cell.idx} {cell.arm} {cell.level} {cell.repeat}\n")
