@@ -110,7 +110,7 @@ def ingest(con: duckdb.DuckDBPyConnection, plan: Plan, out: Path, execution: Exe
                             for row in _membership(raw, directory, specs[cell.arm])]
         why = reasons(raw, baseline=plan.arm(cell.arm).is_baseline, vcpus=execution.vcpus,
                       window_s=objective.window_s, duty=plan.background_duty,
-                      metrics_error=metrics_error)
+                      metrics_error=metrics_error, load_is_target=plan.workload.service is None)
         host_s = host.window(*raw.window) if host is not None and raw.window else None
         cell_rows.append({
             "run_id": run_id, "idx": cell.idx, "arm": cell.arm, "level": cell.level,

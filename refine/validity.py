@@ -136,8 +136,10 @@ def spinner_floor_s(level: int, vcpus: int, wall_s: float, duty: float = 1.0) ->
 
 
 def reasons(raw: CellRaw, *, baseline: bool, vcpus: int, window_s: float,
-            metrics_error: str | None, duty: float = 1.0) -> list[str]:
-    """Why the cell is invalid (empty: valid)."""
+            metrics_error: str | None, duty: float = 1.0, load_is_target: bool = False) -> list[str]:
+    """Why the cell is invalid (empty: valid). `load_is_target`: the workload has no service, its
+    load command is what is measured, so a busy load command is the workload working, not a
+    saturated generator (the `generator` rule does not apply)."""
     found: list[str] = []
     if not raw.done:
         return ["cut: the cell never finished (the run stopped during it)"]
@@ -151,7 +153,8 @@ def reasons(raw: CellRaw, *, baseline: bool, vcpus: int, window_s: float,
             rule = "" if baseline else ": the background never ran"
             found.append(f"spinners: {raw.level} spinners burned {shown} of CPU in {wall:.1f} s "
                          f"(need >= {want:.2f} s{rule})")
-    if raw.generator_cpu_s is not None and raw.generator_cpu_s >= GENERATOR_MAX_SHARE * wall:
+    if (not load_is_target and raw.generator_cpu_s is not None
+            and raw.generator_cpu_s >= GENERATOR_MAX_SHARE * wall):
         found.append(f"generator: the load generator used {raw.generator_cpu_s:.2f} s of CPU in "
                      f"{wall:.1f} s (saturated: it, not the service, was the bottleneck)")
     if "0" in (raw.alive_before, raw.alive_after):

@@ -197,3 +197,11 @@ def test_procstat_busy_counts_everything_but_idle_and_iowait():
     before = "cpu  100 0 50 1000 10 0 5 0 0 0\ncpu0 50 0 25 500 5 0 2 0 0 0"
     after = "cpu  250 0 100 1100 30 0 15 0 0 0\ncpu0 120 0 50 560 10 0 7 0 0 0"
     assert procstat_busy_s(before, after, 100) == pytest.approx((150 + 50 + 10) / 100)
+
+
+def test_a_busy_load_command_that_is_the_workload_is_not_a_saturated_generator() -> None:
+    """Without a service the load command is what is measured (docs/workload.md): a CPU-bound
+    tool at 96% of a CPU is the workload working, not a generator that limited a service."""
+    busy = _raw(generator_cpu_s=4.8)
+    assert reasons(busy, baseline=False, vcpus=2, window_s=5.0, metrics_error=None)[0].startswith("generator")
+    assert reasons(busy, baseline=False, vcpus=2, window_s=5.0, metrics_error=None, load_is_target=True) == []
