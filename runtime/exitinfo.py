@@ -18,29 +18,48 @@ from __future__ import annotations
 import re
 import signal
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 
 from threadwise.scx import error_chain, strip_ansi
 
-__all__ = ["CLEAN_KINDS", "REASONS", "ExitReport", "classify", "error_chain", "strip_ansi"]
+__all__ = ["CLEAN_KINDS", "REASONS", "ExitKind", "ExitReport", "classify", "error_chain", "strip_ansi"]
 
-# Kernel reason strings (kernel/sched/ext.c, scx_exit_reason) -> our kind names.
+
+class ExitKind(StrEnum):
+    """Why scx_layered stopped: the kernel's `scx_exit_kind`s, then the cases it never reports."""
+
+    UNREG = "unreg"                  # unregistered from user space (a clean stop)
+    UNREG_BPF = "unreg_bpf"          # unregistered from BPF
+    UNREG_KERN = "unreg_kern"        # unregistered from the main kernel
+    SYSRQ = "sysrq"                  # disabled by sysrq-S
+    ERROR = "error"                  # runtime error (or an EXIT reason this list does not know)
+    ERROR_BPF = "error_bpf"          # scx_bpf_error
+    ERROR_STALL = "error_stall"      # runnable task stall: the watchdog ejected it
+    KILLED = "killed"                # a signal ended scx_layered
+    LOAD_FAILURE = "load_failure"    # it exited before attaching
+    CRASHED = "crashed"              # it exited after attaching, without an EXIT line
+    ATTACH_TIMEOUT = "attach_timeout"  # it did not attach within --attach-timeout (stopped)
+    SUPERVISOR_LOST = "supervisor_lost"  # the supervisor vanished (SIGKILL) before reporting
+
+
+# Kernel reason strings (kernel/sched/ext.c, scx_exit_reason) -> our kinds.
 REASONS = {
-    "unregistered from user space": "unreg",
-    "unregistered from BPF": "unreg_bpf",
-    "unregistered from the main kernel": "unreg_kern",
-    "disabled by sysrq-S": "sysrq",
-    "runtime error": "error",
-    "scx_bpf_error": "error_bpf",
-    "runnable task stall": "error_stall",
+    "unregistered from user space": ExitKind.UNREG,
+    "unregistered from BPF": ExitKind.UNREG_BPF,
+    "unregistered from the main kernel": ExitKind.UNREG_KERN,
+    "disabled by sysrq-S": ExitKind.SYSRQ,
+    "runtime error": ExitKind.ERROR,
+    "scx_bpf_error": ExitKind.ERROR_BPF,
+    "runnable task stall": ExitKind.ERROR_STALL,
 }
-CLEAN_KINDS = {"unreg", "unreg_bpf", "unreg_kern"}
+CLEAN_KINDS = {ExitKind.UNREG, ExitKind.UNREG_BPF, ExitKind.UNREG_KERN}
 
 _EXIT = re.compile(r"EXIT: (?P<reason>[^(\n]+?)(?: \((?P<msg>.*)\))?(?: on CPU (?P<cpu>\d+))?\s*$")
 
 
 @dataclass(frozen=True)
 class ExitReport:
-    kind: str  # one of REASONS' values, or killed / load_failure / crashed / attach_timeout
+    kind: ExitKind
     message: str  # the scheduler's own words (EXIT line, Error: chain), or ours
     returncode: int | None  # negative: killed by that signal (subprocess convention)
     attached: bool  # had the scheduler attached before it ended?
@@ -59,7 +78,11 @@ class ExitReport:
         return f"{self.kind}{status}: {self.message}"
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "kind": self.kind.value}
+
+    def __post_init__(self) -> None:
+        # read back from a state file as a plain string: the enum again (an unknown kind raises)
+        object.__setattr__(self, "kind", ExitKind(self.kind))
 
 
 def classify(output: str, returncode: int | None, *, attached: bool) -> ExitReport:
@@ -69,17 +92,18 @@ def classify(output: str, returncode: int | None, *, attached: bool) -> ExitRepo
     if matches:
         last = matches[-1]
         reason = last.group("reason").strip()
-        kind = REASONS.get(reason, "error")
+        kind = REASONS.get(reason, ExitKind.ERROR)
         message = f"EXIT: {reason}" + (f" ({last.group('msg')})" if last.group("msg") else "")
         if last.group("cpu"):
             message += f" on CPU {last.group('cpu')}"
         return ExitReport(kind, message, returncode, attached)
     if returncode is not None and returncode < 0:
         name = signal.Signals(-returncode).name
-        return ExitReport("killed", f"scx_layered was killed by {name}", returncode, attached)
+        return ExitReport(ExitKind.KILLED, f"scx_layered was killed by {name}", returncode, attached)
     chain = error_chain(text)
     if not attached:
         return ExitReport(
-            "load_failure", chain or "scx_layered exited before attaching", returncode, attached
+            ExitKind.LOAD_FAILURE, chain or "scx_layered exited before attaching", returncode, attached
         )
-    return ExitReport("crashed", chain or "scx_layered exited without an EXIT line", returncode, attached)
+    return ExitReport(ExitKind.CRASHED, chain or "scx_layered exited without an EXIT line", returncode,
+                      attached)

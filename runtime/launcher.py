@@ -37,7 +37,7 @@ from threadwise.errors import (
 )
 from threadwise.runtime import config as config_mod
 from threadwise.runtime import scx
-from threadwise.runtime.exitinfo import ExitReport
+from threadwise.runtime.exitinfo import ExitKind, ExitReport
 from threadwise.runtime.state import Phase, RunFiles, RunState, read_state, write_state
 from threadwise.runtime.stats import LayerFigures, read_layers
 from threadwise.runtime.supervisor import (
@@ -281,7 +281,7 @@ def stop(files: RunFiles) -> StopReport:
     if not supervised and final.phase.active:
         # Nobody recorded the end: say what we know instead of leaving "attached".
         final.phase = Phase.FAILED
-        final.exit = ExitReport("supervisor_lost",
+        final.exit = ExitReport(ExitKind.SUPERVISOR_LOST,
                                 "the supervisor was gone; scx_layered ended without a report", None, True)
         final.state_after = after.state
         write_state(files, final)

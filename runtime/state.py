@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -108,7 +108,7 @@ class RunState:
             value = getattr(self, f.name)
             if f.name == "extra" or value is None:
                 continue
-            out[f.name] = asdict(value) if isinstance(value, ExitReport) else value
+            out[f.name] = value.to_json() if isinstance(value, ExitReport) else value
         return {**out, **self.extra}
 
     @classmethod

@@ -37,7 +37,7 @@ from types import FrameType
 
 from threadwise.procs import is_alive_and_ours, proc_start_time
 from threadwise.runtime import scx
-from threadwise.runtime.exitinfo import ExitReport, classify
+from threadwise.runtime.exitinfo import ExitKind, ExitReport, classify
 from threadwise.runtime.state import Phase, RunFiles, RunState, read_state, write_state
 
 __all__ = ["RunFiles", "RunState", "Supervisor", "is_alive_and_ours", "proc_start_time", "read_state",
@@ -192,7 +192,7 @@ class Supervisor:
         report = classify(output, child.returncode, attached=attached)
         if self.state.attach_timeout:
             report = ExitReport(
-                "attach_timeout",
+                ExitKind.ATTACH_TIMEOUT,
                 f"not attached after {self.attach_timeout_s:.0f} s; stopped it",
                 child.returncode,
                 False,
