@@ -98,9 +98,11 @@ def test_capture_shows_both_hot_threads_on_the_siblings_of_one_core(smt_run):
     rows = hot_slices(smt_run["_out"] / "under.duckdb")
     print(f"hot layer CPUs {sorted(hot_cpus)}; hot-* CPU time per CPU (ns) {rows}")
     assert {name for name, _cpu, _dur in rows} == {"hot-0", "hot-1"}
+    # together they hold both siblings (each may stay on one: the exclusive preset no longer
+    # preempts, so neither is pushed across), and each runs mostly on the layer's core
+    used = {cpu for _thread, cpu, _dur in rows}
+    assert hot_cpus <= used, f"hot threads ran on {sorted(used)}, not on both siblings {sorted(hot_cpus)}"
     for name in ("hot-0", "hot-1"):
-        used = {cpu for thread, cpu, _dur in rows if thread == name}
-        assert hot_cpus <= used, f"{name} did not run on both siblings {sorted(hot_cpus)}"
         share = share_on(rows, name, hot_cpus)
         print(f"{name}: {share:.1%} of its CPU time on the exclusive core")
         assert share >= MIN_SHARE, f"{name}: only {share:.1%} on the exclusive core"

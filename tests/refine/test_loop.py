@@ -491,7 +491,7 @@ def test_chosen_because_is_stored_and_shown_in_the_reports_steps(tmp_path: Path)
 def test_a_record_older_than_the_guided_search_shows_a_dash() -> None:
     from threadwise.refine import report, store
 
-    con = store.open_ladder(Path(__file__).parents[2] / "artifacts" / "rolesim" / "ladder.duckdb",
+    con = store.open_ladder(Path(__file__).parent / "fixtures" / "rolesim-2026-11-22.duckdb",
                             read_only=True)
     try:
         table = report.steps_table(con)
