@@ -40,6 +40,11 @@ treatment = "exclusive"
 hot_threads = 2
 cpu_fraction = 0.5
 request_millicores = 2000
+# the exclusive preset of before 2026-11-24: with preempt a hot thread pushed off one sibling takes
+# the other, so both run at once (the collision lint must observe); without it, scx_layered kept
+# the second sibling idle and ran both on one CPU in one of two runs
+preempt = true
+slice_us = 20000
 
 [group.evidence]
 role = "compute"
