@@ -48,7 +48,7 @@ from threadwise.refine.diagnose import (
     TopBlocker,
     top_blocker,
 )
-from threadwise.synthesize.presets import CATCH_ALL_OPTIONS, SCHEDULER_INTERVAL_MS, effective, preset_value
+from threadwise.synthesize.presets import CATCH_ALL_OPTIONS, effective, preset_value, scheduler_interval_ms
 from threadwise.synthesize.schema import CatchAll, Group, Profile, Treatment
 
 RESERVE = "(reserve)"  # the pseudo-layer a compile-time reserve change touches
@@ -142,11 +142,6 @@ def _frees_cpu(layer: str, old: Group | CatchAll, new: Group | CatchAll, waiter:
     return None
 
 
-def _interval(profile: Profile) -> int:
-    table = profile.scheduler
-    return table.interval_ms if table is not None and table.interval_ms is not None else SCHEDULER_INTERVAL_MS
-
-
 def _layer_item(profile: Profile, layer: str) -> Group | CatchAll | None:
     if layer == CATCH_ALL:
         return profile.catch_all or CatchAll()
@@ -164,7 +159,7 @@ def _latency_aim(parent: Profile, candidate: Candidate, changes: dict[str, froze
     aims: list[Aim] = []
     for layer, keys in changes.items():
         if layer == SCHEDULER:
-            longer = _interval(candidate.profile) > _interval(parent)
+            longer = scheduler_interval_ms(candidate.profile) > scheduler_interval_ms(parent)
             why = f"scx_layered's userspace step runs ahead of every layer while {waiter} waits"
             if top is not None and top.layer == SCHEDULER:
                 aims.append((0, 0, why) if longer else (1, 0, "changes the top blocker's step"))

@@ -37,7 +37,7 @@ from typing import Any
 
 from threadwise.errors import ThreadwiseError
 from threadwise.refine.candidate import Candidate, changed
-from threadwise.synthesize.presets import SCHEDULER_INTERVAL_MS, effective
+from threadwise.synthesize.presets import effective, scheduler_interval_ms
 from threadwise.synthesize.schema import CatchAll, Group, Profile, Scheduler, Treatment
 from threadwise.synthesize.shape import Shape
 
@@ -184,7 +184,7 @@ INTERVAL_CHOICES_MS = (1000, 10_000)
 def scheduler_intervals(profile: Profile, _shape: Shape) -> list[Candidate]:
     """scx_layered's --interval (the [scheduler] table) at the other INTERVAL_CHOICES_MS."""
     table = profile.scheduler or Scheduler()
-    current = table.interval_ms if table.interval_ms is not None else SCHEDULER_INTERVAL_MS
+    current = scheduler_interval_ms(profile)
     out = []
     for value in INTERVAL_CHOICES_MS:
         if value != current:

@@ -92,9 +92,13 @@ def effective(group: Group, key: str) -> Any:
     return preset_value(TREATMENT_OPTIONS[group.treatment], key) if value is None else value
 
 
+def scheduler_interval_ms(profile: Profile) -> int:
+    """scx_layered's --interval in ms for `profile`: its [scheduler] table's, else the preset."""
+    table = profile.scheduler
+    return table.interval_ms if table is not None and table.interval_ms is not None \
+        else SCHEDULER_INTERVAL_MS
+
+
 def scheduler_args(profile: Profile) -> tuple[str, ...]:
     """scx_layered's command-line flags for `profile`: its [scheduler] table over the preset."""
-    table = profile.scheduler
-    interval_ms = table.interval_ms if table is not None and table.interval_ms is not None \
-        else SCHEDULER_INTERVAL_MS
-    return ("--interval", f"{interval_ms / 1000:g}")
+    return ("--interval", f"{scheduler_interval_ms(profile) / 1000:g}")
