@@ -42,3 +42,33 @@ def build(name: str = "rolesim") -> Path:
         raise ThreadwiseError(f"building {name} failed: {result.stderr.strip()}")
     tmp.rename(binary)
     return binary
+
+
+# Java workloads: placeholder name -> the main class, whose source is workloads/<Class>.java.
+JAVA_WORKLOADS = {"poolservice": "PoolService"}
+
+
+def build_java(name: str) -> Path:
+    """Compile workloads/<Class>.java (once per source version); return the classes directory
+    (the service's classpath)."""
+    main_class = JAVA_WORKLOADS[name]
+    source = resources.files("threadwise.refine").joinpath("workloads", f"{main_class}.java").read_bytes()
+    digest = hashlib.sha256(source).hexdigest()[:16]
+    classes = cache_dir() / "workloads" / f"{name}-{digest}" / "classes"
+    if (classes / f"{main_class}.class").is_file():
+        return classes
+    javac = shutil.which("javac")
+    if javac is None:
+        raise MissingTool(f"no javac to build the bundled {name} workload",
+                          hint="apt-get install openjdk-17-jdk-headless (scripts/setup-system.sh)")
+    staging = classes.with_name("classes.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    src = classes.parent / f"{main_class}.java"
+    src.write_bytes(source)
+    result = subprocess.run([javac, "-d", str(staging), str(src)], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise ThreadwiseError(f"building {name} failed: {result.stderr.strip()}")
+    shutil.rmtree(classes, ignore_errors=True)
+    staging.rename(classes)
+    return classes

@@ -10,8 +10,12 @@ with what to do, not found missing inside the guest minutes later.
 Approach: `Packer` resolves each command word (a busybox applet, else a
 program on the host's PATH, else an absolute path) and adds the executable at
 its host path with the shared libraries `ldd` lists; a script's `#!`
-interpreter follows it. An interpreter that needs its whole library tree (a
-JVM, CPython, Node, Perl, ...) is refused: the image holds single programs.
+interpreter follows it. A JVM or a CPython/PyPy interpreter (and a venv's)
+needs its whole tree: the packer links the program to its real path and notes
+the trees, which go on the guest's read-only runtime disk (runtimes.py); Node
+is a single program. Other interpreters that need a library tree (Perl, Ruby,
+...) are refused. Paths among a command's arguments go along: files into the
+image, directories (a classpath, an app's folder) onto the runtime disk.
 `carry_command` is one workload command of plan.sh (its program and every host
 program among its arguments), and refuses a program under a directory the
 guest's init mounts over (/tmp is a fresh tmpfs there: a program under it
@@ -34,23 +38,26 @@ from pathlib import Path, PurePosixPath
 
 from threadwise.errors import InitramfsError, MissingTool
 from threadwise.paths import find_program
+from threadwise.refine.runtimes import Tree, argument_trees, interpreter_trees, is_runtime
 
 # The guest's PATH before EXTRA_PATH (guest/init sets the same).
 GUEST_PATH = ("/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin")
 PLAN_FUNCTIONS = ("service_cmd", "load_cmd", "ready_cmd")
 PLAN_VARIABLES = ("SPIN", "SCX", "TRACER")  # TRACER: the libbpf tracer of trace cells (blockers.py)
-# Interpreters whose programs need a library tree (stdlib, site-packages, jars): not packable.
-UNPACKABLE = re.compile(r"^(python|pypy|perl|ruby|node|nodejs|java|php|lua|Rscript|tclsh|wish)")
+# Interpreters whose programs need a library tree the runtime disk does not know how to find
+# (Java and Python are carried with their trees, runtimes.py; Node is one ELF program).
+UNPACKABLE = re.compile(r"^(perl|ruby|php|lua|Rscript|tclsh|wish)")
 # Host directories that merged-/usr systems make symlinks; the image mirrors them.
 MERGED_TOPS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 # Where guest/init mounts a fresh file system over the image: whatever the image holds there is
 # hidden in the guest (`mount -t tmpfs tmp /tmp`, proc, sysfs, devtmpfs).
 HIDDEN = {"/tmp": "tmpfs", "/proc": "proc", "/sys": "sysfs", "/dev": "devtmpfs"}
 # What a user does about an interpreter the image cannot carry.
-INTERPRETER_HINT = ("the default lab guest (initramfs) carries single programs with their shared "
-                    "libraries, not an interpreter's library tree: give the workload a compiled program "
-                    "or a POSIX shell script (#!/bin/sh), or measure with --guest vng (the lab VM on "
-                    "this machine's own root filesystem, where interpreters run; docs/lab.md)")
+INTERPRETER_HINT = ("the default lab guest (initramfs) carries programs with their shared libraries, "
+                    "and the trees of Java, CPython/PyPy (and venvs) on its runtime disk, but not this "
+                    "interpreter's library tree: give the workload a compiled program, a POSIX shell "
+                    "script (#!/bin/sh), a JVM or Python service, or measure with --guest vng (the lab "
+                    "VM on this machine's own root filesystem, where interpreters run; docs/lab.md)")
 
 
 @dataclass
@@ -224,6 +231,7 @@ class Packer:
     applets: frozenset[str]
     extra_path: list[str] = field(default_factory=list)
     packed: list[str] = field(default_factory=list)  # host paths, for the report
+    trees: list[Tree] = field(default_factory=list)  # for the runtime disk (runtimes.py)
 
     def command(self, word: str, *, why: str) -> None:
         """argv[0] of a plan command: a busybox applet, or an executable packed at its path."""
@@ -251,6 +259,42 @@ class Packer:
             if not self.image.has(lib):
                 self.image.add_file(lib, Path(lib).resolve(), 0o755)
 
+    def runtime(self, path: Path, real: Path, *, why: str) -> None:
+        """A JVM or Python interpreter: its trees for the disk, and `path` linked to the real
+        program (a JVM finds its home, and CPython its prefix, from where the binary really is)."""
+        self.packed.append(str(path))
+        trees, real = interpreter_trees(path)  # a pyenv shim's real program is the interpreter's
+        self.trees.extend(trees)
+        if str(real) != str(path):
+            self.image.add_link(str(path), str(real), replace=True)
+        if not any(str(real).startswith(t.path.rstrip("/") + "/") for t in trees):
+            is_elf, _ = _elf_interpreter(real)
+            if not is_elf:
+                raise InitramfsError(f"{why} runs {path} ({real}), which is not an ELF program")
+            self.image.add_file(str(real), real, stat.S_IMODE(real.stat().st_mode) | 0o555)
+            self.libraries(real)
+        # a venv's bin/python is a link out of the venv: the real binary is packed above, and
+        # the venv's own link is kept on the disk
+
+    def argument(self, word: str, *, why: str) -> None:
+        """Host paths among a command's arguments (`-cp /a:/b`, `-Dx=/y`, a script): files into the
+        image, directories onto the runtime disk; a path the guest would hide is refused."""
+        for piece in word.replace("=", ":").split(":"):
+            if not piece.startswith("/") or not os.path.lexists(piece) or piece in HIDDEN:
+                continue
+            if hidden_under(piece) in ("/proc", "/sys", "/dev"):
+                continue  # the guest mounts its own: /dev/null is there
+            problem = hidden_problem(piece, why=why)
+            if problem is not None:
+                raise problem
+            target = Path(piece)
+            if target.is_dir():
+                self.trees.extend(argument_trees([piece]))
+            elif target.is_file() and os.access(piece, os.X_OK):
+                self.executable(target, why=why)
+            elif target.is_file() and not self.image.has(piece):
+                self.image.add_file(piece, target.resolve(), stat.S_IMODE(target.stat().st_mode))
+
     def executable(self, path: Path, *, why: str) -> None:
         if str(path) in self.packed:
             return
@@ -263,6 +307,9 @@ class Packer:
                     f"{why} runs {path} (a {name} interpreter): a self-contained guest cannot carry "
                     "its library tree",
                     hint=INTERPRETER_HINT)
+        if is_runtime(path.name) or is_runtime(real.name):
+            self.runtime(path, real, why=why)
+            return
         is_elf, interp = _elf_interpreter(real)
         self.packed.append(str(path))
         if is_elf:
@@ -339,11 +386,10 @@ def carry_command(packer: Packer, words: list[str], *, why: str) -> None:
         raise InitramfsError(f"{why} runs no program")
     before = len(packer.packed)
     packer.command(argv[0], why=why)
-    for word in argv[1:]:
-        # An absolute path to a host program among the arguments must be there too; other
-        # arguments are the command's business.
-        if word.startswith("/") and os.access(word, os.X_OK) and Path(word).is_file():
-            packer.executable(Path(word), why=why)
+    # Host paths among the arguments (and in the `VAR=/path` words before the program) must be
+    # there too: programs, scripts, a classpath, an app's folder.
+    for word in [*words[:len(words) - len(argv)], *argv[1:]]:
+        packer.argument(word, why=why)
     for path in packer.packed[before:]:
         problem = hidden_problem(path, why=why)
         if problem is not None:

@@ -76,10 +76,13 @@ from threadwise.refine.carry import (  # noqa: F401
     shared_libraries,
 )
 from threadwise.refine.ladder import Execution, agent_path
+from threadwise.refine.runtimes import build_disk
 
 GUEST_OUT = "/out"
 KCONFIG = "/etc/threadwise/kconfig"
 EXTRA_PATH = "/etc/threadwise/path"
+TREES = "/etc/threadwise/trees"  # the runtime disk's trees, one per line (guest/init binds them)
+VIRTIO_BLK = "/lib/modules/virtio_blk.ko"
 QEMU_APPEND = "console=ttyS0 rdinit=/init quiet panic=1"
 # Boots that died before the agent said anything, for reasons of the emulation, are retried
 # (multi-threaded TCG's code-patching race, runtime/lab.py).
@@ -92,8 +95,17 @@ def init_path() -> Path:
     return Path(str(resources.files("threadwise.refine").joinpath("guest", "init")))
 
 
-def pack(out: Path, *, dest: Path) -> Path:
-    """dest/initrd.gz: busybox, scx_layered, bpftool, the plan's programs, agent, init and `out`."""
+@dataclass(frozen=True)
+class Packed:
+    """What a guest boots: the initramfs, and the runtime disk when the plan needs runtime trees."""
+
+    initrd: Path
+    disk: Path | None = None
+
+
+def pack(out: Path, *, dest: Path, log: Callable[[str], None] = lambda _m: None) -> Packed:
+    """dest/initrd.gz: busybox, scx_layered, bpftool, the plan's programs, agent, init and `out`;
+    with the runtime disk (runtimes.py, cached) when a program needs a JVM's or Python's tree."""
     from threadwise.runtime.kernel import find_lab_kernel
 
     plan_file = out / "plan.sh"
@@ -119,6 +131,13 @@ def pack(out: Path, *, dest: Path) -> Path:
                              hint="plan_script(..., scx=scx_layered_path())")
     packer.executable(_bpftool(), why="the agent's membership dump")
     kernel = find_lab_kernel()  # after the plan's commands: a refusal needs no kernel
+    disk = build_disk(packer.trees, log=log) if packer.trees else None
+    if disk is not None:
+        for lib in disk.libraries:  # what the trees' ELF files need from outside them
+            if not image.has(lib):
+                image.add_file(lib, Path(lib).resolve(), 0o755)
+        image.add_file(TREES, ("".join(f"{tree.path}\n" for tree in disk.trees)).encode())
+        image.add_file(VIRTIO_BLK, kernel.virtio_blk_module)
     # scx_layered is ~33 MB with symbols; stripped it is a fraction of that, and RAM is the disk here.
     scx = Path(words["SCX"][0])
     with tempfile.TemporaryDirectory(prefix="threadwise-strip-") as scratch:
@@ -152,7 +171,7 @@ def pack(out: Path, *, dest: Path) -> Path:
         dest.mkdir(parents=True, exist_ok=True)
         initrd = dest / "initrd.gz"
         image.write(initrd)
-    return initrd
+    return Packed(initrd, disk.image if disk is not None else None)
 
 
 # --- booting it and reading the console ----------------------------------------------------------
@@ -176,8 +195,10 @@ def icount_shift() -> int | None:
     return int(value)
 
 
-def qemu_argv(qemu: Path, vmlinuz: Path, initrd: Path, *, cpus: int, memory: str) -> list[str]:
-    """shared/biglab's command line: q35, multi-threaded TCG, the console on stdio, exit on reboot."""
+def qemu_argv(qemu: Path, vmlinuz: Path, initrd: Path, *, cpus: int, memory: str,
+              disk: Path | None = None) -> list[str]:
+    """shared/biglab's command line: q35, multi-threaded TCG, the console on stdio, exit on reboot;
+    the runtime disk, when there is one, as a read-only virtio-blk drive (/dev/vda)."""
     shift = icount_shift()
     accel = (["-accel", "tcg,thread=multi"] if shift is None else
              ["-accel", "tcg,thread=single", "-icount", f"shift={shift},sleep=off"])
@@ -186,7 +207,7 @@ def qemu_argv(qemu: Path, vmlinuz: Path, initrd: Path, *, cpus: int, memory: str
             "-cpu", "max",
             "-smp", str(cpus), "-m", memory, "-kernel", str(vmlinuz), "-initrd", str(initrd),
             "-append", QEMU_APPEND, "-display", "none", "-serial", "stdio", "-nodefaults",
-            "-no-reboot"]
+            "-no-reboot", *(["-drive", f"file={disk},if=virtio,format=raw,readonly=on"] if disk else [])]
 
 
 MARKERS = ("TWAGENT: ", "TWINIT: ", "TWSTATUS: ", "TWCLOCK: ", "TWCELL-BEGIN ", "TWARCHIVE-BEGIN ")
@@ -344,10 +365,11 @@ def run_initramfs(out: Path, *, cpus: int, memory: str = "2G", timeout_s: float,
     started = time.monotonic()
     deadline = started + timeout_s
     with tempfile.TemporaryDirectory(prefix="threadwise-initramfs-") as scratch:
-        initrd = pack(out, dest=Path(scratch))
-        progress(f"guest: initramfs {initrd.stat().st_size / 1e6:.1f} MB; booting {kernel.release} "
-                 f"with {cpus} vCPUs (TCG)")
-        argv = qemu_argv(qemu, kernel.vmlinuz, initrd, cpus=cpus, memory=memory)
+        packed = pack(out, dest=Path(scratch), log=progress)
+        carried = (f" + runtime disk {packed.disk.stat().st_size / 1e6:.0f} MB" if packed.disk else "")
+        progress(f"guest: initramfs {packed.initrd.stat().st_size / 1e6:.1f} MB{carried}; booting "
+                 f"{kernel.release} with {cpus} vCPUs (TCG)")
+        argv = qemu_argv(qemu, kernel.vmlinuz, packed.initrd, cpus=cpus, memory=memory, disk=packed.disk)
         for attempt in range(1, BOOT_ATTEMPTS + 1):
             console = Console(out, progress)
             returncode, timed_out = _boot(argv, console, deadline)
@@ -400,10 +422,11 @@ if [ -f "$HERE/q.tar.xz" ]; then
     LD_LIBRARY_PATH="$HERE/q/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; export LD_LIBRARY_PATH
 fi
 mkdir -p "$RES"
+DISK=""; [ -f "$HERE/disk.ext4" ] && DISK="-drive file=$HERE/disk.ext4,if=virtio,format=raw,readonly=on"
 # TCG runs each vCPU on a host thread: keep CPUS at or below half this machine's cores.
 "$QEMU" $FW -machine q35 -accel tcg,thread=multi -cpu max -smp "$CPUS" -m "$MEM" \
     -kernel "$HERE/vmlinuz" -initrd "$HERE/initrd.gz" -append "@APPEND@" \
-    -display none -serial stdio -nodefaults -no-reboot < /dev/null \
+    -display none -serial stdio -nodefaults -no-reboot $DISK < /dev/null \
     | tr -d '\r' | tee "$RES/console.log" | grep -a --line-buffered -E '^TW(INIT|AGENT|STATUS): ' || true
 # every payload in order (finished cells first, the whole results directory last)
 awk -v dir="$RES" '/^TW(CELL|ARCHIVE)-BEGIN/ {n++; f=sprintf("%s/.payload.%04d", dir, n); p=1; next}
@@ -423,7 +446,11 @@ def bundle(out: Path, dest: Path, *, with_qemu: bool = True) -> list[Path]:
     from threadwise.runtime.kernel import find_lab_kernel
 
     dest.mkdir(parents=True, exist_ok=True)
-    written = [pack(out, dest=dest)]
+    packed = pack(out, dest=dest)
+    written = [packed.initrd]
+    if packed.disk is not None:
+        shutil.copyfile(packed.disk, dest / "disk.ext4")
+        written.append(dest / "disk.ext4")
     vmlinuz = dest / "vmlinuz"
     shutil.copyfile(find_lab_kernel().vmlinuz, vmlinuz)
     run_sh = dest / "run.sh"

@@ -12,11 +12,12 @@ executable, on PATH or by absolute path; no relative program or file argument.
 Then, for the initramfs guest, it renders the commands exactly as the ladder's
 plan.sh does (`ladder.plan_script`) and runs them through the packer the guest
 image is built with (`carry.carry_command`), without building an image, so a
-refusal here is the refusal packing would give; files named by absolute path
-are not carried (the guest holds programs only). Every problem is a Diagnostic
+refusal here is the refusal packing would give (a JVM's or Python's trees are
+named, not copied: the runtime disk is built only when a ladder packs).
+Every problem is a Diagnostic
 with the workload file, the line of the command and what to do, raised
 together as one WorkloadError. `Checked` keeps what a dry run prints: the
-plan.sh lines and the programs the guest would carry.
+plan.sh lines, the programs the guest would carry and the runtime disk's trees.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 
 from threadwise.errors import InitramfsError, MissingTool, WorkloadError
 from threadwise.refine import carry
+from threadwise.refine.runtimes import outermost
 from threadwise.refine.workload import Workload
 from threadwise.synthesize.diagnostics import Diagnostic
 from threadwise.synthesize.locate import SourceMap
@@ -39,8 +41,6 @@ PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 FUNCTION_OF = {("service", "command"): "service_cmd", ("service", "ready", "command"): "ready_cmd",
                ("load", "command"): "load_cmd"}
 RUN_DIR_NOTE = "the ladder runs every command in its own run directory"
-# Files the guest image has of its own (initramfs.pack writes them); /proc, /sys and /dev are mounted.
-GUEST_FILES = ("/etc/passwd", "/etc/group", "/etc/hosts", "/etc/ld.so.cache")
 Report = Callable[[str, tuple[str, ...], str, str], None]   # (rule, TOML path, message, hint)
 
 
@@ -64,6 +64,7 @@ class Checked:
     functions: dict[str, str] = field(default_factory=dict)   # plan.sh function -> its line
     carried: list[str] = field(default_factory=list)       # host programs the guest image holds
     extra_path: list[str] = field(default_factory=list)    # directories the guest adds to PATH
+    trees: list[str] = field(default_factory=list)         # on the runtime disk (runtimes.py), with why
 
 
 def commands(workload: Workload) -> list[Command]:
@@ -88,7 +89,7 @@ def program_problems(command: Command, bases: list[Path]) -> list[tuple[str, str
     what = command.key
     out: list[tuple[str, str]] = []
     if PLACEHOLDER.search(program):
-        pass   # {rolesim}, {spin}: built by threadwise on first use; others are known once rendered
+        pass   # {rolesim}, {spin}, {poolservice}: built by threadwise on first use; others are known once rendered
     elif "/" not in program:
         if shutil.which(program) is None:
             out.append((f"{what} runs {program!r}, which is not on PATH",
@@ -114,23 +115,6 @@ def argument_problems(command: Command, bases: list[Path]) -> list[tuple[str, st
             continue
         out.append((f"{command.key} names {arg!r}, a file relative to this directory: {RUN_DIR_NOTE}, "
                     "where it is not", _absolute_hint(arg, bases)))
-    return out
-
-
-def _file_problems(command: Command, packer: carry.Packer) -> list[tuple[str, str]]:
-    """Files the command names by absolute path that the initramfs guest would not have."""
-    out = []
-    for arg in command.argv[1:]:
-        if not arg.startswith("/") or not Path(arg).is_file() or arg in packer.packed \
-                or os.access(arg, os.X_OK) or arg in GUEST_FILES \
-                or carry.hidden_under(arg) in ("/proc", "/sys", "/dev"):
-            continue
-        top = carry.hidden_under(arg)
-        why = (f"; and {top} is a fresh {carry.HIDDEN[top]} in the guest" if top else "")
-        out.append((f"{command.key} names {arg}, a file of this host the initramfs guest does not carry "
-                    f"(it holds programs only){why}",
-                    "pass the settings as arguments, or measure with --guest vng (the lab VM on this "
-                    "machine's own root filesystem)"))
     return out
 
 
@@ -197,9 +181,6 @@ def _guest_problems(workload: Workload, checked: Checked, broken: set[tuple[str,
             carry.carry_command(packer, words[name], why=why)
         except InitramfsError as refused:
             problem("guest", path, refused.message, refused.hint or "")
-            continue
-        for message, hint in _file_problems(command, packer) if command else []:
-            problem("guest", path, message, hint)
     service = workload.service
     if service is not None and service.ready.tcp_port is not None and "nc" not in applets:
         problem("guest", ("service", "ready", "tcp_port"),
@@ -207,6 +188,10 @@ def _guest_problems(workload: Workload, checked: Checked, broken: set[tuple[str,
                 'install busybox-static (scripts/setup-system.sh), or use ready = { log_line = "..." }')
     checked.carried = list(packer.packed)
     checked.extra_path = list(packer.extra_path)
+    try:
+        checked.trees = [f"{tree.path} ({tree.why})" for tree in outermost(packer.trees)]
+    except InitramfsError as refused:
+        problem("guest", (), refused.message, refused.hint or "")
 
 
 def dry_run_lines(workload: Workload, checked: Checked, *, observe_s: float = 8.0) -> list[str]:
@@ -233,6 +218,9 @@ def dry_run_lines(workload: Workload, checked: Checked, *, observe_s: float = 8.
     if checked.guest == "initramfs":
         lines.append("  carried into the guest at their host paths, with their shared libraries: "
                      + (", ".join(checked.carried) or "busybox applets only"))
+        if checked.trees:
+            lines.append("  on the guest's read-only runtime disk (ext4, built once per content hash): "
+                         + "; ".join(checked.trees))
         lines.append("  and threadwise's own: busybox, scx_layered, bpftool, the spinner, the agent"
                      + (f"; guest PATH adds {':'.join(checked.extra_path)}" if checked.extra_path else ""))
     elif checked.guest == "vng":

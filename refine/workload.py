@@ -46,7 +46,7 @@ from threadwise.synthesize.reader import dotted_location, inner_model, short_val
 from threadwise.synthesize.schema import NAME_PATTERN, NAME_RULE
 
 SCHEMA_VERSION = 1
-PLACEHOLDERS = ("window_s", "rolesim", "spin")
+PLACEHOLDERS = ("window_s", "rolesim", "spin", "poolservice")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _COMM_LEN = 15  # the kernel truncates comm to 15 characters
 DOC = "docs/workload.md"
@@ -363,11 +363,13 @@ def _allowed_keys(loc: tuple[str | int, ...]) -> set[str]:
 
 
 def render_argv(argv: Sequence[str], *, window_s: float) -> list[str]:
-    """The argv with {window_s} (whole seconds, at least 1), {rolesim} and {spin} filled in.
+    """The argv with {window_s} (whole seconds, at least 1), {rolesim}, {spin} and {poolservice}
+    filled in.
 
-    {rolesim} and {spin} are the bundled binaries, compiled on first use.
+    {rolesim} and {spin} are the bundled binaries, {poolservice} the bundled JVM service's classes
+    directory (its classpath), each compiled on first use.
     """
-    from threadwise.refine.bundled import build
+    from threadwise.refine.bundled import JAVA_WORKLOADS, build, build_java
 
     seconds = str(max(1, math.ceil(window_s - 1e-9)))
     resolved: dict[str, str] = {}
@@ -378,7 +380,8 @@ def render_argv(argv: Sequence[str], *, window_s: float) -> list[str]:
             raise InputError(f"unknown placeholder {{{name}}} in {match.string!r}",
                              hint=_HINTS["placeholder"])
         if name not in resolved:
-            resolved[name] = seconds if name == "window_s" else str(build(name))
+            resolved[name] = (seconds if name == "window_s" else
+                              str(build_java(name)) if name in JAVA_WORKLOADS else str(build(name)))
         return resolved[name]
 
     return [_PLACEHOLDER.sub(value, arg) for arg in argv]

@@ -8,8 +8,10 @@ Approach: read trixie-backports' `Packages.xz` over HTTP, pick the newest
 `linux-binary-<release>-cloud-amd64` with its `linux-base-<release>` and
 `linux-modules-<release>` (`debian.py`), download the three .debs, check each
 SHA256 against the index, unpack with `dpkg-deb -x` into a scratch directory,
-and keep only `vmlinuz`, `config` and `overlay.ko` (decompressed; the guest
-loads it to get writable overlays, see `lab.py`) in
+and keep only `vmlinuz`, `config` and two modules, decompressed: `overlay.ko`
+(the vng guest loads it to get writable overlays, see `lab.py`) and
+`virtio_blk.ko` (the initramfs guest reads its runtime-tree disk with it,
+refine/runtimes.py), in
 `<cache>/lab-kernel/<release>/` with a `manifest.json`. The
 directory is renamed into place only when complete and verified, so an
 interrupted fetch never looks cached. A cached kernel is reused without any
@@ -36,6 +38,9 @@ from threadwise.paths import cache_dir
 from threadwise.runtime import debian
 
 REQUIRED_CONFIG = ("CONFIG_SCHED_CLASS_EXT=y", "CONFIG_VIRTIO_FS=y", "CONFIG_BPF_SYSCALL=y")
+# Modules the lab keeps: name -> path under the release's kernel/ directory. Both are =m in
+# Debian's cloud kernel; neither depends on another module (modinfo: depends= empty).
+MODULES = {"overlay": "fs/overlayfs/overlay", "virtio_blk": "drivers/block/virtio_blk"}
 KERNEL_HINT = "run `threadwise lab kernel` (downloads a Debian kernel with sched_ext, ~37 MB)"
 
 
@@ -55,6 +60,15 @@ class LabKernel:
     @property
     def overlay_module(self) -> Path:
         return self.directory / "overlay.ko"
+
+    @property
+    def virtio_blk_module(self) -> Path:
+        """The initramfs guest loads it to read its runtime-tree disk (refine/runtimes.py)."""
+        return self.directory / "virtio_blk.ko"
+
+    @property
+    def modules(self) -> tuple[Path, ...]:
+        return (self.overlay_module, self.virtio_blk_module)
 
     @property
     def manifest(self) -> dict:
@@ -81,7 +95,7 @@ def cached_kernels() -> list[LabKernel]:
         if entry.name.startswith(".") or not (entry / "manifest.json").is_file():
             continue
         kernel = LabKernel(release=entry.name, directory=entry)
-        if all(p.is_file() for p in (kernel.vmlinuz, kernel.config, kernel.overlay_module)):
+        if all(p.is_file() for p in (kernel.vmlinuz, kernel.config, *kernel.modules)):
             found.append(kernel)
 
     def version(kernel: LabKernel) -> str:
@@ -176,17 +190,17 @@ def fetch_lab_kernel(*, refresh: bool = False, log: Callable[[str], None] = lamb
                 f"{choice.binary.name}: kernel config lacks {', '.join(absent)}",
                 hint="the archive's newest kernel cannot host the lab; report it",
             )
-        overlay = _find_one(
-            unpacked,
-            (f"usr/lib/modules/{choice.release}/kernel/fs/overlayfs/overlay.ko*",),
-            "overlay module",
-        )
+        modules = {
+            name: _find_one(unpacked, (f"usr/lib/modules/{choice.release}/kernel/{where}.ko*",), f"{name} module")
+            for name, where in MODULES.items()
+        }
         staged = scratch / choice.release
         staged.mkdir()
         shutil.copy2(vmlinuz, staged / "vmlinuz")
         shutil.copy2(config, staged / "config")
-        raw = overlay.read_bytes()
-        (staged / "overlay.ko").write_bytes(lzma.decompress(raw) if overlay.suffix == ".xz" else raw)
+        for name, module in modules.items():
+            raw = module.read_bytes()
+            (staged / f"{name}.ko").write_bytes(lzma.decompress(raw) if module.suffix == ".xz" else raw)
         manifest = {
             "release": choice.release,
             "index": url,

@@ -21,6 +21,8 @@ APT_PACKAGES=(
     libbpf-dev bpftool gcc make  # the libbpf C tracer
     kmod                # depmod, needed by virtme-ng
     busybox-static      # the self-contained initramfs lab guest (refine/initramfs.py)
+    e2fsprogs           # mkfs.ext4 -d: the lab guest's runtime disk (refine/runtimes.py)
+    openjdk-17-jdk-headless  # the bundled JVM workload (refine/workloads/poolservice.toml)
     hyperfine linux-perf  # benchmarks (perf sched record: the tracer's peer)
     xz-utils ca-certificates
 )

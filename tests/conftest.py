@@ -219,12 +219,12 @@ def redis_capture(tmp_path_factory: pytest.TempPathFactory, tracer_backend: str)
         stop_by_pid(server)
 
 
-JVM_SOURCE = Path(__file__).parent / "jvm" / "PoolService.java"
+JVM_SOURCE = Path(__file__).parents[1] / "refine" / "workloads" / "PoolService.java"
 
 
 @pytest.fixture(scope="session")
 def jvm_capture(tmp_path_factory: pytest.TempPathFactory, tracer_backend: str) -> Path:
-    """Our JVM service with named pools (tests/jvm/PoolService.java: a CPU-busy request pool
+    """Our JVM service with named pools (refine/workloads/PoolService.java: a CPU-busy request pool
     feeding a writer and an acceptor through queues, a periodic flusher, the JVM's own
     threads), observed with `threadwise observe --pid` for 5 s once it serves; stopped by PID."""
     import sys

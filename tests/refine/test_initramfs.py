@@ -97,15 +97,17 @@ def test_plan_commands_reads_functions_and_variables_as_plan_sh_spells_them():
 
 
 @pytest.mark.skipif(BUSYBOX is None, reason="needs busybox: apt-get install busybox-static")
-def test_a_python_probe_is_refused_by_name(tmp_path: Path):
+def test_an_interpreter_without_a_known_tree_is_refused_by_name(tmp_path: Path):
+    perl = shutil.which("perl") or "/usr/bin/perl"   # Debian's perl-base: always there
     (tmp_path / "plan.sh").write_text(
         f"SPIN=/bin/true\nSCX=/bin/true\nATTACH_MODE=direct\n"
-        f"ready_cmd() {{ {sys.executable} -c 'import socket' 6399; }}\n")
+        f"ready_cmd() {{ {perl} -e 'exit 0' 6399; }}\n")
     with pytest.raises(initramfs.InitramfsError, match="interpreter") as refused:
         initramfs.pack(tmp_path, dest=tmp_path / "img")
-    assert sys.executable in refused.value.message
+    assert perl in refused.value.message
     hint = refused.value.hint or ""   # what a user does, not an internal API (issue 21)
-    assert "compiled program or a POSIX shell script" in hint and "--guest vng" in hint
+    assert "compiled program, a POSIX shell script" in hint and "--guest vng" in hint
+    assert "a JVM or Python service" in hint
     assert "plan_script" not in hint and "tcp_probe" not in hint
 
 

@@ -125,35 +125,49 @@ def test_absent_not_executable_and_relative_programs(tmp_path: Path) -> None:
 
 
 @needs_busybox
-def test_an_interpreter_is_refused_with_what_to_do_and_vng_takes_it(tmp_path: Path) -> None:
-    path = workload(tmp_path, service=sys.executable, load="true")
-    path.write_text(path.read_text().replace('"--port", "7000"', '"-m", "http.server", "7000"'))
+def test_an_interpreter_without_a_tree_is_refused_and_python_goes_on_the_runtime_disk(
+        tmp_path: Path) -> None:
+    perl = shutil.which("perl") or "/usr/bin/perl"
+    path = workload(tmp_path, service=perl, load="true")
+    path.write_text(path.read_text().replace('"--port", "7000"', '"-e", "sleep 1"'))
     done = tw("workload", "check", str(path))
     assert done.returncode == 2
-    assert f"{path}:{SERVICE_LINE}: service.command runs {sys.executable} (a " in done.stderr
+    assert f"{path}:{SERVICE_LINE}: service.command runs {perl} (a " in done.stderr
     assert "cannot carry its library tree" in done.stderr
-    assert "give the workload a compiled program or a POSIX shell script (#!/bin/sh), or measure with " \
-           "--guest vng" in done.stderr
+    assert "give the workload a compiled program, a POSIX shell script (#!/bin/sh), a JVM or Python " \
+           "service, or measure with --guest vng" in done.stderr
     assert "plan_script" not in done.stderr and "tcp_probe" not in done.stderr
     assert tw("workload", "check", str(path), "--guest", "vng").returncode == 0
+    # CPython is carried: the dry run names its trees (the stdlib, asked from the interpreter)
+    python = workload(tmp_path, service=sys.executable, load="true")
+    python.write_text(python.read_text().replace('"--port", "7000"', '"-m", "http.server", "7000"'))
+    done = tw("workload", "check", str(python), "--dry-run")
+    assert done.returncode == 0, done.stderr
+    stdlib = str(Path(shutil.__file__).parent)
+    assert "on the guest's read-only runtime disk" in done.stdout
+    assert f"{stdlib} (on {sys.executable}'s sys.path)" in done.stdout
 
 
 @needs_busybox
-def test_programs_and_files_under_tmp_are_refused_for_the_initramfs_guest(tmp_path: Path) -> None:
+def test_programs_and_files_under_tmp_are_refused_and_other_files_are_carried(tmp_path: Path) -> None:
     assert str(tmp_path).startswith("/tmp/"), "pytest's tmp_path is under /tmp here"
     server = executable(tmp_path / "server")
-    config = Path(__file__)   # a file of this host outside /tmp, not a program
     path = workload(tmp_path, service=str(server), load="true")
-    path.write_text(path.read_text().replace('"-n", "5"', f'"--config", "{config}"'))
+    path.write_text(path.read_text().replace('"-n", "5"', f'"--config", "{tmp_path / "mine.toml"}"'))
     done = tw("workload", "check", str(path))
     assert done.returncode == 2
     assert (f"{path}:{SERVICE_LINE}: service.command names {server}, under /tmp: the lab guest's init "
             "mounts a fresh tmpfs on /tmp, so it would not be found there") in done.stderr
+    assert (f"{path}:{LOAD_LINE}: load.command names {tmp_path / 'mine.toml'}, under /tmp") in done.stderr
     assert "move it out of /tmp" in done.stderr
-    assert (f"{path}:{LOAD_LINE}: load.command names {config}, a file of this host the initramfs guest "
-            "does not carry (it holds programs only)") in done.stderr
     vng = tw("workload", "check", str(path), "--guest", "vng")   # the vng guest sees the host's /tmp
     assert vng.returncode == 0, vng.stderr
+    # a file of this host outside /tmp is carried into the image, like a program
+    config = Path(__file__)
+    path.write_text(WORKLOAD.replace('"SERVICE"', '"true"').replace('"LOAD"', '"true"')
+                    .replace('"-n", "5"', f'"--config", "{config}"'))
+    done = tw("workload", "check", str(path))
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_service_that_died_says_what_its_stderr_said(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""bpf tier: a real JVM service with named pools (tests/jvm/PoolService.java), observed live.
+"""bpf tier: a real JVM service with named pools (refine/workloads/PoolService.java), observed live.
 
 The profile stays within the group budget, folds the idle JVM internals into the
 workload's catch-all, and finds the pool's wake chain (request-* -> writer, acceptor).

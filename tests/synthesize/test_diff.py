@@ -16,7 +16,7 @@ HERE = Path(__file__).parent / "fixtures" / "diff"
 UPDATE = os.environ.get("THREADWISE_UPDATE_GOLDEN") == "1"
 # redis-before.toml: the Redis capture's profile before compaction (git f9bf8f7),
 # redis-after.toml: the same analysis synthesized with compaction and families;
-# {jvm,redis}-capture-{before,after}.toml: live captures (tests/jvm/PoolService.java; Redis
+# {jvm,redis}-capture-{before,after}.toml: live captures (refine/workloads/PoolService.java; Redis
 # under redis-benchmark) synthesized by f9bf8f7 (before) and by this branch (after)
 
 

@@ -118,7 +118,7 @@ def test_redis_families_match_a_live_redis(tmp_path: Path) -> None:
 def test_jvm_families_match_a_live_jvm(tmp_path: Path) -> None:
     if shutil.which("javac") is None or shutil.which("java") is None:
         pytest.skip("needs a JDK (javac, java)")
-    subprocess.run(["javac", "-d", str(tmp_path), str(ROOT / "tests" / "jvm" / "PoolService.java")],
+    subprocess.run(["javac", "-d", str(tmp_path), str(ROOT / "refine" / "workloads" / "PoolService.java")],
                    check=True, timeout=120)
     proc = subprocess.Popen(["java", "-Xmx64m", "-cp", str(tmp_path), "PoolService", "20", "2", "50"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

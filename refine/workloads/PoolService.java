@@ -1,4 +1,5 @@
-// PoolService: a small JVM service with named thread pools, for threadwise's bpf tests.
+// PoolService: a small JVM service with named thread pools: threadwise's bundled JVM workload
+// (refine/workloads/poolservice.toml) and the service of its bpf tests.
 //
 // Threads (their comms, as the kernel sees them):
 //   acceptor     hands requests to the pool, one per completion it is told about
@@ -8,8 +9,13 @@
 //   flusher      wakes every 100 ms and "flushes" what the writer counted
 // plus the JVM's own threads (GC, C1/C2 compilers, VM Thread, ...), which sit idle.
 //
-// Usage: java PoolService [seconds] [workers] [work_us]; prints "ready" once the pool runs,
-// then one line per second with the requests done. Exits after `seconds`.
+// Usage: java PoolService [seconds] [workers] [work_us] [jsonl]; prints "ready" once the pool
+// runs, then one line per second with the requests done. Exits after `seconds`.
+// With "jsonl" (threadwise's jsonl metrics contract) it says "PoolService: ready" on stderr and
+// prints one JSON object every 500 ms on stdout:
+//   {"requests_per_s": ..., "acceptor_lat_p50_us": ..., "acceptor_lat_p99_us": ...}
+// where acceptor_lat is the time from a worker's completion to the acceptor taking it: the wake
+// latency of the acceptor, the service's latency-sensitive thread.
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.ExecutorService;
@@ -22,6 +28,9 @@ public final class PoolService {
     static final AtomicLong written = new AtomicLong();
     static volatile boolean stop;
     static volatile long sink;
+    // acceptor wake latencies (ns) since the last report; the reporter swaps the list
+    static java.util.ArrayList<Long> latencies = new java.util.ArrayList<>();
+    static final Object latencyLock = new Object();
 
     static long work(long seed, long workNs) {
         long end = System.nanoTime() + workNs, x = seed;
@@ -57,7 +66,7 @@ public final class PoolService {
                         long req = requests.take();
                         long out = work(req, workNs);
                         results.put(out);
-                        completions.put(req);
+                        completions.put(System.nanoTime());
                     }
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
@@ -69,7 +78,11 @@ public final class PoolService {
             try {
                 for (int i = 0; i < 4 * workers; i++) requests.put(next++);
                 while (!stop) {
-                    completions.take();
+                    long done = completions.take();
+                    long waited = System.nanoTime() - done;
+                    synchronized (latencyLock) {
+                        latencies.add(waited);
+                    }
                     requests.put(next++);
                 }
             } catch (InterruptedException e) {
@@ -101,8 +114,22 @@ public final class PoolService {
         acceptor.start();
         writer.start();
         flusher.start();
-        System.out.println("ready");
-        System.out.flush();
+        boolean jsonl = args.length > 3 && args[3].equals("jsonl");
+        if (jsonl) {
+            System.err.println("PoolService: ready");
+            System.err.flush();
+            report(seconds);
+        } else {
+            System.out.println("ready");
+            System.out.flush();
+            perSecond(seconds);
+        }
+        stop = true;
+        requestPool.shutdownNow();
+        System.exit(0);
+    }
+
+    static void perSecond(long seconds) throws InterruptedException {
         long last = 0;
         for (long s = 0; s < seconds; s++) {
             Thread.sleep(1000);
@@ -111,8 +138,35 @@ public final class PoolService {
             System.out.flush();
             last = now;
         }
-        stop = true;
-        requestPool.shutdownNow();
-        System.exit(0);
+    }
+
+    static void report(long seconds) throws InterruptedException {
+        long last = written.get(), lastNs = System.nanoTime();
+        long end = lastNs + seconds * 1_000_000_000L;
+        while (System.nanoTime() < end) {
+            Thread.sleep(500);
+            long now = written.get(), nowNs = System.nanoTime();
+            java.util.ArrayList<Long> batch;
+            synchronized (latencyLock) {
+                batch = latencies;
+                latencies = new java.util.ArrayList<>();
+            }
+            java.util.Collections.sort(batch);
+            double rate = (now - last) * 1e9 / (nowNs - lastNs);
+            StringBuilder line = new StringBuilder("{\"requests_per_s\": ").append(Math.round(rate));
+            if (!batch.isEmpty()) {
+                line.append(", \"acceptor_lat_p50_us\": ").append(pct(batch, 0.50) / 1000.0)
+                    .append(", \"acceptor_lat_p99_us\": ").append(pct(batch, 0.99) / 1000.0);
+            }
+            System.out.println(line.append("}"));
+            System.out.flush();
+            last = now;
+            lastNs = nowNs;
+        }
+    }
+
+    static long pct(java.util.List<Long> sorted, double q) {
+        int at = (int) Math.min(sorted.size() - 1, Math.max(0, Math.ceil(q * sorted.size()) - 1));
+        return sorted.get(at);
     }
 }
