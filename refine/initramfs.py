@@ -20,11 +20,13 @@ kernel config to `/boot/config-<release>` (libbpf reads it), runs `agent.sh
 /out` and talks to the host only over the serial console: agent.log lines as
 they are written, each finished cell as a checksummed base64 tar.gz as soon as
 it is done, the agent's status, then the whole `/out`. The image is a newc cpio
-(carry.py: the image and the packer), gzipped. A script interpreter that would
-need its whole library tree (the venv's Python, Perl, ...) is refused by name,
-and so is a program under /tmp (init mounts a fresh tmpfs there); `threadwise
-workload check` runs the same packer on the workload's commands before anything
-runs (preflight.py).
+(carry.py: the image and the packer), gzipped. A JVM's or Python's tree goes on
+a read-only ext4 runtime disk instead (runtimes.py, cached by content hash;
+qemu attaches it as a virtio-blk drive and init bind-mounts its trees); other
+interpreters with a library tree (Perl, Ruby, ...) are refused by name, and so
+is a path under /tmp (init mounts a fresh tmpfs there); `threadwise workload
+check` runs the same packer on the workload's commands before anything runs
+(preflight.py).
 
 `run_initramfs` boots it like `shared/biglab` (q35, multi-threaded TCG,
 `-serial stdio`), streams the agent's lines to `progress`, stops qemu (by its

@@ -9,6 +9,7 @@ and stops both by PID (SIGTERM, then SIGKILL): never by name.
 
 from __future__ import annotations
 
+import difflib
 import os
 import signal
 import socket
@@ -17,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from threadwise.errors import ServiceError
+from threadwise.errors import ServiceError, TargetError
 from threadwise.refine.workload import Workload, render_argv
 
 
@@ -45,6 +46,26 @@ def _stop(process: subprocess.Popen, timeout_s: float) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+
+
+def _comms() -> dict[int, str]:
+    """pid -> comm of every process on this host."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                found[int(entry.name)] = (entry / "comm").read_text().strip()
+            except OSError:
+                continue  # exited meanwhile
+    return found
+
+
+def _pgrp(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[2])  # after "(comm)": state, ppid, pgrp
 
 
 class RunningService:
@@ -85,7 +106,27 @@ class RunningService:
                 raise ServiceError(f"the service was not ready within {service.ready_timeout_s:g} s",
                                    hint="raise [service] ready_timeout_s, or check its ready condition")
             time.sleep(0.2)
+        self.require_target()
         return self
+
+    def require_target(self) -> None:
+        """Refuse a `[target] process` that names no process, before anything is measured.
+
+        The ladder finds the target by comm prefix (agent.sh `target_pids`); a misspelt one
+        would leave every profile cell without target threads, found minutes later."""
+        process = self.workload.target.process
+        comms = _comms()
+        if any(comm.startswith(process) for comm in comms.values()):
+            return
+        assert self.process is not None
+        ours = sorted({comm for pid, comm in comms.items() if _pgrp(pid) == self.process.pid})
+        close = difflib.get_close_matches(process, ours, n=1)
+        self.stop()
+        raise TargetError(
+            f"[target] process = {process!r} names no running process; the service's processes are "
+            f"{', '.join(repr(c) for c in ours) or 'gone'}",
+            hint=(f"did you mean {close[0]!r}? " if close else "")
+                 + "the ladder finds the target by this prefix of the process name (comm)")
 
     def start_load(self) -> None:
         """Run the load command over and over until stop() (command-sourced workloads)."""

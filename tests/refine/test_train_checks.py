@@ -76,3 +76,23 @@ def test_the_trained_profile_names_its_capture_relative_to_its_own_folder() -> N
         update={"capture": "capture.duckdb"})})   # as synthesize writes it beside build/train/NAME/
     moved = _capture_relative_to(synthesized, Path("build/train/rolesim"), Path("profiles"))
     assert moved.source is not None and moved.source.capture == "../build/train/rolesim/capture.duckdb"
+
+
+def test_a_misspelt_target_process_fails_train_before_it_measures_and_writes_no_profile(
+        tmp_path: Path) -> None:
+    """The service starts and is ready, but `[target] process` names nothing: train stops there
+    (exit 3, TargetError) with the service's real process name, and leaves no profile or record."""
+    import subprocess
+    import sys
+
+    text = bundled_workload_path("rolesim").read_text().replace('process = "rolesim"', 'process = "rolesimm"')
+    workload = tmp_path / "misspelt.toml"
+    workload.write_text(text)
+    done = subprocess.run([sys.executable, "-m", "threadwise.cli", "train", "--workload", str(workload),
+                           "--name", "misspelt", "--lab", "--levels", "0", "--repeats", "2"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 3, done.stderr
+    assert "[target] process = 'rolesimm' names no running process" in done.stderr
+    assert "did you mean 'rolesim'?" in done.stderr
+    assert not (tmp_path / "profiles" / "misspelt.toml").exists()
+    assert not (tmp_path / "artifacts" / "misspelt").exists()

@@ -1,0 +1,110 @@
+"""Services that need a runtime tree train in the default lab guest (initramfs + runtime disk).
+
+Two short real trainings (observe on the host, A/A, the synthesized profile against the
+default scheduler, no refinement step) in the sched_ext lab VM (TCG, 2 vCPUs):
+- the bundled JVM workload (refine/workloads/poolservice.toml): OpenJDK's tree carried on the
+  guest's read-only runtime disk (refine/runtimes.py);
+- a CPython service with named threads (tests/lab/guest/pyservice.py) run by a venv's python:
+  the venv and the base interpreter's stdlib on the disk.
+Each must leave valid cells in both arms, its threads in their layers, and the guest must say
+it mounted the disk. Every check reads the ladder file the training wrote.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from threadwise.paths import cache_dir
+from threadwise.refine import store
+from threadwise.refine.bundled import build
+from threadwise.refine.run import Where
+from threadwise.refine.train import TrainOptions, train
+from threadwise.refine.workload import bundled_workload_path
+
+# Each training boots the guest three times (A/A, step 0, and the trace cell) with 2 s windows.
+pytestmark = pytest.mark.timeout(1800)
+
+PYSERVICE = Path(__file__).parent / "guest" / "pyservice.py"
+PY_WORKLOAD = """\
+schema_version = 1
+name = "pyservice"
+description = "a CPython service with named threads, run by a venv's python"
+
+[service]
+command = ["{python}", "{script}", "100000", "2", "500"]
+ready = {{ log_line = "pyservice: ready" }}
+ready_timeout_s = 120.0
+
+[target]
+process = "python"
+
+[load]
+source = "service"
+parser = "jsonl"
+
+[objective]
+primary = {{ metric = "requests_per_s", direction = "higher" }}
+secondary = [ {{ metric = "accept_lat_p99_us", direction = "lower" }} ]
+warmup_s = 2.0
+window_s = 5.0
+"""
+
+
+def python_workload(root: Path) -> Path:
+    """A venv (without pip) and the service script, outside /tmp (the guest hides it), and the
+    workload file naming them."""
+    home = cache_dir() / "lab-tests" / "pyservice"
+    venv = home / "venv"
+    base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    if not (venv / "bin" / "python").exists():
+        subprocess.run([str(base), "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    script = home / "pyservice.py"
+    shutil.copyfile(PYSERVICE, script)
+    path = root / "pyservice.toml"
+    path.write_text(PY_WORKLOAD.format(python=venv / "bin" / "python", script=script))
+    return path
+
+
+def trained(workload: Path, name: str, root: Path) -> tuple[Path, Path, list[str]]:
+    build("spin")
+    lines: list[str] = []
+    options = TrainOptions(workload, name, Where(lab=True, cpus=2), levels=[0], repeats=2, budget=0,
+                           seed=3, observe_s=4.0, window_s=2.0, profiles_dir=root / "profiles",
+                           artifacts_dir=root / "artifacts", command="pytest tests/lab/test_runtimes_lab.py")
+    profile = train(options, progress=lambda line: (lines.append(line), print(line, flush=True)))
+    return profile, root / "artifacts" / name, lines
+
+
+def check_record(profile: Path, record: Path, lines: list[str], thread_prefix: str) -> None:
+    assert profile.is_file() and "[[group]]" in profile.read_text()
+    assert any("runtime disk:" in line and "trees mounted" in line for line in lines), lines
+    assert (record / "REPORT.md").is_file()
+    con = store.open_ladder(record / "ladder.duckdb", read_only=True)
+    try:
+        valid = dict(con.execute(
+            "SELECT a.kind, count(*) FILTER (WHERE c.valid) FROM cell c JOIN arm a USING (run_id, arm) "
+            "GROUP BY a.kind").fetchall())
+        members = con.execute("SELECT comm, expected_layer, actual_layer FROM membership").fetchall()
+    finally:
+        con.close()
+    assert valid.get("baseline", 0) >= 2 and valid.get("profile", 0) >= 2, valid
+    assert any(comm.startswith(thread_prefix) for comm, *_ in members), members
+    wrong = [m for m in members if m[1] is not None and m[1] != m[2]]
+    assert not wrong, wrong
+
+
+def test_a_jvm_service_trains_from_the_runtime_disk(tmp_path: Path) -> None:
+    if shutil.which("javac") is None or shutil.which("java") is None:
+        pytest.skip("needs a JDK (javac, java): apt-get install openjdk-17-jdk-headless")
+    profile, record, lines = trained(bundled_workload_path("poolservice"), "poolservice-test", tmp_path)
+    check_record(profile, record, lines, "request-")
+
+
+def test_a_python_venv_service_trains_from_the_runtime_disk(tmp_path: Path) -> None:
+    profile, record, lines = trained(python_workload(tmp_path), "pyservice-test", tmp_path)
+    check_record(profile, record, lines, "py-work-")
