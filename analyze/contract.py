@@ -16,7 +16,9 @@ numpy or scikit-learn) for `threadwise validate` to import:
 - `GroupRow`, one row of `Analysis.groups` (the contract columns, in contract
   order, typed), and `AnalysisRecord`, the contract part of an `Analysis` as
   plain typed data (what synthesize reads and the golden fixtures hold).
-  `model.py` derives the polars schema of `Analysis.groups` from `GroupRow`.
+  `model.py` derives the polars schema of `Analysis.groups` from `GroupRow`,
+  and from `AnalysisRecord` (its fields but `groups`: `RECORD_FIELDS`) the
+  stored `analysis_meta` table and the scalars of `Analysis.to_dict`.
 
 Busy-pollers (issue 23). A thread that stays busy with few wakeups spins
 between them (Redis 7's io threads spin up to 1M iterations on a pending
@@ -58,6 +60,7 @@ twice the floor; rolesim's busiest wake-driven thread is at 0.017).
 
 from __future__ import annotations
 
+import typing
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
@@ -160,25 +163,21 @@ COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(GroupRow))
 
 
 class _AnalysisLike(Protocol):
-    """What `AnalysisRecord.of` reads: an `Analysis` (its groups a polars DataFrame)."""
+    """What `AnalysisRecord.of` reads: an `Analysis`, its groups a polars DataFrame and every
+    other field of the record an attribute of the same name (RECORD_FIELDS)."""
 
-    @property
-    def process_name(self) -> str: ...
-    @property
-    def duration_ns(self) -> int: ...
-    @property
-    def nr_cpus(self) -> int: ...
-    @property
-    def events_lost(self) -> int: ...
-    @property
-    def caveats(self) -> list[str]: ...
     @property
     def groups(self) -> Any: ...
 
 
 @dataclass(frozen=True, kw_only=True)
 class AnalysisRecord:
-    """The contract part of an `Analysis` as plain typed data."""
+    """The contract part of an `Analysis` as plain typed data.
+
+    Declared here only: `Analysis` carries the same fields (a test holds it to that), and the
+    stored `analysis_meta` table (model.META_SCHEMA), `Analysis.to_dict` and `of` below all
+    follow `RECORD_FIELDS`, so a field added here reaches them and the docs check.
+    """
 
     process_name: str
     duration_ns: int
@@ -190,18 +189,23 @@ class AnalysisRecord:
     cgroup_cpu_quota_us: int | None = None    # its CPU limit: quota per period (us)...
     cgroup_cpu_period_us: int | None = None   # ...quota None with a period: no limit; both None: unread
     short_lived: list[str] = field(default_factory=list)   # threads too short-lived to form a group
+    names_separate_roles: bool = True   # false: a group's threads all carry the process's name
 
     @classmethod
     def of(cls, analysis: _AnalysisLike) -> AnalysisRecord:
-        """The record of an `Analysis` (groups read from its DataFrame by column name)."""
-        return cls(process_name=analysis.process_name, duration_ns=int(analysis.duration_ns),
-                   nr_cpus=int(analysis.nr_cpus),
-                   groups=[GroupRow.from_row(row) for row in analysis.groups.to_dicts()],
-                   events_lost=int(analysis.events_lost or 0), caveats=list(analysis.caveats),
-                   cgroup=getattr(analysis, "cgroup", None),
-                   cgroup_cpu_quota_us=getattr(analysis, "cgroup_cpu_quota_us", None),
-                   cgroup_cpu_period_us=getattr(analysis, "cgroup_cpu_period_us", None),
-                   short_lived=list(getattr(analysis, "short_lived", [])))
+        """The record of an `Analysis` (groups read from its DataFrame by column name; a field
+        it lacks, or holds as None where the record takes no None, gets the record's default)."""
+        values: dict[str, Any] = {}
+        for name, hint in _RECORD_HINTS.items():
+            value = getattr(analysis, name, None)
+            if value is None and type(None) not in typing.get_args(hint):
+                continue   # e.g. events_lost unknown: the default, 0
+            if hint is int:
+                value = int(value)   # numpy or duckdb integers become plain ones
+            elif isinstance(value, list | tuple):
+                value = list(value)
+            values[name] = value
+        return cls(groups=[GroupRow.from_row(row) for row in analysis.groups.to_dicts()], **values)
 
     def cgroup_cpu_millicores(self) -> int | None:
         """The cgroup's CPU limit in millicores (None: no limit, or not read)."""
@@ -219,3 +223,10 @@ class AnalysisRecord:
         data = {k: v for k, v in raw.items() if not k.startswith("_")}
         data["groups"] = [GroupRow(**row) for row in data["groups"]]
         return cls(**data)
+
+
+# The record's fields but `groups` (a table of its own), in order: the scalar contract of an
+# analysis, which `analysis_meta` stores one column each and `Analysis.to_dict` writes.
+_RECORD_HINTS: dict[str, Any] = {name: hint for name, hint in typing.get_type_hints(AnalysisRecord).items()
+                                 if name != "groups"}
+RECORD_FIELDS: tuple[str, ...] = tuple(_RECORD_HINTS)

@@ -1,7 +1,12 @@
 """The result of analyzing one capture (docs/interfaces.md: Analysis).
 
-The groups' contract columns and their types come from `contract.GroupRow`
-(declared once); the polars schema here is derived from it.
+The contract is declared once, in contract.py, and derived here: the polars
+schema of the groups from `contract.GroupRow`, and from `AnalysisRecord`'s
+other fields (`RECORD_FIELDS`) both the stored `analysis_meta` table
+(`META_SCHEMA`, which store.py writes) and the scalars of `to_dict`. So a
+field added to the record is stored, exported and checked against the docs
+without another list to edit; `Analysis` declares the same fields (it holds
+frames, not typed rows), and tests/analyze/test_record.py keeps the two equal.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from threadwise.analyze.contract import AnalysisRecord, GroupRow, Role
+from threadwise.analyze.contract import RECORD_FIELDS, AnalysisRecord, GroupRow, Role
 
 ANALYSIS_SCHEMA_VERSION = 1
 PolarsType = pl.DataType | type[pl.DataType]
@@ -25,7 +30,7 @@ _SCALARS: dict[object, PolarsType] = {str: pl.String, Role: pl.String, int: pl.I
 
 
 def _polars_type(annotation: object) -> PolarsType:
-    """The polars dtype of a GroupRow field's annotation (Optional unwrapped: columns are nullable)."""
+    """The polars dtype of a contract field's annotation (Optional unwrapped: columns are nullable)."""
     if isinstance(annotation, types.UnionType):
         (annotation,) = (a for a in typing.get_args(annotation) if a is not type(None))
     if typing.get_origin(annotation) is list:
@@ -46,16 +51,28 @@ EVIDENCE_SCHEMA: dict[str, PolarsType] = {
 }
 GROUP_SCHEMA = {**CONTRACT_SCHEMA, **EVIDENCE_SCHEMA}
 
+# analysis_meta, the one-row table of a stored analysis: what it is and whose (the schema
+# version, the capture's id, when), then one column per field of the record but `groups`.
+_RECORD_TYPES = typing.get_type_hints(AnalysisRecord)
+META_SCHEMA: dict[str, PolarsType] = {
+    "analysis_schema_version": pl.Int32, "capture_id": pl.String, "analyzed_at": pl.Datetime("us"),
+    **{name: _polars_type(_RECORD_TYPES[name]) for name in RECORD_FIELDS},
+}
+
 
 @dataclass
 class Analysis:
-    """Groups (one row per name-pattern group of the target) and the evidence behind them."""
+    """Groups (one row per name-pattern group of the target) and the evidence behind them.
+
+    Every field of `AnalysisRecord` is one here too, by the same name (`groups` a DataFrame);
+    the rest are evidence frames and where the analysis came from.
+    """
 
     groups: pl.DataFrame
     process_name: str
     duration_ns: int
     nr_cpus: int
-    events_lost: int
+    events_lost: int = 0
     caveats: list[str] = field(default_factory=list)
     threads: pl.DataFrame = field(default_factory=pl.DataFrame)      # per-thread features
     wake_edges: pl.DataFrame = field(default_factory=pl.DataFrame)   # waker -> wakee, causal flag
@@ -75,17 +92,17 @@ class Analysis:
         """The contract part as typed rows (what synthesize builds a profile from)."""
         return AnalysisRecord.of(self)
 
+    def scalars(self) -> dict[str, Any]:
+        """The record's fields but `groups`, by name and in order (RECORD_FIELDS)."""
+        return {name: getattr(self, name) for name in RECORD_FIELDS}
+
     def to_dict(self, *, threads: bool = True) -> dict[str, Any]:
         """Plain JSON-ready data (lists and numbers; NaN/inf become null)."""
         out: dict[str, Any] = {
             "analysis_schema_version": ANALYSIS_SCHEMA_VERSION,
             "capture_id": self.capture_id,
             "capture": str(self.capture_path) if self.capture_path else None,
-            "process_name": self.process_name, "duration_ns": self.duration_ns,
-            "nr_cpus": self.nr_cpus, "events_lost": self.events_lost,
-            "names_separate_roles": self.names_separate_roles, "caveats": self.caveats,
-            "cgroup": self.cgroup, "cgroup_cpu_quota_us": self.cgroup_cpu_quota_us,
-            "cgroup_cpu_period_us": self.cgroup_cpu_period_us, "short_lived": self.short_lived,
+            **self.scalars(),
             "groups": _rows(self.groups),
             "pattern_chains": _rows(self.pattern_chains),
             "wake_edges": _rows(self.wake_edges.filter(pl.col("causal")) if "causal" in self.wake_edges

@@ -12,6 +12,11 @@ under a temporary name in the same directory and renamed into place when
 complete; frames go in through Arrow (no row-by-row inserts), then a
 CHECKPOINT keeps the WAL empty (DESIGN.md: DuckDB WAL replay bugs).
 
+No column is listed here: `analysis_meta` is `model.META_SCHEMA`, derived from
+`contract.AnalysisRecord` (once, short_lived went unstored because this file
+listed the columns by hand), and reading back fills the same fields by name;
+a column an older analysis lacks loads as the field's default.
+
 Captures analyzed by an older threadwise hold the tables inside the capture
 itself; `load_analysis` still reads those when no analysis file exists.
 """
@@ -28,7 +33,8 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from threadwise.analyze.model import ANALYSIS_SCHEMA_VERSION, Analysis
+from threadwise.analyze.contract import RECORD_FIELDS
+from threadwise.analyze.model import ANALYSIS_SCHEMA_VERSION, META_SCHEMA, Analysis
 from threadwise.errors import InputError, UsageError
 from threadwise.observe.store import open_capture
 from threadwise.sqlfiles import identifier, statement
@@ -50,24 +56,9 @@ def analysis_path(capture: str | Path) -> Path:
 
 
 def _meta(analysis: Analysis) -> pl.DataFrame:
-    return pl.DataFrame({
-        "analysis_schema_version": [ANALYSIS_SCHEMA_VERSION],
-        "capture_id": [analysis.capture_id],
-        "analyzed_at": [dt.datetime.now(dt.UTC).replace(tzinfo=None)],
-        "process_name": [analysis.process_name],
-        "duration_ns": [analysis.duration_ns],
-        "nr_cpus": [analysis.nr_cpus],
-        "events_lost": [analysis.events_lost],
-        "names_separate_roles": [analysis.names_separate_roles],
-        "caveats": [analysis.caveats],
-        "cgroup": [analysis.cgroup],
-        "cgroup_cpu_quota_us": [analysis.cgroup_cpu_quota_us],
-        "cgroup_cpu_period_us": [analysis.cgroup_cpu_period_us],
-    }, schema={"analysis_schema_version": pl.Int32, "capture_id": pl.String,
-               "analyzed_at": pl.Datetime("us"), "process_name": pl.String, "duration_ns": pl.Int64,
-               "nr_cpus": pl.Int32, "events_lost": pl.Int64, "names_separate_roles": pl.Boolean,
-               "caveats": pl.List(pl.String), "cgroup": pl.String, "cgroup_cpu_quota_us": pl.Int64,
-               "cgroup_cpu_period_us": pl.Int64})
+    row = {"analysis_schema_version": ANALYSIS_SCHEMA_VERSION, "capture_id": analysis.capture_id,
+           "analyzed_at": dt.datetime.now(dt.UTC).replace(tzinfo=None), **analysis.scalars()}
+    return pl.DataFrame({name: [value] for name, value in row.items()}, schema=META_SCHEMA)
 
 
 def analysis_target(capture: str | Path | None, output: str | Path | None = None) -> Path:
@@ -201,13 +192,10 @@ def load_analysis(path: str | Path, *, analysis_file: str | Path | None = None) 
         raise InputError(f"the stored analysis {analysis_file or analysis_path(capture)} belongs to another "
                          f"capture (id {meta['capture_id']}, not {capture}'s {capture_id})",
                          hint=f"re-run `threadwise analyze {capture} --store` to replace it")
+    # a column an older analysis lacks (or a null) leaves the field's default
+    scalars = {name: meta[name] for name in RECORD_FIELDS if meta.get(name) is not None}
     return Analysis(
-        groups=frames["analysis_groups"], process_name=meta["process_name"],
-        duration_ns=meta["duration_ns"], nr_cpus=meta["nr_cpus"], events_lost=meta["events_lost"],
-        caveats=list(meta["caveats"] or []), threads=frames["analysis_threads"],
+        groups=frames["analysis_groups"], threads=frames["analysis_threads"],
         wake_edges=frames["analysis_wake_edges"], chains=frames["analysis_chains"],
         preemptors=frames["analysis_preemptors"], capture_id=meta["capture_id"], capture_path=capture,
-        names_separate_roles=meta["names_separate_roles"],
-        # absent from analyses stored before issue 11 (additive columns: .get)
-        cgroup=meta.get("cgroup"), cgroup_cpu_quota_us=meta.get("cgroup_cpu_quota_us"),
-        cgroup_cpu_period_us=meta.get("cgroup_cpu_period_us"))
+        **scalars)
