@@ -66,7 +66,8 @@ def build_java(name: str) -> Path:
     staging.mkdir(parents=True)
     src = classes.parent / f"{main_class}.java"
     src.write_bytes(source)
-    result = subprocess.run([javac, "-d", str(staging), str(src)], capture_output=True, text=True, check=False)
+    result = subprocess.run([javac, "-d", str(staging), str(src)], capture_output=True, text=True,
+                            check=False)
     if result.returncode != 0:
         raise ThreadwiseError(f"building {name} failed: {result.stderr.strip()}")
     shutil.rmtree(classes, ignore_errors=True)

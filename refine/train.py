@@ -6,7 +6,9 @@ load, and a reviewer must be able to check that claim from what is committed.
 
 Approach: observe the workload on this host (eBPF needs no sched_ext) while
 its service runs under its load, synthesize a profile from the capture
-(each printed as the `threadwise` command a user would type), then run the
+(each printed as the `threadwise` command a user would type; observe and
+analyze run as those commands, synthesize in-process through its builder, so
+the start profile is the typed one it built, not its TOML read back), then run the
 keep-only-wins loop (`loop.py`) whose every measurement is one ladder run
 (`run.py`) into the record's ladder file. The committed outputs are written
 last and atomically: `profiles/NAME.toml` (the best profile, with a header
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from threadwise.errors import NothingMeasured, ThreadwiseError, UsageError
+from threadwise.paths import write_output
 from threadwise.refine import judge, stats, store
 from threadwise.refine.ladder import AA_ARM, BASELINE, Arm
 from threadwise.refine.run import Where, profile_arm, run_ladder
@@ -82,6 +85,32 @@ def observe_workload(workload: Workload, capture: Path, seconds: float, work: Pa
         service.start_load()
         _threadwise(["observe", "--pid", str(service.pid), "-d", f"{seconds:g}s", "-o", str(capture),
                      "--force"], progress)
+
+
+def synthesize_start(capture: Path, name: str, shape: str, out: Path,
+                     progress: Callable[[str], None]) -> Profile:
+    """The start profile for `capture`, sized for the machine `shape` (a --shape spec):
+    synthesize's builder, in-process.
+
+    It does what `threadwise synthesize CAPTURE --name NAME -o OUT --shape SHAPE` does (printed as
+    that command) and keeps the TOML in `out` for the record, but hands back the typed profile
+    it built. A failure keeps exit 1 and the `train step failed` of a failed command.
+    """
+    from threadwise.synthesize.from_capture import synthesize_capture
+    from threadwise.synthesize.shape import parse_shape
+    from threadwise.synthesize.writer import dumps
+
+    args = ["synthesize", str(capture), "--name", name, "-o", str(out), "--force", "--shape", shape]
+    progress(f"$ {shlex.join(['threadwise', *args])}")
+    try:
+        profile = synthesize_capture(capture, name, where=out, report=progress, shape=parse_shape(shape))
+    except ThreadwiseError as error:
+        raise ThreadwiseError(f"train step failed: threadwise {shlex.join(args)}: {error.message}",
+                              hint=error.hint) from error
+    write_output(out, dumps(profile), force=True)
+    progress(f"wrote {out}: {len(profile.groups)} groups "
+             f"({', '.join(f'{g.name}={g.treatment.value}' for g in profile.groups)})")
+    return profile
 
 
 def _arm(item: object, shape: object) -> Arm:
@@ -151,9 +180,7 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
         progress("train 2/4 analyze + synthesize")
         _threadwise(["analyze", str(capture)], progress)
         # sized for the shape it is measured on (the lab's), so lint is clean there
-        _threadwise(["synthesize", str(capture), "--name", options.name, "-o", str(synthesized), "--force",
-                     "--shape", options.place.shape], progress)
-        start, _ = load_profile(synthesized)
+        start = synthesize_start(capture, options.name, options.place.shape, synthesized, progress)
     shape = parse_shape(options.place.shape)
     progress("train 3/4 noise: the default scheduler against itself (A/A), the margin verdicts must beat")
     aa = run_ladder(workload, workload_toml, [Arm(BASELINE), Arm(AA_ARM)], ladder_file=ladder_file,

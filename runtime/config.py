@@ -12,6 +12,11 @@ kinds or options are refused with the layer's name) and parsed by
 parser runs exactly once, and a refusal is ConfigRefused (exit 8) as from
 every other command. The result is written to the run directory and the
 launch uses that copy, so the applied config is what `status` shows.
+
+The input is read and validated once (`load_input`, before apply looks at
+the host, so bad input is reported wherever it runs) and the typed result,
+a `Profile` or a `LayerConfig`, is passed down to `resolve_input`: no step
+reads the file again.
 """
 
 from __future__ import annotations
@@ -25,6 +30,15 @@ from threadwise.paths import require_text
 
 if TYPE_CHECKING:   # synthesize (pydantic) loads inside the functions: `threadwise --help` stays fast
     from threadwise.synthesize.layered import LayerConfig
+    from threadwise.synthesize.schema import Profile
+
+
+@dataclass(frozen=True)
+class LoadedInput:
+    """PROFILE or CONFIG as `apply` read and validated it: the file and its one typed form."""
+
+    path: Path
+    content: Profile | LayerConfig
 
 
 @dataclass(frozen=True)
@@ -45,22 +59,18 @@ class ResolvedConfig:
         return self.config.layer_names()
 
 
-def _from_json(path: Path) -> ResolvedConfig:
+def _from_json(path: Path, config: LayerConfig) -> ResolvedConfig:
     from threadwise.synthesize import oracle
-    from threadwise.synthesize.layered import LayerConfig
 
-    config = LayerConfig.load(path)
     oracle.print_and_exit(config)   # scx_layered's own parse; raises ConfigRefused
     return ResolvedConfig(config=config, source=str(path), kind="json", shape=None)
 
 
-def _from_profile(path: Path, shape_spec: str) -> ResolvedConfig:
+def _from_profile(path: Path, profile: Profile, shape_spec: str) -> ResolvedConfig:
     from threadwise.synthesize import oracle
     from threadwise.synthesize.compile import compile_profile
-    from threadwise.synthesize.rules import load_valid
     from threadwise.synthesize.shape import parse_shape
 
-    profile = load_valid(path)   # ProfileError (file, line, rule) when invalid
     target = parse_shape(shape_spec)
     compiled = compile_profile(profile, target)
     dropped = oracle.check(compiled.config, args=compiled.scx_args)
@@ -75,16 +85,23 @@ def _from_profile(path: Path, shape_spec: str) -> ResolvedConfig:
                           scx_args=compiled.scx_args)
 
 
+def resolve_input(loaded: LoadedInput, shape_spec: str = "host") -> ResolvedConfig:
+    """The layer config for an input `load_input` read, checked by scx_layered's parser."""
+    from threadwise.synthesize.layered import LayerConfig
+
+    if isinstance(loaded.content, LayerConfig):
+        return _from_json(loaded.path, loaded.content)
+    return _from_profile(loaded.path, loaded.content, shape_spec)
+
+
 def resolve(path: Path, shape_spec: str = "host") -> ResolvedConfig:
     """The layer config for PROFILE (.toml) or CONFIG (.json), checked by scx_layered's parser."""
-    check_input(path)
-    if path.suffix == ".json":
-        return _from_json(path)
-    return _from_profile(path, shape_spec)
+    return resolve_input(load_input(path), shape_spec)
 
 
-def check_input(path: Path) -> None:
-    """Refuse a path that cannot be a profile or layer config: missing, a capture, another suffix."""
+def load_input(path: Path) -> LoadedInput:
+    """PROFILE or CONFIG read and validated, or refused: missing, a capture, another suffix,
+    invalid (ProfileError with file, line and rule; InputError for a bad layer config)."""
     if not path.exists():
         raise UsageError(f"{path}: no such file", hint="name a profile TOML or an scx_layered .json")
     require_text(path, "a profile (.toml) or an scx_layered layer config (.json)")
@@ -97,9 +114,8 @@ def check_input(path: Path) -> None:
     from threadwise.synthesize.rules import load_valid
 
     if path.suffix == ".json":
-        LayerConfig.load(path)
-    else:
-        load_valid(path)
+        return LoadedInput(path, LayerConfig.load(path))
+    return LoadedInput(path, load_valid(path))
 
 
 def write_config(resolved: ResolvedConfig, target: Path) -> Path:

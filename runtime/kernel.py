@@ -191,7 +191,8 @@ def fetch_lab_kernel(*, refresh: bool = False, log: Callable[[str], None] = lamb
                 hint="the archive's newest kernel cannot host the lab; report it",
             )
         modules = {
-            name: _find_one(unpacked, (f"usr/lib/modules/{choice.release}/kernel/{where}.ko*",), f"{name} module")
+            name: _find_one(unpacked, (f"usr/lib/modules/{choice.release}/kernel/{where}.ko*",),
+                            f"{name} module")
             for name, where in MODULES.items()
         }
         staged = scratch / choice.release

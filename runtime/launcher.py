@@ -5,8 +5,9 @@ path must end in a known state: attached as asked, or nothing attached and a
 reason; and threadwise must never signal a process it did not start.
 
 Approach: refuse early (no sched_ext: name the lab command; not root; a
-scheduler already attached, ours or not), resolve the input to a layer config
-(`config.py`, validated by scx_layered's parser, once), then hand it to a
+scheduler already attached, ours or not), read and validate the input once and
+resolve that typed input to a layer config (`config.py`, checked by scx_layered's
+parser, once), then hand it to a
 supervisor (`supervisor.py`): a detached `python -m` process by default, so
 `apply` returns as soon as sysfs shows layered attached, or in-process with
 `--foreground`. `status` reads the supervisor's state file (a `RunState`,
@@ -123,10 +124,11 @@ def _preflight(files: RunFiles) -> None:
 
 
 def prepare(path: Path, shape: str, files: RunFiles) -> config_mod.ResolvedConfig:
-    """Refuse or resolve: the config (checked once by scx_layered's parser) ends up in files.config."""
-    config_mod.check_input(path)   # bad input first: it is the user's to fix wherever this runs
+    """Refuse or resolve: the input is read and validated once, the config (checked once by
+    scx_layered's parser) ends up in files.config."""
+    loaded = config_mod.load_input(path)   # bad input first: it is the user's to fix wherever this runs
     _preflight(files)
-    resolved = config_mod.resolve(path, shape)
+    resolved = config_mod.resolve_input(loaded, shape)
     files.root.mkdir(parents=True, exist_ok=True)
     config_mod.write_config(resolved, files.config)
     return resolved
@@ -187,6 +189,7 @@ def apply_foreground(
         source=resolved.source,
         attach_timeout_s=attach_timeout_s,
         duration_s=duration_s,
+        scx_args=resolved.scx_args,   # as apply_background passes them to its supervisor
         log=log,
     )
     supervisor.run()

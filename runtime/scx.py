@@ -1,27 +1,25 @@
-"""The bundled scx_layered binary and the kernel's sched_ext state in sysfs.
+"""The kernel's sched_ext state in sysfs, and the pinned scx_layered's names for the runtime.
 
 `/sys/kernel/sched_ext/state` reads `enabled`, `disabled`, `enabling` or
 `disabling`; `/sys/kernel/sched_ext/root/ops` names the attached scheduler
 (`layered_1.1.4_x86_64_unknown_linux_gnu`). The directory is absent on a
-kernel built without sched_ext. The binary is the one scripts/setup-scx.sh
-builds into `<cache>/scx_layered-<version>/bin/` ($THREADWISE_SCX_LAYERED
-overrides it).
+kernel built without sched_ext. The binary and its command line (finding it,
+`--version`, the launch flags) are threadwise.scx's, the one module that runs
+scx_layered; their names are re-exported here for the runtime's callers.
 """
 
 from __future__ import annotations
 
 import platform
-import re
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from threadwise.errors import MissingTool
 from threadwise.scx import SCX_LAYERED_VERSION as SCX_VERSION
-from threadwise.scx import scx_layered_path
+from threadwise.scx import scx_layered_path, scx_layered_version
 
-__all__ = ["SCX_VERSION", "scx_layered_path"]
+__all__ = ["SCX_VERSION", "scx_layered_path", "scx_layered_version"]
 SCHED_EXT = Path("/sys/kernel/sched_ext")
 LAB_HINT = (
     "this host cannot attach sched_ext schedulers; use the lab VM: "
@@ -76,14 +74,3 @@ def require_sched_ext() -> SchedExtState:
         )
     return snap
 
-
-def scx_layered_version(path: Path) -> str:
-    """`1.1.4 x86_64-unknown-linux-gnu` from `scx_layered --version`."""
-    try:
-        done = subprocess.run(
-            [str(path), "--version"], capture_output=True, text=True, timeout=30, check=False
-        )
-    except OSError as error:
-        raise MissingTool(f"cannot run {path}: {error}") from error
-    match = re.search(r"scx_layered\s+(\S+(?:\s+\S+)?)", done.stdout)
-    return match.group(1) if match else done.stdout.strip()

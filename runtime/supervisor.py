@@ -39,6 +39,7 @@ from threadwise.procs import is_alive_and_ours, proc_start_time
 from threadwise.runtime import scx
 from threadwise.runtime.exitinfo import ExitKind, ExitReport, classify
 from threadwise.runtime.state import Phase, RunFiles, RunState, read_state, write_state
+from threadwise.scx import PLAIN_OUTPUT_ENV, launch_argv
 
 __all__ = ["RunFiles", "RunState", "Supervisor", "is_alive_and_ours", "proc_start_time", "read_state",
            "write_state"]
@@ -121,12 +122,10 @@ class Supervisor:
             supervisor_start=proc_start_time(os.getpid()), started_at=time.time(),
             started_uptime=uptime_s(), stop_signal=self.state.stop_signal,
         )
-        env = dict(os.environ, NO_COLOR="1", RUST_LOG_STYLE="never")
+        env = dict(os.environ, **PLAIN_OUTPUT_ENV)
         with self.files.log.open("wb") as out:
             child = subprocess.Popen(
-                # --enable-match-debug keeps scx_layered's tid -> layer map, which
-                # `membership.py` reads to prove each thread sits in its layer.
-                [str(binary), "--enable-match-debug", *self.scx_args, f"f:{self.config}"],
+                launch_argv(self.config, self.scx_args, binary),   # its flags are threadwise.scx's
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,

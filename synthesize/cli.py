@@ -12,8 +12,6 @@ from threadwise.errors import (
     ConfigRefused,
     FindingsReported,
     InputError,
-    MissingTool,
-    ThreadwiseError,
     UsageError,
 )
 from threadwise.paths import check_new_output, write_output
@@ -38,25 +36,6 @@ def _requests(items: list[str] | None) -> dict[str, int]:
     return out
 
 
-def _relative(path: Path, base: Path) -> str:
-    """`path` as seen from `base` (the profile's directory), so the profile travels with it."""
-    import os
-
-    return Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
-
-
-def _sha256(path: Path) -> str | None:
-    import hashlib
-
-    if not path.is_file():
-        return None
-    digest = hashlib.sha256()
-    with path.open("rb") as data:
-        for block in iter(lambda: data.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def synthesize_command(
     capture: Annotated[Path | None, typer.Argument(help="A capture written by `threadwise observe`.",
                                                    show_default=False)] = None,
@@ -78,9 +57,8 @@ def synthesize_command(
                         "otherwise, so `lint` is clean there. " + SHAPE_HELP)] = None,
 ) -> None:
     """Write a profile TOML for a captured workload (or a sample with --example)."""
-    from threadwise.synthesize.build import build_profile, from_analysis
     from threadwise.synthesize.example import example_profile
-    from threadwise.synthesize.rules import validate
+    from threadwise.synthesize.from_capture import check, synthesize_capture
     from threadwise.synthesize.schema import check_name
     from threadwise.synthesize.shape import parse_shape
     from threadwise.synthesize.writer import dumps
@@ -90,31 +68,22 @@ def synthesize_command(
     target = parse_shape(shape) if shape is not None else None   # a bad shape before any work
     if output is not None:  # refused before any work; the default path is checked once the name is known
         check_new_output(output, force=force)
+
+    def report(line: str) -> None:
+        typer.echo(line, err=True)
+
     if example:
         profile = example_profile(name or "example")
+        check(profile, report)
     else:
         if capture is None or name is None:
             raise UsageError("synthesize needs CAPTURE and --name NAME (or --example)",
                              hint="threadwise synthesize capture.duckdb --name redis")
-        try:
-            from threadwise.analyze import analyze_capture
-        except ImportError as missing:
-            raise MissingTool(f"the analyze stage is not available ({missing})",
-                              hint="install threadwise with its analyze stage") from None
         from threadwise.synthesize.families import load_families
 
-        known = load_families(families)
-        analysis = from_analysis(analyze_capture(capture))
-        where = output or Path("profiles") / f"{name}.toml"
-        profile = build_profile(analysis, name, capture=_relative(capture, where.parent),
-                                capture_sha256=_sha256(capture), requests=_requests(request),
-                                max_groups=max_groups, families=known, shape=target)
-    problems = validate(profile)
-    for diag in problems:
-        typer.echo(diag.render(), err=True)
-    if any(d.severity == "error" for d in problems):
-        raise ThreadwiseError("the synthesized profile is not valid (see above); not written",
-                              hint="this is a bug in synthesize; please report it")
+        profile = synthesize_capture(capture, name, where=output or Path("profiles") / f"{name}.toml",
+                                     report=report, shape=target, requests=_requests(request),
+                                     max_groups=max_groups, families=load_families(families))
     path = write_output(output or Path("profiles") / f"{profile.name}.toml", dumps(profile), force=force)
     typer.echo(f"wrote {path}: {len(profile.groups)} groups "
                f"({', '.join(f'{g.name}={g.treatment.value}' for g in profile.groups)})")

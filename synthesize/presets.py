@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from threadwise.scx import interval_args
 from threadwise.synthesize.layered import LayerOptions
 from threadwise.synthesize.matchers import matcher_set
 from threadwise.synthesize.schema import OPTION_KEYS, CatchAll, Group, Profile, Treatment
@@ -101,4 +102,4 @@ def scheduler_interval_ms(profile: Profile) -> int:
 
 def scheduler_args(profile: Profile) -> tuple[str, ...]:
     """scx_layered's command-line flags for `profile`: its [scheduler] table over the preset."""
-    return ("--interval", f"{scheduler_interval_ms(profile) / 1000:g}")
+    return interval_args(scheduler_interval_ms(profile))   # spelled by threadwise.scx

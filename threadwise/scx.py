@@ -1,11 +1,23 @@
-"""The pinned scx_layered: one version, one place to find it, one way to ask its parser.
+"""The pinned scx_layered and its command line: the one module that runs the binary.
 
-synthesize's matcher set and oracle, and the runtime all speak to this exact
-version; scripts/setup-scx.sh builds it into the cache. `print_and_exit` is
-the one runner of `scx_layered --print-and-exit` (it parses and normalises a
-layer config, needs no sched_ext, and prints `specs=<JSON>`): compile --check,
-apply and refine all go through it, so a refusal reads the same and exits with
-the same code (ConfigRefused) from every command.
+synthesize's matcher set and oracle, refine and the runtime all speak to this
+exact version; scripts/setup-scx.sh builds it into the cache. Everything about
+its command line lives here, so no caller spells a flag or runs the binary
+itself:
+
+- `scx_layered_path` finds it ($THREADWISE_SCX_LAYERED, else the cache);
+- `interval_args` spells its `--interval` flag (a profile's [scheduler] table);
+- `print_and_exit` is the one runner of `--print-and-exit` (it parses and
+  normalises a layer config, needs no sched_ext, and prints `specs=<JSON>`):
+  compile --check, apply and refine all go through it, so a refusal reads the
+  same and exits with the same code (ConfigRefused) from every command;
+- `launch_argv` is the command line that attaches it (the runtime's supervisor
+  starts and watches the process: launching is the runtime's, not the flags);
+- `scx_layered_version` asks `--version`.
+
+The one launch line outside Python is the self-contained guest's agent
+(refine/guest/agent.sh, POSIX sh in a guest without Python): it spells the
+same `--enable-match-debug FLAGS f:CONFIG` and reads the flags from the plan.
 """
 
 from __future__ import annotations
@@ -25,6 +37,9 @@ from threadwise.paths import cache_dir
 SCX_LAYERED_VERSION = "1.1.4"
 ENV_BINARY = "THREADWISE_SCX_LAYERED"   # override: a binary of the same version elsewhere
 PARSE_TIMEOUT_S = 60
+VERSION_TIMEOUT_S = 30
+# scx_layered's log without colour codes: the run log is read back by exitinfo.py and by people.
+PLAIN_OUTPUT_ENV = {"NO_COLOR": "1", "RUST_LOG_STYLE": "never"}
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -62,6 +77,37 @@ def error_chain(text: str) -> str:
     return ""
 
 
+def interval_args(interval_ms: float) -> tuple[str, ...]:
+    """scx_layered's `--interval` flag (its userspace step, in seconds) for `interval_ms`."""
+    return ("--interval", f"{interval_ms / 1000:g}")
+
+
+def _argv(binary: Path, flags: Sequence[str], config: Path | str) -> list[str]:
+    # clap takes the flags anywhere, but the config (`f:PATH`) goes last in every call we make
+    return [str(binary), *flags, f"f:{config}"]
+
+
+def launch_argv(config: Path, args: Sequence[str] = (), binary: Path | None = None) -> list[str]:
+    """The command line that attaches scx_layered with the layer config file `config`.
+
+    `args` are the profile's flags (as for `print_and_exit`). --enable-match-debug keeps
+    scx_layered's tid -> layer map, which runtime/membership.py reads to prove each thread
+    sits in its layer.
+    """
+    return _argv(binary or scx_layered_path(), ["--enable-match-debug", *args], config)
+
+
+def scx_layered_version(path: Path) -> str:
+    """`1.1.4 x86_64-unknown-linux-gnu` from `scx_layered --version`."""
+    try:
+        done = subprocess.run([str(path), "--version"], capture_output=True, text=True,
+                              timeout=VERSION_TIMEOUT_S, check=False)
+    except OSError as error:
+        raise MissingTool(f"cannot run {path}: {error}") from error
+    match = re.search(r"scx_layered\s+(\S+(?:\s+\S+)?)", done.stdout)
+    return match.group(1) if match else done.stdout.strip()
+
+
 def print_and_exit(specs: list[dict[str, Any]], binary: Path | None = None,
                    args: Sequence[str] = ()) -> list[dict[str, Any]]:
     """What scx_layered makes of a layer config (JSON data): its normalised specs.
@@ -74,7 +120,7 @@ def print_and_exit(specs: list[dict[str, Any]], binary: Path | None = None,
         json.dump(specs, handle)
         path = handle.name
     try:
-        done = subprocess.run([str(binary), *args, "--print-and-exit", f"f:{path}"], capture_output=True,
+        done = subprocess.run(_argv(binary, [*args, "--print-and-exit"], path), capture_output=True,
                               text=True, timeout=PARSE_TIMEOUT_S, check=False)
     finally:
         os.unlink(path)

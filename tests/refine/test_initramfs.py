@@ -16,7 +16,6 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 import tarfile
 import time
 from pathlib import Path

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -96,3 +97,49 @@ def test_a_misspelt_target_process_fails_train_before_it_measures_and_writes_no_
     assert "did you mean 'rolesim'?" in done.stderr
     assert not (tmp_path / "profiles" / "misspelt.toml").exists()
     assert not (tmp_path / "artifacts" / "misspelt").exists()
+
+
+@pytest.mark.parametrize("case", ["rolesim-capture", "redis-poller-capture"])
+def test_train_synthesizes_in_process_what_the_synthesize_command_writes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    """train's start profile comes from synthesize's builder in-process: the typed profile is the one
+    `threadwise synthesize` writes (its TOML read back equals it), and the kept TOML is byte-identical."""
+    import json
+
+    import polars as pl
+
+    import threadwise.analyze
+    from threadwise.refine.train import synthesize_start
+    from threadwise.synthesize.build import analysis_from_dict
+    from threadwise.synthesize.cli import synthesize_command
+    from threadwise.synthesize.reader import load_profile
+
+    fixture = Path(__file__).parents[1] / "synthesize" / "fixtures" / "analysis" / f"{case}.json"
+    record = analysis_from_dict(json.loads(fixture.read_text()))
+    fake = SimpleNamespace(**{**vars(record), "groups": pl.DataFrame([dict(vars(r)) for r in record.groups])})
+    monkeypatch.setattr(threadwise.analyze, "analyze_capture", lambda path: fake, raising=False)
+    monkeypatch.chdir(tmp_path)
+    capture = Path("work/capture.duckdb")
+    capture.parent.mkdir()
+    capture.write_bytes(b"a capture")
+    shape = "cores=2,threads-per-core=1"
+    lines: list[str] = []
+    ours = synthesize_start(capture, "rs", shape, Path("work/synthesized.toml"), lines.append)
+    synthesize_command(capture=capture, name="rs", output=Path("work/cli.toml"), request=None,
+                       example=False, max_groups=6, families=None, force=False, shape=shape)
+    assert ours == load_profile(Path("work/cli.toml"))[0]
+    assert Path("work/synthesized.toml").read_text() == Path("work/cli.toml").read_text()
+    assert ours.source is not None and ours.source.capture == "capture.duckdb"
+    assert lines[0] == (f"$ threadwise synthesize {capture} --name rs -o work/synthesized.toml --force "
+                        f"--shape {shape}")
+    assert lines[-1].startswith("wrote work/synthesized.toml: ")
+
+
+def test_a_failed_synthesis_is_a_failed_train_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from threadwise.errors import ThreadwiseError
+    from threadwise.refine.train import synthesize_start
+
+    capture = tmp_path / "capture.duckdb"
+    with pytest.raises(ThreadwiseError, match="train step failed: threadwise synthesize ") as failed:
+        synthesize_start(capture, "rs", "cores=zero", tmp_path / "s.toml", lambda line: None)
+    assert failed.value.exit_code == 1 and not (tmp_path / "s.toml").exists()

@@ -105,3 +105,37 @@ def test_a_json_config_has_no_flags(tmp_path, recorded):
     config.write_text(json.dumps(GOOD))
     assert resolve(config).scx_args == ()   # scx_layered's own defaults: a JSON has no [scheduler]
     assert recorded.read_text().splitlines()[0] == "--print-and-exit"
+
+
+@pytest.mark.parametrize("suffix", [".toml", ".json"])
+def test_apply_reads_and_validates_its_input_once(tmp_path, recorded, monkeypatch, suffix):
+    """prepare loads PROFILE/CONFIG once (before looking at the host) and passes the typed result
+    down: no later step reads or validates the file again."""
+    from threadwise.runtime import launcher
+    from threadwise.runtime.state import RunFiles
+    from threadwise.synthesize import rules
+    from threadwise.synthesize.layered import LayerConfig
+
+    path = tmp_path / f"input{suffix}"
+    path.write_text(dumps(example_profile()) if suffix == ".toml" else json.dumps(GOOD))
+    reads: list[str] = []
+    real_valid, real_load = rules.load_valid, LayerConfig.load.__func__
+    monkeypatch.setattr(rules, "load_valid", lambda p: reads.append("profile") or real_valid(p))
+    monkeypatch.setattr(LayerConfig, "load", classmethod(lambda cls, p: reads.append("json")
+                                                         or real_load(cls, p)))
+    monkeypatch.setattr(launcher, "_preflight", lambda files: reads.append("preflight"))
+    files = RunFiles(tmp_path / "run")
+    resolved = launcher.prepare(path, "cores=4,threads-per-core=2", files)
+    assert reads == ["profile" if suffix == ".toml" else "json", "preflight"]
+    assert json.loads(files.config.read_text()) == resolved.specs
+
+
+def test_bad_input_is_refused_before_the_host_is_looked_at(tmp_path, monkeypatch):
+    from threadwise.runtime import launcher
+    from threadwise.runtime.state import RunFiles
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("schema_version = 1\nname = 'x'\n")
+    monkeypatch.setattr(launcher, "_preflight", lambda files: pytest.fail("looked at the host first"))
+    with pytest.raises(InputError):
+        launcher.prepare(bad, "host", RunFiles(tmp_path / "run"))

@@ -191,3 +191,20 @@ def test_launcher_argv_carries_the_flags_through_the_supervisors_parser(lab, mon
     assert main(argv[3:]) == 0            # python -m MARKER <these>
     assert (lab.root / "argv").read_text().splitlines() == [
         "--enable-match-debug", "--interval", "0.25", f"f:{lab.files.config}"]
+
+
+def test_the_foreground_apply_passes_the_profiles_flags_too(lab) -> None:
+    """apply --foreground supervises in-process: the resolved config's flags reach scx_layered as
+    they do through the detached supervisor's --scx-arg."""
+    from threadwise.runtime import launcher
+    from threadwise.runtime.config import ResolvedConfig
+    from threadwise.synthesize.layered import LayerConfig
+
+    lab(RECORDING)   # installs the fake scx_layered
+    resolved = ResolvedConfig(config=LayerConfig(()), source="p.toml", kind="profile", shape="cores=2",
+                              scx_args=("--interval", "5"))
+    state = launcher.apply_foreground(resolved, lab.files, attach_timeout_s=5.0, duration_s=0.2,
+                                      log=lambda _msg: None)
+    assert state.phase == "stopped"
+    assert (lab.root / "argv").read_text().splitlines() == [
+        "--enable-match-debug", "--interval", "5", f"f:{lab.files.config}"]

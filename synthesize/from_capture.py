@@ -1,0 +1,66 @@
+"""A capture in, a validated profile out: what `threadwise synthesize CAPTURE` does, as a function.
+
+Problem: the synthesize command and `train` both turn a capture into the start
+profile; written twice, the two drift (how the capture is named from the
+profile's folder, its hash, the validation that refuses a bad profile).
+
+Approach: `synthesize_capture` analyses the capture (analyze's
+`analyze_capture`), builds the profile (`build.build_profile`, sized for the
+shape when one is known), names the capture relative to where the profile will
+be written (so the profile travels with it) with its sha256, and validates the
+result; every diagnostic goes to `report`, and an error-level one raises. The
+CLI writes the profile; `train` also keeps the typed profile it got back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from threadwise.errors import MissingTool, ThreadwiseError
+from threadwise.synthesize.build import DEFAULT_MAX_GROUPS, build_profile, from_analysis
+from threadwise.synthesize.families import Families
+from threadwise.synthesize.rules import validate
+from threadwise.synthesize.schema import Profile
+from threadwise.synthesize.shape import Shape
+
+
+def relative(path: Path, base: Path) -> str:
+    """`path` as seen from `base` (the profile's directory), so the profile travels with it."""
+    return Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
+
+
+def sha256(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    with path.open("rb") as data:
+        return hashlib.file_digest(data, "sha256").hexdigest()
+
+
+def synthesize_capture(capture: Path, name: str, *, where: Path, report: Callable[[str], None],
+                       shape: Shape | None = None, requests: dict[str, int] | None = None,
+                       max_groups: int = DEFAULT_MAX_GROUPS, families: Families | None = None) -> Profile:
+    """The valid profile for `capture`, to be written at `where`; diagnostics go to `report`."""
+    try:
+        from threadwise.analyze import analyze_capture  # the analyze stage loads polars: deferred
+    except ImportError as missing:
+        raise MissingTool(f"the analyze stage is not available ({missing})",
+                          hint="install threadwise with its analyze stage") from None
+    analysis = from_analysis(analyze_capture(capture))
+    profile = build_profile(analysis, name, capture=relative(capture, where.parent),
+                            capture_sha256=sha256(capture), requests=requests, max_groups=max_groups,
+                            families=families, shape=shape)
+    check(profile, report)
+    return profile
+
+
+def check(profile: Profile, report: Callable[[str], None]) -> None:
+    """Report every diagnostic of a synthesized profile; raise when one is an error."""
+    problems = validate(profile)
+    for diag in problems:
+        report(diag.render())
+    if any(d.severity == "error" for d in problems):
+        raise ThreadwiseError("the synthesized profile is not valid (see above); not written",
+                              hint="this is a bug in synthesize; please report it")
