@@ -158,6 +158,11 @@ def apply(
         str, typer.Option("--attach-timeout", help="How long to wait for the attach (TCG: ~20s).")
     ] = "120s",
     as_json: Annotated[bool, typer.Option("--json", help="Print the run state as JSON.")] = False,
+    scx_arg: Annotated[
+        list[str] | None,
+        typer.Option("--scx-arg", help="An scx_layered flag for a .json config, e.g. --scx-arg=--interval "
+                     "--scx-arg=5 (repeatable; a profile's come from its [scheduler] table).")
+    ] = None,
     rematch: Annotated[
         bool,
         typer.Option("--rematch/--no-rematch",
@@ -189,7 +194,7 @@ def apply(
     duration_s = optional_duration(duration, option="--duration")
     attach_timeout_s = parse_duration(attach_timeout, option="--attach-timeout")
     files = RunFiles.default()
-    resolved = launcher.prepare(profile, shape, files)
+    resolved = launcher.prepare(profile, shape, files, tuple(scx_arg or ()))
     for note in resolved.notes:
         _err(f"note: {note}")
     if resolved.kind == "json" and shape != "host":

@@ -59,11 +59,11 @@ class ResolvedConfig:
         return self.config.layer_names()
 
 
-def _from_json(path: Path, config: LayerConfig) -> ResolvedConfig:
+def _from_json(path: Path, config: LayerConfig, scx_args: tuple[str, ...] = ()) -> ResolvedConfig:
     from threadwise.synthesize import oracle
 
-    oracle.print_and_exit(config)   # scx_layered's own parse; raises ConfigRefused
-    return ResolvedConfig(config=config, source=str(path), kind="json", shape=None)
+    oracle.print_and_exit(config, args=scx_args)   # scx_layered's own parse (flags too); ConfigRefused
+    return ResolvedConfig(config=config, source=str(path), kind="json", shape=None, scx_args=scx_args)
 
 
 def _from_profile(path: Path, profile: Profile, shape_spec: str) -> ResolvedConfig:
@@ -85,13 +85,28 @@ def _from_profile(path: Path, profile: Profile, shape_spec: str) -> ResolvedConf
                           scx_args=compiled.scx_args)
 
 
-def resolve_input(loaded: LoadedInput, shape_spec: str = "host") -> ResolvedConfig:
-    """The layer config for an input `load_input` read, checked by scx_layered's parser."""
+def resolve_input(loaded: LoadedInput, shape_spec: str = "host",
+                  scx_args: tuple[str, ...] = ()) -> ResolvedConfig:
+    """The layer config for an input `load_input` read, checked by scx_layered's parser.
+
+    `scx_args`: scx_layered flags for a .json config (a ladder arm's `arms/ARM.args`); a profile's
+    come from its own `[scheduler]` table, so giving both is refused."""
     from threadwise.synthesize.layered import LayerConfig
 
+    check_scx_args(loaded, scx_args)
     if isinstance(loaded.content, LayerConfig):
-        return _from_json(loaded.path, loaded.content)
+        return _from_json(loaded.path, loaded.content, scx_args)
     return _from_profile(loaded.path, loaded.content, shape_spec)
+
+
+def check_scx_args(loaded: LoadedInput, scx_args: tuple[str, ...]) -> None:
+    """Refuse scx_layered flags given for a profile: its own come from its [scheduler] table."""
+    from threadwise.synthesize.layered import LayerConfig
+
+    if scx_args and not isinstance(loaded.content, LayerConfig):
+        raise UsageError(f"{loaded.path}: --scx-arg is for a .json layer config; a profile's scx_layered "
+                         "flags come from its [scheduler] table",
+                         hint="set [scheduler] interval_ms in the profile (docs/profile-schema.md)")
 
 
 def resolve(path: Path, shape_spec: str = "host") -> ResolvedConfig:

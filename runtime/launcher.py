@@ -123,12 +123,14 @@ def _preflight(files: RunFiles) -> None:
         )
 
 
-def prepare(path: Path, shape: str, files: RunFiles) -> config_mod.ResolvedConfig:
+def prepare(path: Path, shape: str, files: RunFiles,
+            scx_args: tuple[str, ...] = ()) -> config_mod.ResolvedConfig:
     """Refuse or resolve: the input is read and validated once, the config (checked once by
-    scx_layered's parser) ends up in files.config."""
+    scx_layered's parser, with `scx_args` for a .json config) ends up in files.config."""
     loaded = config_mod.load_input(path)   # bad input first: it is the user's to fix wherever this runs
+    config_mod.check_scx_args(loaded, scx_args)
     _preflight(files)
-    resolved = config_mod.resolve_input(loaded, shape)
+    resolved = config_mod.resolve_input(loaded, shape, scx_args)
     files.root.mkdir(parents=True, exist_ok=True)
     config_mod.write_config(resolved, files.config)
     return resolved

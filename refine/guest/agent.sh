@@ -80,7 +80,10 @@ attach() {
     say "attach $1: starting"
     t0=$(date +%s)
     if [ "$ATTACH_MODE" = runtime ]; then
+        # arms/ARM.args: the profile's scx_layered flags ([scheduler]), one per line, no spaces
+        # shellcheck disable=SC2046
         if ! threadwise apply "$OUT/arms/$1.json" --attach-timeout "$ATTACH_TIMEOUT" \
+                $(sed 's/^/--scx-arg=/' "$OUT/arms/$1.args" 2>/dev/null) \
                 > "$OUT/arms/$1.apply.log" 2>&1; then
             say "attach $1: FAILED"; cat "$OUT/arms/$1.apply.log" >> "$LOG"; echo "attach-$1" > "$OUT/failed"; exit 4
         fi

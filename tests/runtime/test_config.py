@@ -139,3 +139,15 @@ def test_bad_input_is_refused_before_the_host_is_looked_at(tmp_path, monkeypatch
     monkeypatch.setattr(launcher, "_preflight", lambda files: pytest.fail("looked at the host first"))
     with pytest.raises(InputError):
         launcher.prepare(bad, "host", RunFiles(tmp_path / "run"))
+
+
+def test_scx_args_go_with_a_json_config_and_are_refused_for_a_profile(tmp_path: Path) -> None:
+    """A ladder arm's flags (arms/ARM.args) reach scx_layered's own parse with its .json config;
+    a profile brings its own in [scheduler], so `--scx-arg` with one is a usage error."""
+    from threadwise.errors import UsageError
+    from threadwise.runtime.config import check_scx_args, load_input
+
+    profile = Path(__file__).parents[2] / "profiles" / "rolesim.toml"
+    with pytest.raises(UsageError, match="--scx-arg is for a .json layer config"):
+        check_scx_args(load_input(profile), ("--interval", "5"))
+    check_scx_args(load_input(profile), ())
