@@ -58,7 +58,7 @@ def build_capture(records: Path, out: Path, *, way: str = "new", threads: int = 
     from threadwise.observe.ingest import ingest_records
     from threadwise.observe.records import RecordReader
     from threadwise.observe.store import EVENT_TABLES, SCHEMA_VERSION, CaptureMeta, CaptureWriter, TracerCount
-    from threadwise.observe.topology import synthetic_topology
+    from threadwise.topology import synthetic_topology
 
     if way not in WAYS:
         raise ValueError(f"way {way!r}: one of {', '.join(WAYS)}")

@@ -4,7 +4,7 @@ Problem: tests, notebooks and the benchmark need captures with known content
 (an empty capture, tid reuse, 15-character names, lost events, SMT siblings,
 10 million switches) without tracing anything, and each such capture must be
 exactly what a live one is: the same raw tables, filled with the tracer
-stream's Arrow schemas (stream.SCHEMAS), the same typed metadata rows
+raw tables' Arrow schemas (schema.SCHEMAS), the same typed metadata rows
 (store.CaptureMeta, topology.CpuInfo, procfs.ThreadSnapshot), the same
 finalize.sql.
 
@@ -37,6 +37,7 @@ from pathlib import Path
 from threadwise.observe.ingest import ingest_records
 from threadwise.observe.procfs import ThreadSnapshot
 from threadwise.observe.records import RecordReader
+from threadwise.observe.schema import CLONE_THREAD, SCHEMAS, table_from_rows
 from threadwise.observe.store import (
     EVENT_TABLES,
     SCHEMA_VERSION,
@@ -44,9 +45,8 @@ from threadwise.observe.store import (
     CaptureWriter,
     LossReport,
 )
-from threadwise.observe.stream import CLONE_THREAD, SCHEMAS, table_from_rows
-from threadwise.observe.topology import synthetic_topology
 from threadwise.observe.tracer_build import source_hash
+from threadwise.topology import synthetic_topology
 
 # Kernel prev_state values (sched_switch): running/preempted, sleeping, disk sleep.
 PREEMPTED = 0x100
@@ -89,7 +89,7 @@ class CaptureBuilder:
 
     # --- raw events -----------------------------------------------------------------
     def events(self, table: str, rows: Iterable[tuple]) -> CaptureBuilder:
-        """Raw rows of `table` (columns as stream.SCHEMAS[table], in order)."""
+        """Raw rows of `table` (columns as schema.SCHEMAS[table], in order)."""
         if table not in SCHEMAS:
             raise ValueError(f"not a raw table: {table} (one of {sorted(SCHEMAS)})")
         self._rows.setdefault(table, []).extend(rows)

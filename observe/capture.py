@@ -30,6 +30,7 @@ from pathlib import Path
 from threadwise.errors import TargetError, TracerError
 from threadwise.observe import leftovers, procfs
 from threadwise.observe.backend import TracerBackend, TracerReport, choose_backend
+from threadwise.observe.schema import table_from_rows
 from threadwise.observe.store import (
     EVENT_TABLES,
     SCHEMA_VERSION,
@@ -39,11 +40,11 @@ from threadwise.observe.store import (
     TracerCount,
     open_capture,
 )
-from threadwise.observe.stream import ParsedChunk, table_from_rows
+from threadwise.observe.stream import ParsedChunk
 from threadwise.observe.target import Target
-from threadwise.observe.topology import read_topology
 from threadwise.procs import me
 from threadwise.sqlfiles import statement
+from threadwise.topology import read_topology
 
 POLL_INTERVAL_S = 0.25
 # /proc scans for new target threads: at most every SCAN_INTERVAL_S, and only when the tracer saw

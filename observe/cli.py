@@ -1,4 +1,4 @@
-"""CLI commands of the observe stage: `observe` and `show`."""
+"""CLI commands of the observe stage: `observe`, `show`, `clean`, and interop's `export` and `import`."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from threadwise.observe.interop import cli as interop_cli
+from threadwise.observe.interop.cli import PlaceThreads
 
 
 def observe_command(
@@ -135,10 +138,10 @@ def clean_command(
     typer.echo(f"clean: {len(found)} leftover(s), {verb} {total / 1e6:.1f} MB")
 
 
-def register(app: typer.Typer) -> None:
+def register(app: typer.Typer, *, place_threads: PlaceThreads | None = None) -> None:
+    """observe's commands, then interop's; `place_threads` (synthesize's, handed in by the CLI
+    shell) places a capture's threads in a profile's layers for `export --profile`."""
     app.command("observe", context_settings={"allow_interspersed_args": False})(observe_command)
     app.command("show")(show_command)
     app.command("clean")(clean_command)
-    from threadwise.observe import interop_cli
-
-    interop_cli.register(app)
+    interop_cli.register(app, place_threads=place_threads)

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from threadwise.observe.backend import TaskActivity
-from threadwise.observe.stream import CLONE_THREAD, SCHEMAS
+from threadwise.observe.schema import CLONE_THREAD, SCHEMAS
 
 # enum tw_kind (sched.h)
 TW_SWITCH, TW_WAKING, TW_MIGRATE, TW_NEW, TW_EXIT, TW_RENAME, TW_SEEN = range(1, 8)

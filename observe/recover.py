@@ -32,13 +32,8 @@ from threadwise.errors import UsageError
 from threadwise.observe import leftovers
 from threadwise.observe.ingest import ingest_records
 from threadwise.observe.records import FILES, RecordReader
-from threadwise.observe.store import (
-    EVENT_TABLES,
-    RAW_TABLES,
-    SCHEMA_VERSION,
-    CaptureMeta,
-    CaptureWriter,
-)
+from threadwise.observe.schema import RAW_TABLES
+from threadwise.observe.store import EVENT_TABLES, SCHEMA_VERSION, CaptureMeta, CaptureWriter
 from threadwise.observe.stream import StreamParser
 from threadwise.procs import is_alive_and_ours
 from threadwise.sqlfiles import identifier, statement

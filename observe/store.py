@@ -26,10 +26,10 @@ import pyarrow as pa
 
 from threadwise.errors import InputError, UsageError
 from threadwise.observe.procfs import ThreadSnapshot
-from threadwise.observe.stream import SCHEMAS
-from threadwise.observe.topology import CpuInfo
+from threadwise.observe.schema import RAW_TABLES, SCHEMAS
 from threadwise.paths import duckdb_kind, file_kind
 from threadwise.sqlfiles import identifier, placeholders, statement
+from threadwise.topology import CpuInfo
 
 SCHEMA_VERSION = 4
 
@@ -44,9 +44,8 @@ MIGRATIONS: dict[int, str] = {
     4: "capture.cgroup_cpu_quota_us, _period_us, _source: the targeted cgroup's CPU limit",
 }
 
-# Raw event tables, appended as Arrow batches of the tracer stream's schemas;
+# Raw event tables (schema.RAW_TABLES) are appended as Arrow batches of schema.SCHEMAS;
 # all but raw_task_seen (a first sighting, not a kernel event) count as events.
-RAW_TABLES = tuple(SCHEMAS)
 EVENT_TABLES = tuple(table for table in RAW_TABLES if table != "raw_task_seen")
 
 
@@ -157,7 +156,7 @@ class CaptureWriter:
         self.rows: dict[str, int] = dict.fromkeys(RAW_TABLES, 0)
 
     def append(self, table: str, batch: pa.Table) -> None:
-        """Append an Arrow table with the columns of `table` (stream.SCHEMAS), in order."""
+        """Append an Arrow table with the columns of `table` (schema.SCHEMAS), in order."""
         schema = SCHEMAS.get(table)
         if schema is None:
             raise ValueError(f"not a raw table: {table}")

@@ -6,7 +6,7 @@ a line silently.
 Approach: one line per event, a one-letter kind first, numbers next, the comm
 (which may contain spaces) last. The parser keeps the partial tail of a chunk
 for the next call, appends parsed fields to column lists, and turns them into
-Arrow tables whose columns match the raw tables of schema_v1.sql in order.
+Arrow tables of the raw tables' schemas (schema.py, derived from schema_v1.sql).
 Lines it does not understand are counted (`unparsed`) and kept as samples,
 never ignored silently. The format is written out in tracers/sched_stream.bt.
 """
@@ -14,51 +14,12 @@ never ignored silently. The format is written out in tracers/sched_stream.bt.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-# Arrow schemas, in the column order of the raw tables.
-SCHEMAS: dict[str, pa.Schema] = {
-    "raw_sched_switch": pa.schema(
-        [("ts", pa.int64()), ("cpu", pa.int32()), ("prev_tid", pa.int32()), ("prev_state", pa.int64()),
-         ("prev_prio", pa.int32()), ("next_tid", pa.int32()), ("next_prio", pa.int32())]
-    ),
-    "raw_sched_waking": pa.schema(
-        [("ts", pa.int64()), ("cpu", pa.int32()), ("waker_tid", pa.int32()), ("wakee_tid", pa.int32()),
-         ("target_cpu", pa.int32()), ("is_new", pa.bool_())]
-    ),
-    "raw_sched_migrate": pa.schema(
-        [("ts", pa.int64()), ("cpu", pa.int32()), ("tid", pa.int32()), ("orig_cpu", pa.int32()),
-         ("dest_cpu", pa.int32())]
-    ),
-    "raw_task_new": pa.schema(
-        [("ts", pa.int64()), ("cpu", pa.int32()), ("parent_tid", pa.int32()), ("parent_tgid", pa.int32()),
-         ("tid", pa.int32()), ("tgid", pa.int32()), ("clone_flags", pa.uint64()), ("comm", pa.string())]
-    ),
-    "raw_task_exit": pa.schema(
-        [("ts", pa.int64()), ("cpu", pa.int32()), ("tid", pa.int32()), ("tgid", pa.int32()),
-         ("comm", pa.string())]
-    ),
-    "raw_task_rename": pa.schema(
-        [("ts", pa.int64()), ("cpu", pa.int32()), ("tid", pa.int32()), ("old_comm", pa.string()),
-         ("new_comm", pa.string())]
-    ),
-    "raw_task_seen": pa.schema(
-        [("ts", pa.int64()), ("tid", pa.int32()), ("tgid", pa.int32()), ("comm", pa.string())]
-    ),
-}
+from threadwise.observe.schema import CLONE_THREAD, SCHEMAS
 
-
-def table_from_rows(name: str, rows: Sequence[tuple]) -> pa.Table:
-    """Rows (tuples in the raw table's column order) as an Arrow table of SCHEMAS[name]."""
-    schema = SCHEMAS[name]
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
-    return pa.table([list(column) for column in columns], schema=schema)
-
-
-CLONE_THREAD = 0x10000
 _LOST = re.compile(r"^Lost (\d+) events")
 _COUNT = re.compile(r"^@events\[(\w+)\]: (\d+)")
 _PENDING = re.compile(r"^@pend\[(\d+)\]: \((\d+), (-?\d+), (-?\d+), (-?\d+), (-?\d+), (-?\d+)\)")

@@ -45,6 +45,7 @@ from threadwise.sqlfiles import statement
 
 if TYPE_CHECKING:
     from threadwise.refine.ladder import Cell, Plan
+    from threadwise.synthesize.layered import LayerConfig
 
 TRACE_ENV = "THREADWISE_LAB_TRACE"
 POLICIES = ("top", "all", "off")  # one trace cell per traced arm at the top level; per level; none
@@ -225,7 +226,7 @@ class Blocker:
     waits: int
 
 
-def thread_groups(con: duckdb.DuckDBPyConnection, specs: list[dict[str, Any]],
+def thread_groups(con: duckdb.DuckDBPyConnection, config: LayerConfig,
                   groups: set[str]) -> pa.Table:
     """(utid, grp) of every thread of a capture: its layer by the config's first match, when that
     layer is one of the profile's `groups` (else NULL: the catch-all, or no group)."""
@@ -238,14 +239,14 @@ def thread_groups(con: duckdb.DuckDBPyConnection, specs: list[dict[str, Any]],
             continue
         key = (name, process)
         if key not in layer:
-            found = expected_layer(specs, name, process)
+            found = expected_layer(config, name, process)
             layer[key] = found if found in groups else None
         utids.append(utid)
         names.append(layer[key])
     return pa.table({"utid": pa.array(utids, pa.int64()), "grp": pa.array(names, pa.string())})
 
 
-def capture_blockers(capture: Path, specs: list[dict[str, Any]], profile_toml: str) -> list[Blocker]:
+def capture_blockers(capture: Path, config: LayerConfig, profile_toml: str) -> list[Blocker]:
     """Who held the CPU while each latency group of the profile waited, in one capture."""
     from threadwise.observe.store import open_capture
     from threadwise.synthesize.reader import parse_profile
@@ -255,7 +256,7 @@ def capture_blockers(capture: Path, specs: list[dict[str, Any]], profile_toml: s
         return []
     profile, _ = parse_profile(profile_toml)
     with open_capture(capture) as con:
-        con.register("_thread_group", thread_groups(con, specs, {g.name for g in profile.groups}))
+        con.register("_thread_group", thread_groups(con, config, {g.name for g in profile.groups}))
         try:
             rows = con.execute(sql("blockers"), [waiting]).fetchall()
         finally:
@@ -349,12 +350,12 @@ def ingest_traces(con: duckdb.DuckDBPyConnection, run_id: int, plan: Plan, out: 
     notes = []
     for cell in returned(out, plan):
         arm = plan.arm(cell.arm)
-        if arm.config_json is None or arm.profile_toml is None:
+        if arm.config is None or arm.profile_toml is None:
             continue
         where = f"trace cell {cell.idx} ({cell.arm}, bg={cell.level})"
         try:
             capture = build_capture(cell.directory / "trace", cell.directory / "trace.duckdb", kernel=kernel)
-            rows = capture_blockers(capture, json.loads(arm.config_json), arm.profile_toml)
+            rows = capture_blockers(capture, arm.config, arm.profile_toml)
         except (ThreadwiseError, duckdb.Error, OSError, ValueError) as error:
             notes.append(f"{where}: not read: {getattr(error, 'message', error)}")
             continue

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from threadwise.shape import Shape
 from threadwise.synthesize.schema import Group, Profile
-from threadwise.synthesize.shape import Shape
 
 
 @dataclass(frozen=True)

@@ -21,15 +21,19 @@ import platform
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import duckdb
 
 from threadwise.refine import blockers, hostload, store
 from threadwise.refine.ladder import Execution, Plan
 from threadwise.refine.metrics import parse_metrics, require
+from threadwise.refine.rows import ArmRow, CellRow, MembershipRow, RunRow, SampleRow
 from threadwise.refine.validity import CellRaw, read_cell, reasons
 from threadwise.runtime.membership import classify, parse_map_dump
+
+if TYPE_CHECKING:
+    from threadwise.synthesize.layered import LayerConfig
 
 
 @dataclass(frozen=True)
@@ -43,8 +47,9 @@ class Ingested:
     notes: tuple[str, ...] = ()  # one per trace cell: its blockers and what tracing cost (blockers.py)
 
 
-def _membership(raw: CellRaw, directory: Path, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows of (tid, comm, expected, actual); sets raw.mismatched / membership_error."""
+def _membership(raw: CellRaw, directory: Path, config: LayerConfig, run_id: int,
+                idx: int) -> list[MembershipRow]:
+    """The cell's membership rows (tid, comm, expected, actual); sets raw.mismatched / membership_error."""
     threads_text = (directory / "threads.txt").read_text() if (directory / "threads.txt").is_file() else ""
     dump = directory / "membership.json"
     try:
@@ -59,10 +64,10 @@ def _membership(raw: CellRaw, directory: Path, specs: list[dict[str, Any]]) -> l
         return []
     threads = [line.split(maxsplit=2) for line in threads_text.splitlines() if line.strip()]
     process_comm = {int(pid): comm for pid, tid, comm in threads if pid == tid}
-    found = classify(specs, [(int(pid), int(tid), comm, process_comm.get(int(pid), comm))
+    found = classify(config, [(int(pid), int(tid), comm, process_comm.get(int(pid), comm))
                              for pid, tid, comm in threads], layer_of)
-    rows = [{"tid": t.tid, "comm": t.comm, "expected_layer": t.expected, "actual_layer": t.actual}
-            for t in found]
+    rows = [MembershipRow(run_id=run_id, idx=idx, tid=t.tid, comm=t.comm, expected_layer=t.expected,
+                          actual_layer=t.actual) for t in found]
     raw.mismatched += [f"{t.comm} (tid {t.tid}): expected {t.expected}, in {t.actual or 'none'}"
                        for t in found if not t.ok]
     raw.members = len(rows)
@@ -96,8 +101,10 @@ def ingest(con: duckdb.DuckDBPyConnection, plan: Plan, out: Path, execution: Exe
     """Store one executed plan as a run; returns its id and counts."""
     run_id = store.next_run_id(con)
     objective = plan.workload.objective
-    specs = {arm.name: json.loads(arm.config_json) for arm in plan.arms if arm.config_json}
-    cell_rows, sample_rows, member_rows = [], [], []
+    configs = {arm.name: arm.config for arm in plan.arms if arm.config is not None}
+    cell_rows: list[CellRow] = []
+    sample_rows: list[SampleRow] = []
+    member_rows: list[MembershipRow] = []
     host = hostload.read_series(out)
     for cell in plan.cells:
         directory = out / "cells" / str(cell.idx)
@@ -105,43 +112,43 @@ def ingest(con: duckdb.DuckDBPyConnection, plan: Plan, out: Path, execution: Exe
             continue
         raw = read_cell(directory, source=plan.workload.load.source)
         values, metrics_error = _metrics(plan, out, directory) if raw.done else ({}, None)
-        if raw.done and cell.arm in specs:
-            member_rows += [{"run_id": run_id, "idx": cell.idx, **row}
-                            for row in _membership(raw, directory, specs[cell.arm])]
+        if raw.done and cell.arm in configs:
+            member_rows += _membership(raw, directory, configs[cell.arm], run_id, cell.idx)
         why = reasons(raw, baseline=plan.arm(cell.arm).is_baseline, vcpus=execution.vcpus,
                       window_s=objective.window_s, duty=plan.background_duty,
                       metrics_error=metrics_error, load_is_target=plan.workload.service is None)
         host_s = host.window(*raw.window) if host is not None and raw.window else None
-        cell_rows.append({
-            "run_id": run_id, "idx": cell.idx, "arm": cell.arm, "level": cell.level,
-            "repeat": cell.repeat, "valid": not why, "reasons": "; ".join(why), "wall_s": raw.wall_s,
-            "spinner_cpu_s": raw.spinner_cpu_s, "generator_cpu_s": raw.generator_cpu_s,
-            "scx_cpu_s": raw.scx_cpu_s, "service_cpu_s": raw.service_cpu_s, "busy_cpu_s": raw.busy_cpu_s,
-            "host_cpu_s": host_s[0] if host_s else None, "host_wait_s": host_s[1] if host_s else None,
-            "state_before": raw.state_before, "state_after": raw.state_after,
-        })
-        sample_rows += [{"run_id": run_id, "idx": cell.idx, "metric": m, "value": v}
+        cell_rows.append(CellRow(
+            run_id=run_id, idx=cell.idx, arm=cell.arm, level=cell.level,
+            repeat=cell.repeat, valid=not why, reasons="; ".join(why), wall_s=raw.wall_s,
+            spinner_cpu_s=raw.spinner_cpu_s, generator_cpu_s=raw.generator_cpu_s,
+            scx_cpu_s=raw.scx_cpu_s, service_cpu_s=raw.service_cpu_s, busy_cpu_s=raw.busy_cpu_s,
+            host_cpu_s=host_s[0] if host_s else None, host_wait_s=host_s[1] if host_s else None,
+            state_before=raw.state_before, state_after=raw.state_after,
+        ))
+        sample_rows += [SampleRow(run_id=run_id, idx=cell.idx, metric=m, value=v)
                         for m, v in sorted(values.items())]
     finished = (out / "finished").is_file() and len(cell_rows) == len(plan.cells)
     stopped = None if finished else _where_stopped(out, plan, len(cell_rows), execution)
-    store.insert(con, "run", [{
-        "run_id": run_id, "started": datetime.now(UTC).replace(tzinfo=None), "command": command,
-        "purpose": purpose, "workload": plan.workload.name,
-        "workload_toml": plan.workload_toml,
-        "primary_metric": objective.primary.metric, "primary_direction": objective.primary.direction,
-        "secondary": json.dumps([{"metric": s.metric, "direction": s.direction}
-                                 for s in objective.secondary]),
-        "levels": json.dumps(list(plan.levels)), "repeats": plan.repeats, "arm_order": plan.order,
-        "seed": plan.seed, "window_s": objective.window_s, "warmup_s": objective.warmup_s,
-        "host_kernel": platform.release(), "guest_kernel": execution.guest_kernel,
-        "vcpus": execution.vcpus, "tcg": execution.tcg, "scx_version": scx_version, "shape": plan.shape,
-        "completed": finished, "stopped_reason": stopped,
-    }])
-    store.insert(con, "arm", [{
-        "run_id": run_id, "arm": arm.name, "kind": "baseline" if arm.is_baseline else "profile",
-        "profile_toml": arm.profile_toml, "config_json": arm.config_json,
-        "attach_s": _attach_s(out, arm.name),
-    } for arm in plan.arms])
+    store.insert(con, "run", [RunRow(
+        run_id=run_id, started=datetime.now(UTC).replace(tzinfo=None), command=command,
+        purpose=purpose, workload=plan.workload.name,
+        workload_toml=plan.workload_toml,
+        primary_metric=objective.primary.metric, primary_direction=objective.primary.direction,
+        secondary=json.dumps([{"metric": s.metric, "direction": s.direction}
+                              for s in objective.secondary]),
+        levels=json.dumps(list(plan.levels)), repeats=plan.repeats, arm_order=plan.order,
+        seed=plan.seed, window_s=objective.window_s, warmup_s=objective.warmup_s,
+        host_kernel=platform.release(), guest_kernel=execution.guest_kernel,
+        vcpus=execution.vcpus, tcg=execution.tcg, scx_version=scx_version, shape=plan.shape,
+        completed=finished, stopped_reason=stopped,
+    )])
+    store.insert(con, "arm", [ArmRow(
+        run_id=run_id, arm=arm.name, kind="baseline" if arm.is_baseline else "profile",
+        profile_toml=arm.profile_toml,
+        config_json=None if arm.config is None else arm.config.to_json(),   # the edge: stored as text
+        attach_s=_attach_s(out, arm.name),
+    ) for arm in plan.arms])
     store.insert(con, "cell", cell_rows)
     store.insert(con, "sample", sample_rows)
     store.insert(con, "membership", member_rows)
@@ -155,7 +162,7 @@ def ingest(con: duckdb.DuckDBPyConnection, plan: Plan, out: Path, execution: Exe
                                    metrics=lambda directory: _metrics(plan, out, directory)[0],
                                    denied=denied)
     con.execute("CHECKPOINT")
-    valid = sum(1 for row in cell_rows if row["valid"])
+    valid = sum(1 for row in cell_rows if row.valid)
     return Ingested(run_id, len(cell_rows), valid, len(plan.cells), finished, stopped, tuple(notes))
 
 

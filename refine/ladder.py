@@ -36,6 +36,7 @@ from threadwise.errors import UsageError
 
 if TYPE_CHECKING:
     from threadwise.refine.workload import Workload
+    from threadwise.synthesize.layered import LayerConfig
 
 BASELINE = "baseline"
 AA_ARM = "baseline-aa"  # a second, identical baseline arm: the A/A noise floors
@@ -49,16 +50,21 @@ SETTLE_TIMEOUT_S = 20
 
 @dataclass(frozen=True)
 class Arm:
-    """One arm: the baseline (nothing attached) or a profile compiled for the guest's shape."""
+    """One arm: the baseline (nothing attached) or a profile compiled for the guest's shape.
+
+    The one arm type of refine: the loop builds them (mutate.profile_arm), `threadwise ladder`
+    reads them from files (run.arm_from_file), the ladder runs them. The config stays typed;
+    it becomes JSON text only where it leaves: arms/ARM.json for the agent, the ladder file's
+    `arm.config_json` column."""
 
     name: str
     profile_toml: str | None = None  # the profile as measured
-    config_json: str | None = None  # its scx_layered config for the shape
+    config: LayerConfig | None = None  # its scx_layered config for the shape
     scx_args: tuple[str, ...] = ()  # scx_layered flags (the profile's [scheduler] table)
 
     @property
     def is_baseline(self) -> bool:
-        return self.config_json is None
+        return self.config is None
 
 
 @dataclass(frozen=True)
@@ -242,8 +248,8 @@ def write_plan(plan: Plan, out: Path, script: str) -> None:
     (out / "arms").mkdir(parents=True, exist_ok=True)
     (out / "cells").mkdir(exist_ok=True)
     for arm in plan.arms:
-        if arm.config_json is not None:
-            (out / "arms" / f"{arm.name}.json").write_text(arm.config_json)
+        if arm.config is not None:
+            (out / "arms" / f"{arm.name}.json").write_text(arm.config.to_json())
         if arm.scx_args:
             (out / "arms" / f"{arm.name}.args").write_text("".join(f"{arg}\n" for arg in arm.scx_args))
     (out / "plan.sh").write_text(script)

@@ -30,7 +30,9 @@ Approach (docs/refine.md "Refinement"):
 - `budget` counts measured candidates; the loop also ends when no untried
   candidate is left.
 - The measurement is a function `measure(arms) -> Measured` (arm -> level ->
-  metric -> repeat -> valid observation); the loop does no I/O besides its
+  metric -> repeat -> valid observation) over the ladder's own arms
+  (`ladder.Arm`: the profile compiled for its shape, `mutate.profile_arm`;
+  the baseline with nothing attached); the loop does no I/O besides its
   callbacks: `on_step`, which gets every Step as soon as it is decided, and
   `blockers`, which reads the last ladder's blocker rows. Verdicts depend
   on the samples and the A/A floors only (stats.py derives its resampling seed
@@ -44,27 +46,19 @@ import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import NamedTuple
 
 from threadwise.errors import ThreadwiseError
 from threadwise.refine.diagnose import Blocker, Failure, diagnose, rows_of
 from threadwise.refine.guide import Choice, order
-from threadwise.refine.mutate import Candidate, Rejected, Vetted, all_mutations, toml_text
+from threadwise.refine.ladder import Arm
+from threadwise.refine.mutate import Candidate, Rejected, Vetted, all_mutations, profile_arm, toml_text
 from threadwise.refine.mutate import vet as default_vet
 from threadwise.refine.stats import NO_FLOORS, Direction, Floors, LadderComparison, Measured, compare_arms
+from threadwise.shape import Shape
+from threadwise.synthesize.layered import LayerConfig
 from threadwise.synthesize.schema import Profile
-from threadwise.synthesize.shape import Shape
 
 BASELINE, START, BEST, CANDIDATE = "baseline", "start", "best", "candidate"
-
-
-class Arm(NamedTuple):
-    """One arm of a ladder: a name, its profile (None: the baseline, no scheduler attached)
-    and the shape to compile the profile for (its reserve may differ from the machine's)."""
-
-    name: str
-    profile: Profile | None
-    shape: Shape | None = None
 
 
 class Decision(StrEnum):
@@ -102,7 +96,7 @@ class Step:
     vs_best: LadderComparison | None = None
     vs_baseline: LadderComparison | None = None
     measured: Measured | None = None
-    config_json: str | None = None
+    config: LayerConfig | None = None  # what the candidate compiled to (vetted steps)
     notes: tuple[str, ...] = ()
     chosen_because: str = ""  # why the search tried it now (guide.Choice.because)
 
@@ -171,14 +165,14 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
                 hint="check it with `threadwise validate` and `threadwise compile --check`")
         note = (f"; it has lint errors on {shape.describe()} ({checked.reason}) and is measured "
                 "anyway: it is the profile being trained")
-    measured = measure([Arm(BASELINE, None, None), Arm(START, start, shape)])
+    measured = measure([Arm(BASELINE), profile_arm(START, start, shape)])
     vs_baseline = ladder(measured, BASELINE, START)
     record(Step(
         0, START, "the start profile", toml_diff(None, start, "/dev/null", f"{START}.toml"),
         Decision.KEPT, f"the start profile is the first best (step 0 keeps it by definition){note}"
         f"; against the baseline it {vs_baseline.reason}", shape.reserve_cores,
         vs_baseline=vs_baseline, measured=measured,
-        config_json=checked.config_json if isinstance(checked, Vetted) else None,
+        config=checked.config if isinstance(checked, Vetted) else None,
         notes=checked.notes if isinstance(checked, Vetted) else (), chosen_because=START_BECAUSE))
     failures, blocking = diagnosis(START, vs_baseline)
 
@@ -205,8 +199,8 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
                             cand_shape.reserve_cores, chosen_because=choice.because))
                 index += 1
                 continue
-            measured = measure([Arm(BASELINE, None, None), Arm(BEST, best, best_shape),
-                                Arm(CANDIDATE, candidate.profile, cand_shape)])
+            measured = measure([Arm(BASELINE), profile_arm(BEST, best, best_shape),
+                                profile_arm(CANDIDATE, candidate.profile, cand_shape)])
             used += 1
             vs_best = ladder(measured, BEST, CANDIDATE)
             vs_base = ladder(measured, BASELINE, CANDIDATE)
@@ -216,7 +210,7 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
                         f"{decision.value} against the best ({vs_best.keep_reason}); against the "
                         f"baseline it {vs_base.reason}",
                         cand_shape.reserve_cores, vs_best=vs_best, vs_baseline=vs_base,
-                        measured=measured, config_json=checked.config_json, notes=checked.notes,
+                        measured=measured, config=checked.config, notes=checked.notes,
                         chosen_because=choice.because))
             index += 1
             if kept:

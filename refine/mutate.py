@@ -44,6 +44,7 @@ below, so that synthesize can change shape without touching the operators.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ from typing import Any
 from threadwise.errors import MissingTool, ThreadwiseError
 from threadwise.refine.candidate import Candidate, replace_groups
 from threadwise.refine.candidate import changed as _changed
+from threadwise.refine.ladder import Arm, check_arm_name
 from threadwise.refine.options import (
     catch_all_options,
     dropped_overrides,
@@ -61,12 +63,12 @@ from threadwise.refine.options import (
     protections,
     scheduler_intervals,
 )
+from threadwise.shape import Shape
+from threadwise.synthesize.layered import LayerConfig, LayerSpec
 from threadwise.synthesize.presets import scheduler_args
 from threadwise.synthesize.schema import OPTION_KEYS, Evidence, Group, Profile, Treatment
-from threadwise.synthesize.shape import Shape
 
-Specs = list[dict[str, Any]]
-OracleCheck = Callable[[Specs, Sequence[str]], list[str]]  # (layer config, scx_layered flags)
+OracleCheck = Callable[[LayerConfig, Sequence[str]], list[str]]  # (layer config, scx_layered flags)
 
 # --- synthesize, in one place -----------------------------------------------------------------
 
@@ -85,20 +87,26 @@ def validation_errors(profile: Profile) -> list[str]:
     return [f"{d.rule}: {d.message}" for d in validate(profile) if d.severity == "error"]
 
 
-def compile_specs(profile: Profile, shape: Shape) -> tuple[Specs, list[str], str]:
-    """The scx_layered layer config of a valid profile: (specs, compile notes, JSON text)."""
+def compile_config(profile: Profile, shape: Shape) -> tuple[LayerConfig, list[str]]:
+    """The scx_layered layer config of a valid profile, and the compile notes."""
     from threadwise.synthesize.compile import compile_profile
 
     compiled = compile_profile(profile, shape)
-    return compiled.specs, list(compiled.notes), compiled.to_json()
+    return compiled.config, list(compiled.notes)
 
 
-def oracle_check(specs: Specs, args: Sequence[str] = ()) -> list[str]:
+def profile_arm(name: str, profile: Profile, shape: Shape) -> Arm:
+    """The ladder arm that measures `profile` compiled for `shape`, with its scx_layered flags."""
+    return Arm(check_arm_name(name), toml_text(profile), compile_config(profile, shape)[0],
+               scheduler_args(profile))
+
+
+def oracle_check(config: LayerConfig, args: Sequence[str] = ()) -> list[str]:
     """The real scx_layered `--print-and-exit` on the layer config and the profile's scx_layered
     flags `args`: mismatches (raises if it rejects either)."""
     from threadwise.synthesize import oracle
 
-    return oracle.check(specs, args=args)
+    return oracle.check(config, args=args)
 
 
 def lint_findings(profile: Profile, shape: Shape) -> tuple[list[str], list[str]]:
@@ -138,11 +146,11 @@ def pattern_matches(pattern: str, comm: str) -> bool:
 
 @dataclass(frozen=True)
 class Vetted:
-    """A candidate that may be measured: its shape, compiled config JSON, and what to know."""
+    """A candidate that may be measured: its shape, compiled config, and what to know."""
 
     candidate: Candidate
     shape: Shape
-    config_json: str
+    config: LayerConfig
     notes: tuple[str, ...] = ()  # compile notes (demotions) and lint warnings
 
 
@@ -412,13 +420,13 @@ OPERATORS: tuple[OperatorSpec, ...] = (
 )
 
 
-def _key(profile: Profile, shape: Shape) -> list[Any] | None:
-    """The compiled config of a valid profile without comments (which name it and explain
+def _key(profile: Profile, shape: Shape) -> tuple[tuple[LayerSpec, ...], tuple[str, ...]] | None:
+    """The compiled layers of a valid profile without comments (which name it and explain
     demotions) and its scx_layered flags; None when the profile does not validate."""
     if validation_errors(profile):
         return None
-    return [*({k: v for k, v in spec.items() if k != "comment"}
-              for spec in compile_specs(profile, shape)[0]), scheduler_args(profile)]
+    layers = tuple(dataclasses.replace(spec, comment=None) for spec in compile_config(profile, shape)[0])
+    return layers, scheduler_args(profile)
 
 
 def all_mutations(profile: Profile, shape: Shape) -> list[Candidate]:
@@ -449,11 +457,11 @@ def vet(candidate: Candidate, shape: Shape, *, check: OracleCheck | None = None)
     if errors:
         return Rejected(candidate, "validate", "; ".join(errors))
     try:
-        specs, notes, config_json = compile_specs(candidate.profile, machine)
+        config, notes = compile_config(candidate.profile, machine)
     except (ThreadwiseError, AssertionError, ValueError) as bad:
         return Rejected(candidate, "compile", str(bad))
     try:
-        mismatches = (check or oracle_check)(specs, scheduler_args(candidate.profile))
+        mismatches = (check or oracle_check)(config, scheduler_args(candidate.profile))
     except MissingTool:
         raise
     except ThreadwiseError as bad:
@@ -463,4 +471,4 @@ def vet(candidate: Candidate, shape: Shape, *, check: OracleCheck | None = None)
     lint_errors, lint_warnings = lint_findings(candidate.profile, machine)
     if lint_errors:
         return Rejected(candidate, "lint", "; ".join(lint_errors))
-    return Vetted(candidate, machine, config_json, tuple(notes + lint_warnings))
+    return Vetted(candidate, machine, config, tuple(notes + lint_warnings))

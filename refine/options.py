@@ -37,9 +37,10 @@ from typing import Any
 
 from threadwise.errors import ThreadwiseError
 from threadwise.refine.candidate import Candidate, changed
+from threadwise.shape import Shape
+from threadwise.synthesize.layered import KindName, LayerKind
 from threadwise.synthesize.presets import effective, scheduler_interval_ms
 from threadwise.synthesize.schema import CatchAll, Group, Profile, Scheduler, Treatment
-from threadwise.synthesize.shape import Shape
 
 # the catch-all layer's name in compiled configs (compile.CATCH_ALL; "rest" is reserved for it)
 CATCH_ALL = "rest"
@@ -47,15 +48,15 @@ EXCLUSIVE_SLICES_US = (1000, 2000)
 CATCH_ALL_SHORT_SLICE_US = 2000
 
 
-def compiled_layers(profile: Profile, shape: Shape) -> dict[str, tuple[str, dict[str, Any]]]:
-    """Layer name -> (kind, options) as the profile compiles for the shape ({} if it does not)."""
+def compiled_layers(profile: Profile, shape: Shape) -> dict[str, LayerKind]:
+    """Layer name -> its kind (with options) as the profile compiles for the shape ({} if it does not)."""
     from threadwise.synthesize.compile import compile_profile
 
     try:
-        specs = compile_profile(profile, shape).specs
+        config = compile_profile(profile, shape).config
     except (ThreadwiseError, AssertionError, ValueError):
         return {}
-    return {spec["name"]: next(iter(spec["kind"].items())) for spec in specs}
+    return {spec.name: spec.kind for spec in config}
 
 
 def dropped_overrides(group: Group, treatment: Treatment) -> list[str]:
@@ -71,20 +72,16 @@ def dropped_overrides(group: Group, treatment: Treatment) -> list[str]:
     return dropped
 
 
-def _layer(layers: dict[str, tuple[str, dict[str, Any]]], name: str) -> tuple[str, dict[str, Any]]:
-    return layers.get(name, ("", {}))
-
-
 def preempts(profile: Profile, shape: Shape) -> list[Candidate]:
     """A group's preempt turned off where its layer preempts, on where it does not."""
     layers = compiled_layers(profile, shape)
     out = []
     for i, group in enumerate(profile.groups):
-        kind, options = _layer(layers, group.name)
-        if not kind:
+        kind = layers.get(group.name)
+        if kind is None:
             continue
-        current = bool(options.get("preempt", False))
-        if not current and kind == "Grouped":
+        current = bool(kind.options.preempt)
+        if not current and kind.name is KindName.GROUPED:
             continue  # a demoted exclusive group must not preempt (presets.DEMOTED_OPTIONS)
         update: dict[str, Any] = {"preempt": not current}
         note = ""
@@ -106,10 +103,10 @@ def preempt_firsts(profile: Profile, shape: Shape) -> list[Candidate]:
     layers = compiled_layers(profile, shape)
     out = []
     for i, group in enumerate(profile.groups):
-        kind, options = _layer(layers, group.name)
-        if kind != "Open" or not options.get("preempt", False):
+        kind = layers.get(group.name)
+        if kind is None or kind.name is not KindName.OPEN or not kind.options.preempt:
             continue
-        current = bool(options.get("preempt_first", False))
+        current = bool(kind.options.preempt_first)
         value = str(not current).lower()
         out.append(changed(profile, i, f"{group.name}:preempt_first={value}",
                            f"group {group.name!r}: preempt_first {str(current).lower()} -> {value} "
@@ -123,8 +120,9 @@ def protections(profile: Profile, shape: Shape) -> list[Candidate]:
     layers = compiled_layers(profile, shape)
     out = []
     for i, group in enumerate(profile.groups):
-        kind, options = _layer(layers, group.name)
-        if group.treatment is not Treatment.EXCLUSIVE or kind != "Confined" or not options.get("protected"):
+        kind = layers.get(group.name)
+        if (group.treatment is not Treatment.EXCLUSIVE or kind is None or kind.name is not KindName.CONFINED
+                or not kind.options.protected):
             continue
         out.append(changed(profile, i, f"{group.name}:protected=false",
                            f"group {group.name!r}: protected true -> false (its CPUs may run other "
@@ -138,10 +136,11 @@ def exclusive_slices(profile: Profile, shape: Shape) -> list[Candidate]:
     layers = compiled_layers(profile, shape)
     out = []
     for i, group in enumerate(profile.groups):
-        kind, options = _layer(layers, group.name)
-        if group.treatment is not Treatment.EXCLUSIVE or kind not in ("Confined", "Grouped"):
+        kind = layers.get(group.name)
+        if (group.treatment is not Treatment.EXCLUSIVE or kind is None
+                or kind.name not in (KindName.CONFINED, KindName.GROUPED)):
             continue
-        current = int(options.get("slice_us", 0))
+        current = kind.options.slice_us or 0
         for value in EXCLUSIVE_SLICES_US:
             if value in (current, current // 2, current * 2):
                 continue
@@ -159,17 +158,17 @@ def _catch_all(profile: Profile, name: str, description: str, **update: Any) -> 
 
 def catch_all_options(profile: Profile, shape: Shape) -> list[Candidate]:
     """The catch-all's slice_us halved and 2000 us, and its preempt toggled."""
-    _kind, options = _layer(compiled_layers(profile, shape), CATCH_ALL)
-    if not options:
+    kind = compiled_layers(profile, shape).get(CATCH_ALL)
+    if kind is None:
         return []
-    current = int(options.get("slice_us", 0))
+    current = kind.options.slice_us or 0
     out = []
     for value in dict.fromkeys((current // 2, CATCH_ALL_SHORT_SLICE_US)):
         if 1 <= value != current:
             out.append(_catch_all(profile, f"{CATCH_ALL}:slice_us={value}",
                                   f"catch-all: slice_us {current} -> {value} (how long a thread no "
                                   "group takes keeps a CPU a waking thread wants)", slice_us=value))
-    preempt = bool(options.get("preempt", False))
+    preempt = bool(kind.options.preempt)
     value = str(not preempt).lower()
     out.append(_catch_all(profile, f"{CATCH_ALL}:preempt={value}",
                           f"catch-all: preempt {str(preempt).lower()} -> {value}", preempt=not preempt))

@@ -8,7 +8,6 @@ guest (`--cpus N`, one thread per core) or this host (when it has sched_ext).
 
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 import sys
@@ -68,19 +67,15 @@ def where(lab: bool, cpus: int, guest: str = "initramfs", *, profiles: bool = Tr
     return Where(lab, cpus, guest)
 
 
-def profile_arm(name: str, profile_toml: str, config_json: str, scx_args: tuple[str, ...] = ()) -> Arm:
-    return Arm(ladder.check_arm_name(name), profile_toml, config_json, scx_args)
-
-
 def arm_from_file(path: Path, shape: str, name: str | None = None) -> Arm:
-    """A profile file compiled (validated, oracle-checked) for `shape`."""
+    """A profile file compiled (validated, oracle-checked) for `shape`; the file's text is kept as
+    measured (its header comments too)."""
     from threadwise.runtime.config import resolve
 
     if path.suffix != ".toml":
         raise UsageError(f"{path}: an arm is `baseline` or a profile .toml")
     resolved = resolve(path, shape)
-    return profile_arm(name or path.stem, path.read_text(), json.dumps(resolved.specs, indent=2) + "\n",
-                       resolved.scx_args)
+    return Arm(ladder.check_arm_name(name or path.stem), path.read_text(), resolved.config, resolved.scx_args)
 
 
 @dataclass(frozen=True)

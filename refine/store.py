@@ -1,16 +1,19 @@
 """The ladder file: one DuckDB database of runs, arms, cells, samples, membership and decisions.
 
 Schema in `sql/ladder.sql` (typed, commented), queries in `sql/queries.sql`
-(named statements, `sql(name)`). Every write binds its values as parameters;
-the only names that reach SQL text come from `_TABLES` (through `identifier`). The
-file is the single source for reports and notebooks: nothing is judged or
+(named statements, `sql(name)`). Rows are typed (`rows.py`, one dataclass per
+table, its fields the table's columns): `insert` derives its column list from
+them. Every write binds its values as parameters; the only names that reach
+SQL text are `rows.ROW_TYPES`' tables and their fields (through `identifier`).
+The file is the single source for reports and notebooks: nothing is judged or
 reported from memory.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -19,33 +22,13 @@ from typing import Any
 import duckdb
 
 from threadwise.errors import InputError
+from threadwise.refine.rows import ROW_TYPES, LadderRow
 from threadwise.refine.stats import Measured, Obs
 from threadwise.sqlfiles import identifier, placeholders, statement
 
 SCHEMA_VERSION = 3
 # version -> the script that brings a file of that version to the next (sql/)
 MIGRATIONS = {1: "migrate_1_2.sql", 2: "migrate_2_3.sql"}
-_TABLES = {
-    "run": ("run_id", "started", "command", "purpose", "workload", "workload_toml", "primary_metric",
-            "primary_direction", "secondary", "levels", "repeats", "arm_order", "seed", "window_s",
-            "warmup_s", "host_kernel", "guest_kernel", "vcpus", "tcg", "scx_version", "shape",
-            "completed", "stopped_reason"),
-    "arm": ("run_id", "arm", "kind", "profile_toml", "config_json", "attach_s"),
-    "cell": ("run_id", "idx", "arm", "level", "repeat", "valid", "reasons", "wall_s", "spinner_cpu_s",
-             "generator_cpu_s", "scx_cpu_s", "service_cpu_s", "busy_cpu_s", "host_cpu_s", "host_wait_s",
-             "state_before", "state_after"),
-    "sample": ("run_id", "idx", "metric", "value"),
-    "membership": ("run_id", "idx", "tid", "comm", "expected_layer", "actual_layer"),
-    "comparison": ("run_id", "reference", "candidate", "metric", "level", "reference_median",
-                   "candidate_median", "ratio", "ci_low", "ci_high", "n_reference", "n_candidate",
-                   "verdict", "pairs", "pairs_disturbed", "floor", "method"),
-    "floor": ("run_id", "metric", "level", "n", "floor", "aa_pairs", "method"),
-    "training": ("name", "workload", "command", "profile_path", "wall_s", "limitations"),
-    "step": ("step", "run_id", "candidate", "description", "decision", "reason", "toml_diff", "noise",
-             "decision_seed", "floors_run", "chosen_because"),
-    "blocker": ("run_id", "idx", "arm", "level", "waiter_group", "blocker", "blocker_group", "cpu",
-                "wait_s", "waits"),
-}
 
 
 def sql(name: str) -> str:
@@ -91,19 +74,22 @@ def open_ladder(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnec
     return con
 
 
-def insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[dict[str, Any]]) -> None:
-    """Append rows (dicts keyed by the table's columns) with bound parameters."""
-    columns = _TABLES[table]
-    if not rows:
+def insert(con: duckdb.DuckDBPyConnection, table: str,
+           rows: Sequence[LadderRow | Mapping[str, Any]]) -> None:
+    """Append rows of `table` with bound parameters: its row dataclass (rows.py), or a mapping
+    of that dataclass's fields, built into one first (a misspelt or missing column is a
+    TypeError there, before anything is written)."""
+    quoted = identifier(table, ROW_TYPES)
+    kind = ROW_TYPES[table]
+    typed = [kind(**row) if isinstance(row, Mapping) else row for row in rows]
+    if not typed:
         return
-    for row in rows:
-        unknown = set(row) - set(columns)
-        if unknown:
-            raise AssertionError(f"{table}: unknown columns {sorted(unknown)}")
-    quoted = identifier(table, _TABLES)
+    if any(type(row) is not kind for row in typed):
+        raise TypeError(f"{table} takes {kind.__name__} rows")
+    columns = [f.name for f in dataclasses.fields(kind)]
     names = ", ".join(identifier(column, columns) for column in columns)
     con.executemany(f"INSERT INTO {quoted} ({names}) VALUES ({placeholders(len(columns))})",
-                    [[row.get(c) for c in columns] for row in rows])
+                    [[getattr(row, column) for column in columns] for row in typed])
 
 
 def next_run_id(con: duckdb.DuckDBPyConnection) -> int:

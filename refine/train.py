@@ -36,11 +36,15 @@ from threadwise.errors import NothingMeasured, ThreadwiseError, UsageError
 from threadwise.paths import write_output
 from threadwise.refine import judge, stats, store
 from threadwise.refine.ladder import AA_ARM, BASELINE, Arm
-from threadwise.refine.run import Where, profile_arm, run_ladder
+from threadwise.refine.rows import StepRow, TrainingRow
+from threadwise.refine.run import Where, run_ladder
 from threadwise.refine.service import RunningService
 from threadwise.refine.workload import Workload, load_workload
 
 if TYPE_CHECKING:   # the profile model loads with synthesize, inside train()
+    import duckdb
+
+    from threadwise.refine.loop import RefineResult
     from threadwise.synthesize.schema import Profile
 
 
@@ -96,8 +100,8 @@ def synthesize_start(capture: Path, name: str, shape: str, out: Path,
     that command) and keeps the TOML in `out` for the record, but hands back the typed profile
     it built. A failure keeps exit 1 and the `train step failed` of a failed command.
     """
+    from threadwise.shape import parse_shape  # deferred: threadwise.shape loads pydantic (~80 ms)
     from threadwise.synthesize.from_capture import synthesize_capture
-    from threadwise.synthesize.shape import parse_shape
     from threadwise.synthesize.writer import dumps
 
     args = ["synthesize", str(capture), "--name", name, "-o", str(out), "--force", "--shape", shape]
@@ -113,33 +117,21 @@ def synthesize_start(capture: Path, name: str, shape: str, out: Path,
     return profile
 
 
-def _arm(item: object, shape: object) -> Arm:
-    """A loop arm (name, profile or None, shape) as a ladder arm compiled for its shape."""
-    from threadwise.refine.mutate import compile_specs, toml_text
-    from threadwise.synthesize.presets import scheduler_args
-
-    name, profile, arm_shape = item  # type: ignore[misc]
-    if profile is None:
-        return Arm(name)
-    _specs, _notes, config_json = compile_specs(profile, arm_shape or shape)
-    return profile_arm(name, toml_text(profile), config_json, scheduler_args(profile))
-
-
-def store_steps(con: object, result: object, runs: list[int], *, floors: stats.Floors,
-                repeats: int, primary: str) -> None:
+def store_steps(con: duckdb.DuckDBPyConnection, result: RefineResult, runs: list[int], *,
+                floors: stats.Floors, repeats: int, primary: str) -> None:
     """The loop's steps, with the ladder run that measured each (rejected steps have none)."""
     rows, measured_steps = [], iter(runs)
-    for step in result.steps:  # type: ignore[attr-defined]
+    for step in result.steps:
         run_id = None if step.decision.value == "rejected" else next(measured_steps)
         floor = floors.floor(primary, repeats)
-        rows.append({"step": step.index, "run_id": run_id, "candidate": step.candidate,
-                     "description": step.description, "decision": step.decision.value,
-                     "reason": step.reason, "toml_diff": step.diff,
-                     "noise": float("nan") if floor is None else floor,
-                     # schema 2's verdicts need no seed (stats.data_seed): kept for old readers
-                     "decision_seed": json.dumps(None), "floors_run": floors.run_id,
-                     "chosen_because": step.chosen_because or None})
-    store.insert(con, "step", rows)  # type: ignore[arg-type]
+        rows.append(StepRow(step=step.index, run_id=run_id, candidate=step.candidate,
+                            description=step.description, decision=step.decision.value,
+                            reason=step.reason, toml_diff=step.diff,
+                            noise=float("nan") if floor is None else floor,
+                            # schema 2's verdicts need no seed (stats.data_seed): kept for old readers
+                            decision_seed=json.dumps(None), floors_run=floors.run_id,
+                            chosen_because=step.chosen_because or None))
+    store.insert(con, "step", rows)
 
 
 def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Path:
@@ -147,8 +139,8 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
     from threadwise.refine import loop, report
     from threadwise.refine.diagnose import Blocker, load_blockers
     from threadwise.refine.mutate import toml_text
+    from threadwise.shape import parse_shape  # deferred: threadwise.shape loads pydantic (~80 ms)
     from threadwise.synthesize.reader import load_profile
-    from threadwise.synthesize.shape import parse_shape
 
     profile_path = options.profiles_dir / f"{options.name}.toml"
     record = options.artifacts_dir / options.name
@@ -197,9 +189,9 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
         + " (the paired margin a verdict must clear)")
     runs: list[int] = []
 
-    def measure(arms: list[loop.Arm]) -> dict:
+    def measure(arms: list[Arm]) -> dict:
         step = len(runs)
-        result = run_ladder(workload, workload_toml, [_arm(arm, shape) for arm in arms],
+        result = run_ladder(workload, workload_toml, arms,
                             ladder_file=ladder_file, place=options.place, levels=options.levels,
                             repeats=options.repeats, seed=options.seed + 1 + step,
                             purpose=f"refine-step-{step}", command=options.command, progress=progress,
@@ -243,10 +235,10 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
     try:
         store_steps(con, result, runs, floors=floors, repeats=options.repeats,
                     primary=workload.objective.primary.metric)
-        store.insert(con, "training", [{
-            "name": options.name, "workload": workload.name, "command": options.command,
-            "profile_path": str(profile_path), "wall_s": time.monotonic() - started,
-            "limitations": json.dumps(limitations(options, workload))}])
+        store.insert(con, "training", [TrainingRow(
+            name=options.name, workload=workload.name, command=options.command,
+            profile_path=str(profile_path), wall_s=time.monotonic() - started,
+            limitations=json.dumps(limitations(options, workload)))])
         con.execute("CHECKPOINT")
         verdict = report.verdict_sentence(con)
         report.write_report(con, staging)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from threadwise.errors import ConfigRefused, UsageError
 from threadwise.paths import require_text
@@ -50,11 +50,6 @@ class ResolvedConfig:
     notes: tuple[str, ...] = ()
     scx_args: tuple[str, ...] = ()  # scx_layered flags (a profile's [scheduler] table)
 
-    @property
-    def specs(self) -> list[dict[str, Any]]:
-        """The config as scx_layered's JSON data."""
-        return self.config.to_json_data()
-
     def layer_names(self) -> list[str]:
         return self.config.layer_names()
 
@@ -67,9 +62,9 @@ def _from_json(path: Path, config: LayerConfig, scx_args: tuple[str, ...] = ()) 
 
 
 def _from_profile(path: Path, profile: Profile, shape_spec: str) -> ResolvedConfig:
+    from threadwise.shape import parse_shape  # deferred: threadwise.shape loads pydantic (~80 ms)
     from threadwise.synthesize import oracle
     from threadwise.synthesize.compile import compile_profile
-    from threadwise.synthesize.shape import parse_shape
 
     target = parse_shape(shape_spec)
     compiled = compile_profile(profile, target)

@@ -18,7 +18,6 @@ the supervisor stops scx_layered and confirms `disabled`.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -27,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from threadwise.errors import (
     PermissionProblem,
@@ -48,6 +47,9 @@ from threadwise.runtime.supervisor import (
     Supervisor,
     is_alive_and_ours,
 )
+
+if TYPE_CHECKING:
+    from threadwise.synthesize.layered import LayerConfig
 
 __all__ = ["SchedulerFailure", "StatusReport", "StopReport", "apply_background", "apply_foreground",
            "prepare", "status", "stop"]
@@ -229,20 +231,20 @@ def status(files: RunFiles, *, interval_s: float = 1.0) -> StatusReport:
 def _membership(files: RunFiles) -> dict:
     """Each target thread's layer against its group's (see membership.py), or why it is unknown."""
     from threadwise.runtime import membership
+    from threadwise.synthesize.layered import LayerConfig  # deferred as in config.py: a fast CLI
 
     try:
-        specs = json.loads(files.config.read_text())
-        rows = membership.membership(specs)
+        rows = membership.membership(LayerConfig.load(files.config))   # the applied copy, read typed
     except (OSError, ValueError, ThreadwiseError) as error:
         return {"threads": [], "error": getattr(error, "message", str(error))}
     return {"threads": [row.to_json() for row in rows], "error": None}
 
 
-def rematch_targets(specs: list[dict]) -> list[int]:
+def rematch_targets(config: LayerConfig) -> list[int]:
     """Make the config's target processes re-enter the run queue, so renamed threads re-match."""
     from threadwise.runtime import membership
 
-    pids = membership.pids_with_comm_prefix(membership.target_prefixes(specs))
+    pids = membership.pids_with_comm_prefix(membership.target_prefixes(config))
     for pid in pids:
         try:
             membership.rematch(pid)

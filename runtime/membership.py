@@ -12,9 +12,10 @@ show it.
 Approach: the runtime starts scx_layered with `--enable-match-debug`, which
 keeps a BPF hash map `layer_match_dbg` (tid -> index of the layer last
 matched). `read_match_map` dumps it with bpftool. The expected layer of a
-thread is the first layer of the applied config whose match blocks accept its
-comm and its process's comm (the same first-match rule scx_layered uses,
-through synthesize's neutral layer view); layers whose blocks use matchers a
+thread is the first layer of the applied config (a typed `LayerConfig`, as
+everywhere after compile) whose match blocks accept its comm and its
+process's comm (the same first-match rule scx_layered uses, through
+synthesize's neutral layer view); layers whose blocks use matchers a
 name cannot decide (AvgRuntime, cgroups, ...) make the expectation unknown
 rather than wrong. `rematch` makes every thread of a process runnable again
 (SIGSTOP, then SIGCONT: each thread leaves and re-enters the run queue), which
@@ -31,10 +32,13 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from threadwise.errors import MembershipUnavailable, MissingTool
 from threadwise.paths import find_program
+
+if TYPE_CHECKING:   # synthesize (pydantic) loads inside expected_layer: `threadwise status` stays fast
+    from threadwise.synthesize.layered import LayerConfig
 
 MATCH_MAP = "layer_match_dbg"
 PROC = Path("/proc")
@@ -130,48 +134,48 @@ def pids_with_comm_prefix(prefixes: list[str]) -> list[int]:
     return sorted(pids)
 
 
-def target_prefixes(specs: list[dict[str, Any]]) -> list[str]:
+def target_prefixes(config: LayerConfig) -> list[str]:
     """The process comm prefixes the config's layers name (its workload)."""
-    prefixes = {m["PcommPrefix"] for spec in specs for block in spec.get("matches", [])
-                for m in block if isinstance(m, dict) and "PcommPrefix" in m}
+    prefixes = {match.value for spec in config for block in spec.matches for match in block
+                if match.kind == "PcommPrefix"}
     return sorted(prefixes)
 
 
-def expected_layer(specs: list[dict[str, Any]], comm: str, process: str) -> str | None:
+def expected_layer(config: LayerConfig, comm: str, process: str) -> str | None:
     """The first layer that takes (comm, process), or None when a name cannot decide it."""
-    from threadwise.synthesize.layers import views_from_specs
-    from threadwise.synthesize.shape import synthetic
+    from threadwise.shape import synthetic  # deferred: threadwise.shape loads pydantic (~80 ms)
+    from threadwise.synthesize.layers import views_from_config
 
     # The shape only sizes Confined layers; matching does not depend on it.
-    for view in views_from_specs(specs, synthetic(1)):
+    for view in views_from_config(config, synthetic(1)):
         for block in view.blocks:
             if block.matches(comm, process):
                 return None if block.other else view.name
     return None
 
 
-def classify(specs: list[dict[str, Any]], threads: list[tuple[int, int, str, str]],
+def classify(config: LayerConfig, threads: list[tuple[int, int, str, str]],
              layer_of: dict[int, int]) -> list[ThreadLayer]:
     """(pid, tid, comm, process comm) threads against the map: expected and actual layer of each."""
-    names = [str(spec.get("name")) for spec in specs]
+    names = config.layer_names()
     rows = []
     for pid, tid, comm, process in threads:
         index = layer_of.get(tid)
         actual = names[index] if index is not None and 0 <= index < len(names) else None
-        rows.append(ThreadLayer(tid, pid, comm, process, expected_layer(specs, comm, process), actual))
+        rows.append(ThreadLayer(tid, pid, comm, process, expected_layer(config, comm, process), actual))
     return rows
 
 
-def membership(specs: list[dict[str, Any]], *, pids: list[int] | None = None,
+def membership(config: LayerConfig, *, pids: list[int] | None = None,
                match_map: dict[int, int] | None = None) -> list[ThreadLayer]:
     """Every thread of the target processes with its expected and actual layer."""
     if pids is None:
-        pids = pids_with_comm_prefix(target_prefixes(specs))
+        pids = pids_with_comm_prefix(target_prefixes(config))
     if match_map is None:
         match_map = read_match_map()
     threads = [(pid, tid, comm, _read(PROC / str(pid) / "comm") or "?")
                for pid in pids for tid, comm in process_threads(pid)]
-    return classify(specs, threads, match_map)
+    return classify(config, threads, match_map)
 
 
 def _all_stopped(pid: int) -> bool:

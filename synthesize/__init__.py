@@ -6,10 +6,10 @@ The stable entry points other stages use:
 - `diagnostics.errors(found)`, `diagnostics.ProfileError(file, found)`
 - `rules.load_valid(path) -> Profile` (ProfileError when invalid)
 - `shape.parse_shape(spec) -> Shape`, `compile.compile_profile(profile, shape) -> Compiled`
-  (`.config` the typed scx_layered config of `layered.py`, `.specs` its JSON
-  data, `.notes` what was demoted)
-- `oracle.check(config) -> [mismatch]` (scx_layered `--print-and-exit`, via threadwise.scx)
+  (`.config` the typed scx_layered config of `layered.py`, the only form it
+  travels in after compile; `.to_json()` its text; `.notes` what was demoted)
+- `oracle.check(LayerConfig) -> [mismatch]` (scx_layered `--print-and-exit`, via threadwise.scx)
 - `build.build_profile(AnalysisRecord, name)` (analyze's contract), `build.from_analysis(Analysis)`
-- `layers.views_from_profile / views_from_config / views_from_specs` + `lint.lint(views, shape, facts)`
+- `layers.views_from_profile / views_from_config` + `lint.lint(views, shape, facts)`
 Schema and decisions: docs/profile-schema.md.
 """

@@ -57,6 +57,7 @@ from threadwise.analyze.contract import (
     poller_text,
 )
 from threadwise.errors import InputError
+from threadwise.shape import Shape
 from threadwise.synthesize.compact import DEFAULT_MAX_GROUPS, WORKLOAD_REST, compact, readable_name
 from threadwise.synthesize.families import MIN_CONFIDENCE, Families, decide
 from threadwise.synthesize.families import bundled as bundled_families
@@ -72,7 +73,6 @@ from threadwise.synthesize.schema import (
     Treatment,
     Workload,
 )
-from threadwise.synthesize.shape import Shape
 
 MAX_NAMES = 64  # observed names kept as evidence per group
 OPEN_NS = 2**63 - 1  # analyze's open upper end of a behaviour split (docs/interfaces.md)

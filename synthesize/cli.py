@@ -57,10 +57,10 @@ def synthesize_command(
                         "otherwise, so `lint` is clean there. " + SHAPE_HELP)] = None,
 ) -> None:
     """Write a profile TOML for a captured workload (or a sample with --example)."""
+    from threadwise.shape import parse_shape  # deferred: threadwise.shape loads pydantic (~80 ms)
     from threadwise.synthesize.example import example_profile
     from threadwise.synthesize.from_capture import check, synthesize_capture
     from threadwise.synthesize.schema import check_name
-    from threadwise.synthesize.shape import parse_shape
     from threadwise.synthesize.writer import dumps
 
     if name is not None:
@@ -130,10 +130,10 @@ def compile_command(
 
     With --check, a config scx_layered refuses, or changes, exits 8 (ConfigRefused).
     """
+    from threadwise.shape import parse_shape  # deferred: threadwise.shape loads pydantic (~80 ms)
     from threadwise.synthesize import oracle
     from threadwise.synthesize.compile import compile_profile
     from threadwise.synthesize.rules import load_valid
-    from threadwise.synthesize.shape import parse_shape
 
     if output is not None:
         check_new_output(output, force=force)
@@ -173,10 +173,10 @@ def lint_command(
 
     Exits 7 (findings) when an error-level finding is reported, 0 when none is.
     """
+    from threadwise.shape import parse_shape  # deferred: threadwise.shape loads pydantic (~80 ms)
     from threadwise.synthesize.layers import load_layer_config, views_from_config, views_from_profile
     from threadwise.synthesize.lint import lint
     from threadwise.synthesize.rules import load_valid
-    from threadwise.synthesize.shape import parse_shape
 
     machine = parse_shape(shape)
     process: str | None = None
@@ -230,8 +230,8 @@ def diff_command(
         "--format", help="text, or markdown (a pull-request comment).")] = "text",
 ) -> None:
     """Semantic diff of two profiles: groups, treatments, sizing, threads that change layer."""
+    from threadwise.shape import parse_shape  # deferred: threadwise.shape loads pydantic (~80 ms)
     from threadwise.synthesize.diff import diff_profiles, render_markdown, render_text
-    from threadwise.synthesize.shape import parse_shape
 
     if output_format not in ("text", "markdown"):
         raise UsageError(f"--format {output_format!r} is not known", hint="use text or markdown")

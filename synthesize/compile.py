@@ -31,8 +31,8 @@ anything is emitted.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from threadwise.shape import Shape
 from threadwise.synthesize.layered import (
     KindName,
     LayerConfig,
@@ -52,7 +52,6 @@ from threadwise.synthesize.presets import (
 )
 from threadwise.synthesize.rules import CATCH_ALL
 from threadwise.synthesize.schema import CatchAll, Group, Profile, Treatment
-from threadwise.synthesize.shape import Shape
 
 __all__ = ["CATCH_ALL_OPTIONS", "DEMOTED_OPTIONS", "TREATMENT_OPTIONS", "UTIL_RANGE", "Compiled", "LayerPlan",
            "compile_profile", "match_blocks"]
@@ -78,12 +77,8 @@ class Compiled:
     notes: list[str] = field(default_factory=list)
     scx_args: tuple[str, ...] = ()   # scx_layered flags of the profile's [scheduler] table
 
-    @property
-    def specs(self) -> list[dict[str, Any]]:
-        """The config as scx_layered's JSON data (a list of layer objects)."""
-        return self.config.to_json_data()
-
     def to_json(self) -> str:
+        """The config as the JSON text scx_layered reads (the one serialisation, for a file)."""
         return self.config.to_json()
 
 

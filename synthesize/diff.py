@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from threadwise.errors import InputError
+from threadwise.shape import Shape
 from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.locate import SourceMap
 from threadwise.synthesize.overlap import group_matches
@@ -34,7 +35,6 @@ from threadwise.synthesize.presets import scheduler_args
 from threadwise.synthesize.reader import read_text
 from threadwise.synthesize.rules import CATCH_ALL, load_valid
 from threadwise.synthesize.schema import OPTION_KEYS, CatchAll, Group, Profile, Scheduler
-from threadwise.synthesize.shape import Shape
 
 SIZING = ("hot_threads", "cpu_fraction", "request_millicores")
 SCHEDULER = "scheduler"         # where a [scheduler] change is reported

@@ -20,11 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from threadwise.errors import MissingTool, ThreadwiseError
+from threadwise.shape import Shape
 from threadwise.synthesize.build import DEFAULT_MAX_GROUPS, build_profile, from_analysis
 from threadwise.synthesize.families import Families
 from threadwise.synthesize.rules import validate
 from threadwise.synthesize.schema import Profile
-from threadwise.synthesize.shape import Shape
 
 
 def relative(path: Path, base: Path) -> str:

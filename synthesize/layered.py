@@ -72,7 +72,8 @@ class LayerMatch:
     @classmethod
     def avg_runtime(cls, low_us: int, high_us: int | None = None) -> LayerMatch:
         """AvgRuntime [low, high) in us; high None: open-ended (AVG_RUNTIME_OPEN_US)."""
-        return cls("AvgRuntime", [low_us, AVG_RUNTIME_OPEN_US if high_us is None else high_us])
+        # a tuple, as from_json_data reads it: a compiled config equals its JSON read back
+        return cls("AvgRuntime", (low_us, AVG_RUNTIME_OPEN_US if high_us is None else high_us))
 
     def to_json_data(self) -> JsonObject:
         return {self.kind: list(self.value) if isinstance(self.value, tuple) else self.value}

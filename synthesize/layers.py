@@ -12,13 +12,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from threadwise.shape import Shape
 from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.layered import LayerConfig, LayerMatch
 from threadwise.synthesize.patterns import comm_matches
 from threadwise.synthesize.schema import Profile
-from threadwise.synthesize.shape import Shape
 
 
 @dataclass(frozen=True)
@@ -88,11 +87,6 @@ def views_from_config(config: LayerConfig, shape: Shape) -> list[LayerView]:
             exclusive=spec.kind.exclusive, fixed_cores=fixed, demanded_cores=fixed or 0,
         ))
     return views
-
-
-def views_from_specs(specs: list[dict[str, Any]], shape: Shape) -> list[LayerView]:
-    """Layer views of a raw scx_layered config (JSON data: a list of layer specs)."""
-    return views_from_config(LayerConfig.from_json_data(specs), shape)
 
 
 def views_from_profile(profile: Profile, shape: Shape) -> list[LayerView]:

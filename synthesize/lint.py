@@ -28,8 +28,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from threadwise.analyze.contract import is_hot
+from threadwise.shape import Shape
 from threadwise.synthesize.layers import Block, LayerView
-from threadwise.synthesize.shape import Shape
 
 BUSY_SHARE = 0.05
 SMT_OVERLAP_SHARE = 0.05

@@ -1,5 +1,9 @@
 """The contracts between stages hold in the code: imports, errors, SQL.
 
+- Rooms follow the pipeline: a stage imports only stages before it in ORDER
+  (observe < analyze < synthesize < runtime < refine) and the core basics;
+  the basics import no stage; only the CLI shell (threadwise/cli.py, demo.py)
+  sits above every stage. So the stages' import graph has no cycle.
 - Each stage imports another only through the modules and names listed in
   docs/interfaces.md ("Imports between stages"), found by an AST walk over
   every module of every stage (imports inside functions included).
@@ -21,8 +25,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("observe", "analyze", "synthesize", "refine", "runtime")
+# The pipeline's order: each stage may import the ones before it. runtime (launching
+# scx_layered, the lab) compiles profiles with synthesize and serves refine's measurements.
+ORDER = ("observe", "analyze", "synthesize", "runtime", "refine")
+# The core package's basics, below every stage (everyone may import them), and its shell,
+# above every stage (the `threadwise` command and the demo, which import the stages).
 BASICS = {"threadwise.errors", "threadwise.paths", "threadwise.scx", "threadwise.durations",
-          "threadwise.sqlfiles", "threadwise.procs"}
+          "threadwise.sqlfiles", "threadwise.procs", "threadwise.topology", "threadwise.shape"}
+SHELL = {"threadwise.cli", "threadwise.demo"}
 SOURCES = sorted(p for d in (*STAGES, "threadwise") for p in (ROOT / d).rglob("*.py"))
 
 
@@ -68,6 +78,51 @@ def _imports(path: Path) -> list[tuple[int, str, str | None]]:
 def _stage_of(module: str) -> str:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[1] in STAGES else "threadwise"
+
+
+def _out_of_order(path: Path, owner: str) -> list[str]:
+    """Imports of `path` (in `owner`: a stage, or "threadwise") that go against the pipeline."""
+    bad = []
+    for line, module, _name in _imports(path):
+        target = _stage_of(module)
+        core = ".".join(module.split(".")[:2])   # threadwise.<module> of a core import
+        where = f"{path.name}:{line}: {module}"
+        if owner == "threadwise":
+            if target != "threadwise":
+                bad.append(f"{where} (a core basic imports a stage)")
+        elif target == "threadwise":
+            if core not in BASICS:
+                bad.append(f"{where} (a stage imports the core's shell, not a basic)")
+        elif ORDER.index(target) > ORDER.index(owner):
+            bad.append(f"{where} ({owner} imports {target}, a later stage)")
+    return bad
+
+
+def test_stages_import_only_earlier_stages():
+    assert set(ORDER) == set(STAGES)
+    core = {f"threadwise.{p.stem}" for p in (ROOT / "threadwise").glob("*.py") if p.stem != "__init__"}
+    assert core == BASICS | SHELL, "a new core module: a basic (below the stages) or the shell (above)?"
+    bad = []
+    for path in SOURCES:
+        owner = _owner(path)
+        if owner == "threadwise" and f"threadwise.{path.stem}" in SHELL:
+            continue
+        bad += [f"{path.relative_to(ROOT).parent}/{entry}" for entry in _out_of_order(path, owner)]
+    assert not bad, "imports against the pipeline's order:\n" + "\n".join(bad)
+
+
+def test_the_order_check_catches_a_later_stage(tmp_path):
+    stray = tmp_path / "x.py"
+    stray.write_text("from threadwise.observe.store import open_capture\n"
+                     "from threadwise.shape import synthetic\n"
+                     "def f():\n    from threadwise.synthesize.layers import views_from_profile\n"
+                     "    from threadwise import cli\n")
+    assert _out_of_order(stray, "analyze") == [
+        "x.py:4: threadwise.synthesize.layers (analyze imports synthesize, a later stage)",
+        "x.py:5: threadwise.cli (a stage imports the core's shell, not a basic)"]
+    assert _out_of_order(stray, "refine") == ["x.py:5: threadwise.cli (a stage imports the core's shell, "
+                                              "not a basic)"]
+    assert len(_out_of_order(stray, "threadwise")) == 2
 
 
 def test_stages_import_each_other_only_through_the_listed_interfaces():

@@ -39,8 +39,12 @@ def _register_stages() -> None:
     from threadwise.refine import cli as refine_cli
     from threadwise.runtime import cli as runtime_cli
     from threadwise.synthesize import cli as synthesize_cli
+    from threadwise.synthesize.placement import thread_layers
 
-    for module in (observe_cli, analyze_cli, synthesize_cli, refine_cli, runtime_cli, demo):
+    # observe's `export --profile` shows a later stage's knowledge (which layer takes a thread):
+    # the shell, which sits above every stage, hands synthesize's placement down.
+    observe_cli.register(app, place_threads=thread_layers)
+    for module in (analyze_cli, synthesize_cli, refine_cli, runtime_cli, demo):
         module.register(app)
 
 

@@ -1,5 +1,5 @@
--- interop.sql: what export to Perfetto (export_perfetto.py) reads of a capture,
--- and what import (import_trace.py) asks of the capture it is writing.
+-- interop.sql: what export to Perfetto (interop/export_perfetto.py) reads of a capture,
+-- and what import (interop/import_trace.py) asks of the capture it is writing.
 -- Times are ns as recorded (`ts`), tids are kernel tids.
 
 -- name: export_limits

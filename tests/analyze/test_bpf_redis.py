@@ -21,9 +21,9 @@ import pytest
 from threadwise.analyze import analyze_capture
 from threadwise.analyze.contract import POLLER_CPU_PER_WAKEUP_NS, POLLER_SHARE
 from threadwise.analyze.wakegraph import WakeParams
+from threadwise.shape import host_shape, synthetic
 from threadwise.synthesize.build import build_profile, from_analysis
 from threadwise.synthesize.compile import compile_profile
-from threadwise.synthesize.shape import host_shape, synthetic
 from threadwise.synthesize.writer import dumps
 
 pytestmark = pytest.mark.bpf
@@ -94,6 +94,7 @@ def test_io_threads_are_pollers_and_get_no_preempt(redis_analysis):
     assert group.comment is not None and "poller" in group.comment and "wakeups/s" in group.comment, \
         dumps(profile)
     for shape in (host_shape(), synthetic(2, 1), synthetic(4, 2)):
-        layer = next(s for s in compile_profile(profile, shape).specs if s["name"] == group.name)
+        layers = compile_profile(profile, shape).config.to_json_data()
+        layer = next(s for s in layers if s["name"] == group.name)
         (kind, options), = layer["kind"].items()
         assert kind == "Confined" or options.get("preempt") is False, (shape, layer, dumps(profile))

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from threadwise.analyze import analyze_capture
-from threadwise.observe.export_perfetto import export_perfetto
-from threadwise.observe.import_trace import import_trace
+from threadwise.observe.interop.export_perfetto import export_perfetto
+from threadwise.observe.interop.import_trace import import_trace
 from threadwise.observe.store import open_capture
 from threadwise.refine.bundled import ROLESIM_ROLES, build
 

@@ -19,9 +19,9 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from benchmarks.bulk import bulk_capture
 from threadwise.cli import main
 from threadwise.observe.builder import CaptureBuilder
-from threadwise.observe.export_perfetto import export_perfetto
-from threadwise.observe.import_trace import import_trace
-from threadwise.observe.interop_io import read_packets, write_packet
+from threadwise.observe.interop.export_perfetto import export_perfetto
+from threadwise.observe.interop.import_trace import import_trace
+from threadwise.observe.interop.trace_io import read_packets, write_packet
 from threadwise.observe.store import open_capture
 
 RAW_EVENT_TABLES = ("raw_sched_switch", "raw_sched_waking", "raw_sched_migrate", "raw_task_new",

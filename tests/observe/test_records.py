@@ -16,7 +16,7 @@ import pytest
 
 from threadwise.observe import records
 from threadwise.observe.records import FILES, RecordReader, decode
-from threadwise.observe.stream import SCHEMAS
+from threadwise.observe.schema import SCHEMAS
 from threadwise.observe.tracer_build import source_dir
 
 FIXTURES = Path(__file__).parent / "fixtures" / "libbpf"

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from threadwise.observe.stream import SCHEMAS, StreamParser
+from threadwise.observe.schema import SCHEMAS
+from threadwise.observe.stream import StreamParser
 
 FIXTURE = Path(__file__).parent / "fixtures" / "rolesim_stream.txt"
 

@@ -18,6 +18,7 @@ from threadwise.observe.records import SWITCH, TASK, TW_SEEN, TW_SWITCH, TW_WAKI
 from threadwise.refine import blockers, ladder, store
 from threadwise.refine.ladder import BASELINE, Arm
 from threadwise.refine.workload import parse_workload
+from threadwise.synthesize.layered import LayerConfig
 
 S, R_PLUS = 1, 256
 WORKER, HOT, FEEDER, SPIN, ROLESIM = 20, 21, 22, 30, 10
@@ -45,6 +46,7 @@ SPECS = [{"name": name, "matches": [[{"PcommPrefix": "rolesim"}, {"CommPrefix": 
           "kind": {"Confined": {"util_range": [0.8, 0.9]}}}
          for name, prefix in (("hot", "hot-"), ("worker", "worker-"), ("feeder", "feeder"))]
 SPECS.append({"name": "rest", "matches": [[]], "kind": {"Open": {}}})
+CONFIG = LayerConfig.from_json_data(SPECS)
 
 WORKLOAD = """
 schema_version = 1
@@ -123,7 +125,7 @@ def write_trace(trace: Path, *, end_ts: int = 13_000) -> None:
 def test_blockers_are_the_exact_overlap_of_each_wait_with_the_slices_of_the_cpu_it_ended_on(tmp_path):
     write_trace(tmp_path / "trace")
     capture = blockers.build_capture(tmp_path / "trace", tmp_path / "trace.duckdb", kernel="7.3.4")
-    rows = blockers.capture_blockers(capture, SPECS, PROFILE)
+    rows = blockers.capture_blockers(capture, CONFIG, PROFILE)
     assert [(r.waiter_group, r.blocker, r.blocker_group, r.cpu, r.wait_ns, r.waits) for r in rows] == [
         # three preemption/wakeup waits behind hot-0: 1000 + 500 + 1000 (the R+ wait counts too)
         ("feeder", "hot-0", "hot", 1, 2500, 3),
@@ -143,8 +145,8 @@ def test_guest_thread_names_come_from_the_proc_listing(tmp_path):
 
 
 def _plan(levels: list[int], repeats: int = 2) -> ladder.Plan:
-    profile = Arm("tiny", PROFILE, json.dumps(SPECS))
-    no_latency = Arm("flat", PROFILE.replace('"latency"', '"default"'), json.dumps(SPECS))
+    profile = Arm("tiny", PROFILE, CONFIG)
+    no_latency = Arm("flat", PROFILE.replace('"latency"', '"default"'), CONFIG)
     return ladder.make_plan(parse_workload(WORKLOAD), [Arm(BASELINE), profile, no_latency], levels=levels,
                             repeats=repeats, shape="cores=2,threads-per-core=1", workload_toml=WORKLOAD)
 

@@ -27,6 +27,7 @@ import pytest
 
 from threadwise.observe import tracer_build
 from threadwise.refine import blockers
+from threadwise.synthesize.layered import LayerConfig
 
 pytestmark = pytest.mark.bpf
 
@@ -125,6 +126,7 @@ treatment = "latency"
 SPECS = [{"name": name, "matches": [[{"PcommPrefix": "twblock"}, {"CommPrefix": name}]],
           "kind": {"Open": {}}} for name in ("holder", "waiter")]
 SPECS.append({"name": "rest", "matches": [[]], "kind": {"Open": {}}})
+CONFIG = LayerConfig.from_json_data(SPECS)
 CPU = 1
 TRACED_S = 2.0
 
@@ -178,7 +180,7 @@ def test_the_holder_is_the_waiters_top_blocker(tmp_path: Path):
     control = blockers.read_control(tmp_path / "trace" / "control")
     assert control.end_ts is not None and control.dropped == 0, control
     capture = blockers.build_capture(tmp_path / "trace", tmp_path / "trace.duckdb")
-    rows = blockers.capture_blockers(capture, SPECS, PROFILE)
+    rows = blockers.capture_blockers(capture, CONFIG, PROFILE)
     waited = sum(r.wait_ns for r in rows) / 1e9
     print(f"waiter waited {waited * 1e3:.1f} ms in total; top blockers:",
           *(f"{r.blocker} [{r.blocker_group}] CPU {r.cpu}: {r.wait_ns / 1e6:.2f} ms, {r.waits} waits"

@@ -25,10 +25,11 @@ from threadwise.refine.diagnose import (
 from threadwise.refine.guide import order, touched
 from threadwise.refine.mutate import Candidate, all_mutations
 from threadwise.refine.stats import compare_arms
+from threadwise.shape import parse_shape, synthetic
 from threadwise.synthesize.compile import compile_profile
+from threadwise.synthesize.layered import LayerConfig
 from threadwise.synthesize.reader import load_profile, parse_profile
 from threadwise.synthesize.schema import CatchAll, Profile, Scheduler
-from threadwise.synthesize.shape import parse_shape, synthetic
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "synthesize" / "fixtures" / "golden"
@@ -313,7 +314,8 @@ def test_the_committed_rolesim_record_would_have_tried_a_latency_option_first() 
     finally:
         con.close()
     start = as_measured(parse_profile(toml)[0])
-    assert compile_profile(start, parse_shape(shape)).specs == json.loads(config)  # what was measured
+    measured = LayerConfig.from_json_data(json.loads(config))   # the stored column, read typed
+    assert compile_profile(start, parse_shape(shape)).config == measured
     found = failures(rows)
     assert found[0].describe().startswith("worker_lat_p99_us worse at bg=0 (116x vs baseline")
     choices = order(start, all_mutations(start, parse_shape(shape)), found)

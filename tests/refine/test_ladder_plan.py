@@ -17,15 +17,16 @@ from threadwise.refine.validity import (
     times_children_s,
 )
 from threadwise.runtime.membership import expected_layer, parse_map_dump
+from threadwise.synthesize.layered import LayerConfig
 
-SPECS = [
+SPECS = LayerConfig.from_json_data([
     {"name": "hot", "matches": [[{"PcommPrefix": "rolesim"}, {"CommPrefix": "hot-"}]],
      "kind": {"Confined": {"cpus_range": [1, 1], "exclusive": True}}},
     {"name": "split", "matches": [[{"PcommPrefix": "rolesim"}, {"CommPrefix": "worker-"},
                                    {"AvgRuntime": [0, 1000]}]], "kind": {"Open": {}}},
     {"name": "rolesim", "matches": [[{"PcommPrefix": "rolesim"}]], "kind": {"Open": {}}},
     {"name": "rest", "matches": [[]], "kind": {"Open": {}}},
-]
+])
 
 
 def test_abba_reverses_the_arm_order_every_repeat_and_runs_levels_ascending():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -37,9 +37,9 @@ from threadwise.refine.stats import (
     ladder_verdict,
     pareto_verdict,
 )
-from threadwise.synthesize.reader import load_profile
+from threadwise.shape import Shape, synthetic
+from threadwise.synthesize.reader import load_profile, parse_profile
 from threadwise.synthesize.schema import CatchAll, Profile, Treatment
-from threadwise.synthesize.shape import Shape, synthetic
 
 GOLDEN = Path(__file__).parents[1] / "synthesize" / "fixtures" / "golden"
 SHAPE = synthetic(4, 2)
@@ -81,10 +81,10 @@ class FakeLadder:
         self.calls: list[list[Arm]] = []
 
     @staticmethod
-    def tag(profile: Profile | None) -> str:
-        if profile is None:
+    def tag(arm: Arm) -> str:
+        if arm.profile_toml is None:
             return "baseline"
-        return (profile.comment or "fx:start").removeprefix("fx:")
+        return (measured_profile(arm).comment or "fx:start").removeprefix("fx:")
 
     def __call__(self, arms: list[Arm]) -> Measured:
         call = len(self.calls)
@@ -92,7 +92,7 @@ class FakeLadder:
         drift = np.exp(0.3 * np.random.default_rng([7, call]).standard_normal((len(LEVELS), self.repeats)))
         out: Measured = {}
         for k, arm in enumerate(arms):
-            tag = self.tag(arm.profile)
+            tag = self.tag(arm)
             rng = np.random.default_rng([7, call, k])
             out[arm.name] = {}
             for i, level in enumerate(LEVELS):
@@ -106,12 +106,23 @@ class FakeLadder:
         return out
 
     def measured_tags(self) -> list[list[str]]:
-        return [[self.tag(a.profile) for a in arms] for arms in self.calls]
+        return [[self.tag(a) for a in arms] for arms in self.calls]
+
+
+def measured_profile(arm: Arm) -> Profile:
+    """The profile a ladder arm measures, read back from its TOML (what the ladder file keeps)."""
+    assert arm.profile_toml is not None
+    return parse_profile(arm.profile_toml)[0]
+
+
+def compiled_on(arm: Arm, shape: Shape) -> bool:
+    """Whether the arm's config is its profile compiled for `shape` (the shape it is measured on)."""
+    return arm.config == mutate.compile_config(measured_profile(arm), shape)[0]
 
 
 def aa_floors() -> Floors:
     """The fake machine's floors, measured the documented way: an A/A ladder of the baseline."""
-    measured = FakeLadder()([Arm("a", None), Arm("b", None)])
+    measured = FakeLadder()([Arm("a"), Arm("b")])
     return floors(measured, "a", "b", METRICS)
 
 
@@ -269,14 +280,15 @@ def test_step_0_measures_baseline_and_start_and_says_whether_it_wins() -> None:
     ladder = FakeLadder()
     result = run(ladder, fixed_candidates(), budget=0)
     assert [[a.name for a in arms] for arms in ladder.calls] == [[BASELINE, START]]
-    assert ladder.calls[0][0].profile is None
+    assert ladder.calls[0][0].is_baseline and not ladder.calls[0][1].is_baseline
     (first,) = result.steps
     assert (first.index, first.candidate, first.decision) == (0, START, Decision.KEPT)
     assert first.vs_best is None
     assert result.start_wins  # the start is 1/0.9 x baseline rps everywhere
     assert "against the baseline it wins: rps better at bg=0" in first.reason
     assert first.diff.startswith("--- /dev/null\n+++ start.toml\n")
-    assert json.loads(first.config_json or "")[-1]["name"] == "rest"
+    assert first.config is not None and first.config.layer_names()[-1] == "rest"
+    assert first.config == ladder.calls[0][1].config   # what vet compiled is what was measured
 
 
 def test_a_start_that_loses_to_the_baseline_says_so_and_is_still_the_best() -> None:
@@ -293,7 +305,7 @@ def test_later_steps_measure_baseline_best_and_candidate_in_one_call() -> None:
     assert [[a.name for a in arms] for arms in ladder.calls[1:]] == [[BASELINE, BEST, CANDIDATE]] * 2
     assert ladder.measured_tags() == [["baseline", "start"], ["baseline", "start", "up8"],
                                       ["baseline", "up8", "flat"]]  # after a keep, up8 is the best
-    assert all(a.shape == SHAPE for arms in ladder.calls for a in arms[1:])
+    assert all(compiled_on(a, SHAPE) for arms in ladder.calls for a in arms[1:])
     assert [s.candidate for s in result.steps] == [START, "up8", "flat"]
     assert [s.index for s in result.steps] == [0, 1, 2]
 
@@ -355,8 +367,9 @@ def test_a_reserve_candidate_is_measured_and_kept_on_its_shape() -> None:
     # the start fails lint on 2x1 (oversubscribed) and is measured anyway, saying so
     assert "lint errors" in result.steps[0].reason and "oversubscribed" in result.steps[0].reason
     assert step(result, "reserve_cores=0").decision is Decision.KEPT
-    assert ladder.calls[1][2].shape is not None and ladder.calls[1][2].shape.reserve_cores == 0
-    assert ladder.calls[1][1].shape == lab
+    assert compiled_on(ladder.calls[1][2], dataclasses.replace(lab, reserve_cores=0))
+    assert not compiled_on(ladder.calls[1][2], lab)   # the reserve changes the compiled config
+    assert compiled_on(ladder.calls[1][1], lab)
     assert result.shape.reserve_cores == 0
     assert result.steps[1].reserve_cores == 0
 

@@ -3,6 +3,7 @@ with a reason), each does what its name says, and vet gates on validate, compile
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -17,10 +18,11 @@ from threadwise.refine.mutate import (
     Rejected,
     Vetted,
     all_mutations,
-    compile_specs,
+    compile_config,
     cpu_fractions,
     hot_threads,
     merges,
+    profile_arm,
     reserves,
     slices,
     splits,
@@ -30,11 +32,12 @@ from threadwise.refine.mutate import (
     vet,
     weights,
 )
+from threadwise.shape import Shape, synthetic
 from threadwise.synthesize import oracle
+from threadwise.synthesize.layered import LayerConfig, LayerSpec
 from threadwise.synthesize.presets import SCHEDULER_INTERVAL_MS, scheduler_args
 from threadwise.synthesize.reader import load_profile, parse_profile
 from threadwise.synthesize.schema import CatchAll, Evidence, Group, Profile, Scheduler, Treatment, Workload
-from threadwise.synthesize.shape import Shape, synthetic
 
 GOLDEN = sorted((Path(__file__).parents[1] / "synthesize" / "fixtures" / "golden").glob("*.toml"))
 SMT4 = synthetic(4, 2)
@@ -96,8 +99,8 @@ FAST = settings(max_examples=80, deadline=None, suppress_health_check=[HealthChe
 def assert_sound(candidate: Candidate, parent: Profile, shape: Shape) -> None:
     """Validates, compiles for its shape, round-trips through TOML, and changes something."""
     assert validation_errors(candidate.profile) == [], candidate.name
-    specs, _, text = compile_specs(candidate.profile, candidate.shape_for(shape))
-    assert json.loads(text) == specs
+    config, _ = compile_config(candidate.profile, candidate.shape_for(shape))
+    assert LayerConfig.from_json_data(json.loads(config.to_json())) == config
     assert parse_profile(toml_text(candidate.profile))[0] == candidate.profile
     assert candidate.profile != parent or candidate.shape_for(shape) != shape, candidate.name
     assert candidate.name and candidate.description
@@ -129,10 +132,10 @@ def test_all_mutations_is_deterministic_unique_and_never_a_noop(profile: Profile
         assert compiled(candidate.profile, candidate.shape_for(shape)) != parent, candidate.name
 
 
-def compiled(profile: Profile, shape: Shape) -> tuple[list[dict[str, object]], tuple[str, ...]]:
-    """What scx_layered is started with: the layer specs (comments aside) and its flags."""
-    specs = [{k: v for k, v in s.items() if k != "comment"} for s in compile_specs(profile, shape)[0]]
-    return specs, scheduler_args(profile)
+def compiled(profile: Profile, shape: Shape) -> tuple[list[LayerSpec], tuple[str, ...]]:
+    """What scx_layered is started with: the layers (comments aside) and its flags."""
+    layers = [dataclasses.replace(s, comment=None) for s in compile_config(profile, shape)[0]]
+    return layers, scheduler_args(profile)
 
 
 @pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.stem)
@@ -283,7 +286,7 @@ def test_a_scheduler_change_is_no_noop_though_the_layers_are_identical() -> None
     assert {"scheduler:interval_ms=1000", "scheduler:interval_ms=10000"} <= set(found)
     for name, seconds in (("scheduler:interval_ms=1000", "1"), ("scheduler:interval_ms=10000", "10")):
         candidate = found[name]
-        assert compile_specs(candidate.profile, SMT4)[0] == compile_specs(rolesim, SMT4)[0]
+        assert compile_config(candidate.profile, SMT4)[0] == compile_config(rolesim, SMT4)[0]
         assert scheduler_args(candidate.profile) == ("--interval", seconds)
         assert_sound(candidate, rolesim, SMT4)
     # the preset written out is no change at all: not offered, and equal to the parent
@@ -295,7 +298,7 @@ def test_a_scheduler_change_is_no_noop_though_the_layers_are_identical() -> None
 
 # --- vet ----------------------------------------------------------------------------------------
 
-NO_ORACLE = {"check": lambda specs, args: []}
+NO_ORACLE = {"check": lambda config, args: []}
 
 
 def test_vet_rejects_an_invalid_profile_at_validate() -> None:
@@ -319,7 +322,7 @@ def test_vet_rejects_lint_errors_on_the_candidates_shape() -> None:
 
 def test_vet_reports_oracle_mismatches_and_refusals() -> None:
     candidate = Candidate("start", "", golden("redis"))
-    mismatch = vet(candidate, SMT4, check=lambda specs, args: ["rest.Open.weight: dropped by scx_layered"])
+    mismatch = vet(candidate, SMT4, check=lambda config, args: ["rest.Open.weight: dropped by scx_layered"])
     assert isinstance(mismatch, Rejected)
     assert mismatch.stage == "oracle" and "weight: dropped" in mismatch.reason
 
@@ -336,15 +339,22 @@ def test_vet_reports_oracle_mismatches_and_refusals() -> None:
         vet(candidate, SMT4, check=missing)
 
 
-def test_vetted_carries_the_compiled_config_json() -> None:
+def test_vetted_carries_the_compiled_config() -> None:
     redis = golden("redis")
     seen: list[object] = []
-    result = vet(Candidate("start", "", redis), SMT4, check=lambda specs, args: seen.append(specs) or [])
+    result = vet(Candidate("start", "", redis), SMT4, check=lambda config, args: seen.append(config) or [])
     assert isinstance(result, Vetted)
-    specs, _, text = compile_specs(redis, SMT4)
-    assert result.config_json == text
-    assert seen == [specs]
-    assert json.loads(result.config_json)[-1]["name"] == "rest"
+    config, _ = compile_config(redis, SMT4)
+    assert result.config == config
+    assert seen == [config]   # the oracle is handed the typed config
+    assert result.config.layer_names()[-1] == "rest"
+
+
+def test_profile_arm_is_the_ladder_arm_of_a_profile_compiled_for_its_shape() -> None:
+    redis = golden("redis")
+    arm = profile_arm("start", redis, SMT4)
+    assert (arm.name, arm.profile_toml, arm.scx_args) == ("start", toml_text(redis), scheduler_args(redis))
+    assert arm.config == compile_config(redis, SMT4)[0] and not arm.is_baseline
 
 
 # --- the real scx_layered ----------------------------------------------------------------------

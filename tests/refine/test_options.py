@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from threadwise.refine.candidate import Candidate
-from threadwise.refine.mutate import all_mutations, compile_specs, toml_text, validation_errors
+from threadwise.refine.mutate import all_mutations, compile_config, toml_text, validation_errors
 from threadwise.refine.options import (
     INTERVAL_CHOICES_MS,
     catch_all_options,
@@ -18,10 +18,10 @@ from threadwise.refine.options import (
     protections,
     scheduler_intervals,
 )
+from threadwise.shape import synthetic
 from threadwise.synthesize.presets import SCHEDULER_INTERVAL_MS, scheduler_args
 from threadwise.synthesize.reader import load_profile, parse_profile
 from threadwise.synthesize.schema import CatchAll, Group, Profile, Scheduler
-from threadwise.synthesize.shape import synthetic
 
 GOLDEN = Path(__file__).parents[1] / "synthesize" / "fixtures" / "golden"
 SMT4 = synthetic(4, 2)  # rolesim's hot group fits: a Confined layer
@@ -34,7 +34,7 @@ def rolesim() -> Profile:
 
 def layer(candidate: Candidate | Profile, name: str, shape: Any = SMT4) -> tuple[str, dict[str, Any]]:
     profile = candidate.profile if isinstance(candidate, Candidate) else candidate
-    spec = next(s for s in compile_specs(profile, shape)[0] if s["name"] == name)
+    spec = next(s for s in compile_config(profile, shape)[0].to_json_data() if s["name"] == name)
     return next(iter(spec["kind"].items()))
 
 

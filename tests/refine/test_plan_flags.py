@@ -19,8 +19,10 @@ import pytest
 from threadwise.refine import initramfs, ladder
 from threadwise.refine.ladder import BASELINE, Arm
 from threadwise.refine.workload import parse_workload
+from threadwise.synthesize.layered import LayerConfig
 
 SPECS = [{"name": "rest", "matches": [[]], "kind": {"Open": {}}}]
+CONFIG = LayerConfig.from_json_data(SPECS)
 PROFILE = """schema_version = 1
 name = "tiny"
 [workload]
@@ -70,8 +72,8 @@ def _executable(path: Path, body: str) -> Path:
 
 
 def test_write_plan_writes_one_flag_a_line_only_for_arms_that_have_flags(tmp_path: Path) -> None:
-    tuned = Arm("tuned", PROFILE, json.dumps(SPECS), ("--interval", "5"))
-    plain = Arm("plain", PROFILE, json.dumps(SPECS))   # e.g. a JSON config: no [scheduler]
+    tuned = Arm("tuned", PROFILE, CONFIG, ("--interval", "5"))
+    plain = Arm("plain", PROFILE, CONFIG)   # e.g. a JSON config: no [scheduler]
     plan = _plan(tuned, plain)
     ladder.write_plan(plan, tmp_path, _script(plan))
     assert (tmp_path / "arms" / "tuned.args").read_text() == "--interval\n5\n"
@@ -169,7 +171,7 @@ def test_the_initramfs_packer_carries_chrt_and_the_generator_by_its_path(
     monkeypatch.setattr(kernel, "find_lab_kernel", no_kernel)
     monkeypatch.setattr(initramfs, "_bpftool", lambda: _executable(tmp_path / "bpftool", ""))
     scx = _executable(tmp_path / "scx_layered", "")
-    plan = _plan(Arm("tuned", PROFILE, json.dumps(SPECS), ("--interval", "5")))
+    plan = _plan(Arm("tuned", PROFILE, CONFIG, ("--interval", "5")))
     script = ladder.plan_script(plan, attach_mode="direct", spin=_executable(tmp_path / "spin", ""), scx=scx,
                                 tcp_probe="nc", tracer=None)
     ladder.write_plan(plan, tmp_path, script)

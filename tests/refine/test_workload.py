@@ -31,6 +31,7 @@ BUNDLED_OUTPUT = {
     "rolesim": "rolesim_report.jsonl",
     "redis": "redis_benchmark_get_set.csv",
     "cyclictest": "cyclictest_t2_h2000.txt",
+    "poolservice": "poolservice_report.jsonl",
 }
 
 VALID = """\
@@ -87,7 +88,7 @@ def fails(tmp_path: Path, text: str) -> WorkloadError:
 # -- the bundled workloads ------------------------------------------------------------
 
 
-def test_the_bundled_workloads_are_the_three_named():
+def test_the_bundled_workloads_are_the_four_named():
     assert bundled_names() == sorted(BUNDLED_OUTPUT)
 
 

@@ -42,7 +42,7 @@ def test_a_profile_is_compiled_and_checked_once(tmp_path, counted):
     assert _runs(counted) == 1
     assert resolved.kind == "profile" and resolved.config.layer_names()[-1] == "rest"
     written = write_config(resolved, tmp_path / "config.json")
-    assert json.loads(written.read_text()) == resolved.specs
+    assert json.loads(written.read_text()) == resolved.config.to_json_data()
 
 
 @pytest.mark.scx
@@ -127,7 +127,7 @@ def test_apply_reads_and_validates_its_input_once(tmp_path, recorded, monkeypatc
     files = RunFiles(tmp_path / "run")
     resolved = launcher.prepare(path, "cores=4,threads-per-core=2", files)
     assert reads == ["profile" if suffix == ".toml" else "json", "preflight"]
-    assert json.loads(files.config.read_text()) == resolved.specs
+    assert json.loads(files.config.read_text()) == resolved.config.to_json_data()
 
 
 def test_bad_input_is_refused_before_the_host_is_looked_at(tmp_path, monkeypatch):
@@ -148,6 +148,6 @@ def test_scx_args_go_with_a_json_config_and_are_refused_for_a_profile(tmp_path: 
     from threadwise.runtime.config import check_scx_args, load_input
 
     profile = Path(__file__).parents[2] / "profiles" / "rolesim.toml"
-    with pytest.raises(UsageError, match="--scx-arg is for a .json layer config"):
+    with pytest.raises(UsageError, match=r"--scx-arg is for a \.json layer config"):
         check_scx_args(load_input(profile), ("--interval", "5"))
     check_scx_args(load_input(profile), ())

@@ -64,9 +64,9 @@ def test_nothing_to_stop(sysfs, files):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the refusal after the root check needs root")
 def test_apply_refuses_when_another_scheduler_is_attached(sysfs, files, tmp_path):
+    from threadwise.shape import synthetic
     from threadwise.synthesize.compile import compile_profile
     from threadwise.synthesize.example import example_profile
-    from threadwise.synthesize.shape import synthetic
 
     config = tmp_path / "any.json"   # a valid config: bad input is reported before the host's state
     config.write_text(compile_profile(example_profile("any"), synthetic(4, 1, 1)).to_json())

@@ -25,11 +25,11 @@ import pytest
 from tests.conftest import ROLESIM_ARGS, stop_by_pid
 from threadwise.analyze.store import load_analysis
 from threadwise.observe import procfs
+from threadwise.shape import parse_shape
 from threadwise.synthesize import oracle
 from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.reader import load_profile
 from threadwise.synthesize.rules import validate
-from threadwise.synthesize.shape import parse_shape
 
 pytestmark = [pytest.mark.bpf, pytest.mark.scx]
 
@@ -142,6 +142,6 @@ def test_a_cgroup_capture_gives_a_pod_profile_the_real_scx_layered_accepts(
         assert "its CPU limit could not be read" in text, text
     for shape in ("cores=4,threads-per-core=2", "cores=2,threads-per-core=1"):
         compiled = compile_profile(profile, parse_shape(shape))
-        for layer in compiled.specs[:-1]:
+        for layer in compiled.config.to_json_data()[:-1]:
             assert all({"CgroupPrefix": pod.path} in block for block in layer["matches"]), layer
         assert oracle.check(compiled.config, scx_binary) == [], shape

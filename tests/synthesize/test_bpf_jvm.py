@@ -11,12 +11,12 @@ import polars as pl
 import pytest
 
 from threadwise.analyze import analyze_capture
+from threadwise.shape import parse_shape
 from threadwise.synthesize.build import build_profile, from_analysis
 from threadwise.synthesize.compact import IDLE_CPU_SHARE
 from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.reader import parse_profile
 from threadwise.synthesize.rules import validate
-from threadwise.synthesize.shape import parse_shape
 from threadwise.synthesize.writer import dumps
 
 pytestmark = pytest.mark.bpf
@@ -80,5 +80,5 @@ def test_profile_validates_and_compiles(jvm):
     text = dumps(profile)
     parsed, source = parse_profile(text, "jvm.toml")
     assert [d for d in validate(parsed, source, "jvm.toml") if d.severity == "error"] == [], text
-    layers = compile_profile(parsed, parse_shape("cores=4,threads-per-core=2")).specs
+    layers = compile_profile(parsed, parse_shape("cores=4,threads-per-core=2")).config.to_json_data()
     assert layers[-2]["matches"] == [[{"PcommPrefix": "java"}]] and layers[-1]["name"] == "rest"

@@ -11,13 +11,13 @@ import pytest
 
 from tests.synthesize.test_compact import jvm_like
 from threadwise.analyze.contract import AnalysisRecord
+from threadwise.shape import parse_shape
 from threadwise.synthesize import oracle
 from threadwise.synthesize.build import build_profile
 from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.diagnostics import ProfileError
 from threadwise.synthesize.reader import parse_profile
 from threadwise.synthesize.rules import validate
-from threadwise.synthesize.shape import parse_shape
 from threadwise.synthesize.writer import dumps
 
 POD = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod8f3c.slice"
@@ -74,7 +74,7 @@ def test_a_cgroup_capture_gives_a_cgroup_targeted_profile() -> None:
     assert f'cgroup = "{POD}"' in text and 'process = "java"' in text
     profile, source = parse_profile(text, "pod.toml")
     assert [d for d in validate(profile, source, "pod.toml") if d.severity == "error"] == []
-    layers = compile_profile(profile, parse_shape("cores=4,threads-per-core=2")).specs
+    layers = compile_profile(profile, parse_shape("cores=4,threads-per-core=2")).config.to_json_data()
     for layer in layers[:-1]:
         for block in layer["matches"]:
             assert block[:2] == [{"PcommPrefix": "java"}, {"CgroupPrefix": POD}], layer
@@ -84,7 +84,7 @@ def test_a_cgroup_capture_gives_a_cgroup_targeted_profile() -> None:
 def test_cgroup_alone_is_enough() -> None:
     profile, _ = parse_profile(pod_profile(process=False), "pod.toml")
     assert profile.workload.process is None and profile.workload.cgroup == POD
-    layers = compile_profile(profile, parse_shape("cores=4")).specs
+    layers = compile_profile(profile, parse_shape("cores=4")).config.to_json_data()
     assert layers[0]["matches"][0][0] == {"CgroupPrefix": POD}
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from threadwise.errors import UsageError
+from threadwise.shape import host_shape, parse_shape, synthetic
 from threadwise.synthesize import oracle
 from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.schema import Group, Profile, Workload
-from threadwise.synthesize.shape import host_shape, parse_shape, synthetic
 
 
 def hot_profile(hot_threads: int, **extra: object) -> Profile:
@@ -24,7 +24,7 @@ def hot_profile(hot_threads: int, **extra: object) -> Profile:
 
 def test_exclusive_becomes_confined_whole_cores_with_siblings() -> None:
     compiled = compile_profile(hot_profile(2), synthetic(4, 2))
-    hot, io, rest = compiled.specs
+    hot, io, rest = compiled.config.to_json_data()
     assert hot["kind"] == {"Confined": {
         "util_range": [0.8, 0.9], "cpus_range": [4, 4], "exclusive": True, "protected": True,
         "preempt": False, "slice_us": 2000, "weight": 100}}   # the preset: no preempt, 2 ms slices
@@ -36,7 +36,8 @@ def test_exclusive_becomes_confined_whole_cores_with_siblings() -> None:
                     "matches": [[]], "kind": {"Open": {"slice_us": 2000, "weight": 100}}}
     assert compiled.notes == []
     # the old preset, written as overrides, compiles to what the preset used to give
-    old = compile_profile(hot_profile(2, preempt=True, slice_us=20000), synthetic(4, 2)).specs[0]
+    old_config = compile_profile(hot_profile(2, preempt=True, slice_us=20000), synthetic(4, 2)).config
+    old = old_config.to_json_data()[0]
     assert old["kind"] == {"Confined": {
         "util_range": [0.8, 0.9], "cpus_range": [4, 4], "exclusive": True, "protected": True,
         "preempt": True, "slice_us": 20000, "weight": 100}}
@@ -44,7 +45,7 @@ def test_exclusive_becomes_confined_whole_cores_with_siblings() -> None:
 
 def test_demotion_on_a_two_core_shape_with_three_hot_threads() -> None:
     compiled = compile_profile(hot_profile(3), synthetic(2, 1))
-    hot = compiled.specs[0]
+    hot = compiled.config.to_json_data()[0]
     assert list(hot["kind"]) == ["Grouped"]
     assert "exclusive" not in hot["kind"]["Grouped"]
     reason = "needs 3 whole cores, the shape has 1 left (2 cores - 1 reserved)"
@@ -60,13 +61,13 @@ def test_exclusive_groups_take_cores_in_profile_order() -> None:
         Group(name="b", match=["b"], treatment="exclusive", hot_threads=2),
     ])
     compiled = compile_profile(p, synthetic(4, 2))
-    assert [next(iter(s["kind"])) for s in compiled.specs[:2]] == ["Confined", "Grouped"]
+    assert [next(iter(s["kind"])) for s in compiled.config.to_json_data()[:2]] == ["Confined", "Grouped"]
     assert "has 1 left (4 cores - 1 reserved - earlier exclusive groups)" in compiled.notes[0]
 
 
 def test_request_sizing_and_overrides() -> None:
     p = hot_profile(2, request_millicores=2250, cpu_fraction=0.85, slice_us=5000, weight=300)
-    kind = compile_profile(p, synthetic(8, 2)).specs[0]["kind"]["Confined"]
+    kind = compile_profile(p, synthetic(8, 2)).config.to_json_data()[0]["kind"]["Confined"]
     assert (kind["cpus_range"], kind["slice_us"], kind["weight"]) == ([4, 4], 5000, 300)
 
 
@@ -94,25 +95,31 @@ def test_shape_file(tmp_path: Path) -> None:
 @pytest.mark.scx
 def test_oracle_accepts_the_example_with_every_option(example: Profile, scx_binary: Path) -> None:
     for shape in (synthetic(8, 2), synthetic(2, 1), synthetic(1, 2), host_shape()):
-        specs = compile_profile(example, shape).specs
-        back = oracle.print_and_exit(specs, scx_binary)
-        assert oracle.mismatches(specs, back) == []
+        config = compile_profile(example, shape).config
+        back = oracle.print_and_exit(config, scx_binary)
+        assert oracle.mismatches(config, back) == []
 
 
 @pytest.mark.scx
-def test_oracle_catches_a_dropped_option(scx_binary: Path) -> None:
-    specs = [{"name": "a", "comment": "c", "matches": [[{"CommPrefix": "a"}]],
-              "kind": {"Open": {"exlusive": True, "weight": 0}}},
-             {"name": "rest", "comment": "r", "matches": [[]], "kind": {"Open": {}}}]
-    found = oracle.check(specs, scx_binary)
-    assert found == ["a.Open.exlusive: dropped by scx_layered", "a.Open.weight: sent 0, got 100"]
+def test_oracle_catches_a_changed_option(scx_binary: Path) -> None:
+    """An option scx_layered changes is a mismatch (one it does not know cannot even be typed:
+    the reader refuses it, test_hand_written_configs_are_checked_as_scx_layered_would)."""
+    from threadwise.synthesize.layered import LayerConfig
+
+    config = LayerConfig.from_json_data([
+        {"name": "a", "comment": "c", "matches": [[{"CommPrefix": "a"}]], "kind": {"Open": {"weight": 0}}},
+        {"name": "rest", "comment": "r", "matches": [[]], "kind": {"Open": {}}}])
+    assert oracle.check(config, scx_binary) == ["a.Open.weight: sent 0, got 100"]
 
 
 @pytest.mark.scx
-def test_oracle_reports_a_rejected_config(scx_binary: Path) -> None:
+def test_the_runner_reports_a_rejected_config(scx_binary: Path) -> None:
+    """JSON the typed reader would refuse (an unknown matcher) is refused by scx_layered too."""
+    from threadwise.scx import print_and_exit
+
     specs = [{"name": "a", "matches": [[{"CommPrefx": "a"}]], "kind": {"Open": {}}}]
     with pytest.raises(Exception, match="scx_layered rejected the config"):
-        oracle.check(specs, scx_binary)
+        print_and_exit(specs, scx_binary)
 
 
 def test_compile_produces_the_typed_config_and_its_json_reads_back(example: Profile) -> None:
@@ -127,7 +134,7 @@ def test_compile_produces_the_typed_config_and_its_json_reads_back(example: Prof
                                      LayerMatch("CommPrefix", "worker-"))
     assert config.specs[-1].is_catch_all
     assert LayerConfig.from_json_data(json.loads(compiled.to_json())) == config
-    assert compiled.specs == json.loads(compiled.to_json())
+    assert config.to_json_data() == json.loads(compiled.to_json())
 
 
 def test_hand_written_configs_are_checked_as_scx_layered_would() -> None:
@@ -153,9 +160,11 @@ def test_hand_written_configs_are_checked_as_scx_layered_would() -> None:
 @pytest.mark.scx
 def test_a_refusal_is_config_refused_from_the_oracle(scx_binary: Path) -> None:
     from threadwise.errors import ConfigRefused
+    from threadwise.synthesize.layered import LayerConfig
 
-    specs = [{"name": "a", "matches": [[{"CommPrefix": "a"}]], "kind": {"Confined": {"cpus_range": [1, 1]}}},
-             {"name": "rest", "matches": [[]], "kind": {"Open": {}}}]   # Confined needs util_range
+    config = LayerConfig.from_json_data([
+        {"name": "a", "matches": [[{"CommPrefix": "a"}]], "kind": {"Confined": {"cpus_range": [1, 1]}}},
+        {"name": "rest", "matches": [[]], "kind": {"Open": {}}}])   # Confined needs util_range
     with pytest.raises(ConfigRefused, match="scx_layered rejected the config") as refused:
-        oracle.check(specs, scx_binary)
+        oracle.check(config, scx_binary)
     assert refused.value.exit_code == 8

@@ -7,9 +7,9 @@ import pytest
 
 from tests.synthesize.test_compact import jvm_like, row
 from threadwise.analyze.groups import MIN_SLICES, evidence_weight
+from threadwise.shape import parse_shape
 from threadwise.synthesize.build import build_profile
 from threadwise.synthesize.compile import compile_profile
-from threadwise.synthesize.shape import parse_shape
 
 
 @pytest.mark.parametrize(("slices", "weight"), [(0, 0.0), (1, (1 / MIN_SLICES) ** 0.5), (5, 0.5),

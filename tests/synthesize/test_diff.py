@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from threadwise.shape import parse_shape
 from threadwise.synthesize.diff import diff_profiles, render_text
-from threadwise.synthesize.shape import parse_shape
 
 HERE = Path(__file__).parent / "fixtures" / "diff"
 UPDATE = os.environ.get("THREADWISE_UPDATE_GOLDEN") == "1"

@@ -19,6 +19,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from threadwise.shape import parse_shape
 from threadwise.synthesize import oracle
 from threadwise.synthesize.build import analysis_from_dict, build_profile, from_analysis
 from threadwise.synthesize.compile import compile_profile
@@ -26,7 +27,6 @@ from threadwise.synthesize.layers import views_from_profile
 from threadwise.synthesize.lint import lint
 from threadwise.synthesize.reader import load_profile
 from threadwise.synthesize.rules import check_file
-from threadwise.synthesize.shape import parse_shape
 from threadwise.synthesize.writer import dumps
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -70,9 +70,9 @@ def test_golden_profile(case: str) -> None:
 def test_golden_compiled_and_accepted(case: str, scx_binary: Path) -> None:
     profile, _ = load_profile(GOLDEN / f"{case}.toml")
     compiled = compile_profile(profile, parse_shape(SHAPE))
-    specs = compiled.specs
-    _compare(GOLDEN / f"{case}.{SHAPE.replace(',', '.')}.json", json.dumps(specs, indent=2) + "\n")
-    assert oracle.check(specs, scx_binary, args=compiled.scx_args) == []   # with its flags, as attached
+    _compare(GOLDEN / f"{case}.{SHAPE.replace(',', '.')}.json", compiled.to_json())
+    # with its flags, as attached
+    assert oracle.check(compiled.config, scx_binary, args=compiled.scx_args) == []
 
 
 @pytest.mark.parametrize("case", CASES)

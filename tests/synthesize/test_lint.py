@@ -8,11 +8,12 @@ import polars as pl
 import pytest
 
 from threadwise.errors import InputError
+from threadwise.shape import synthetic
 from threadwise.synthesize.compile import compile_profile
-from threadwise.synthesize.layers import views_from_profile, views_from_specs
+from threadwise.synthesize.layered import LayerConfig
+from threadwise.synthesize.layers import views_from_config, views_from_profile
 from threadwise.synthesize.lint import CaptureFacts, ThreadFact, lint
 from threadwise.synthesize.schema import Evidence, Group, Profile, Workload
-from threadwise.synthesize.shape import synthetic
 
 
 def hot_group(hot: int, names: list[str], **extra: object) -> Group:
@@ -122,7 +123,8 @@ def test_raw_layer_configs_are_linted_alike() -> None:
     ]
     shape = synthetic(4, 2)
     facts = CaptureFacts(10**9, [ThreadFact(i, f"db{i}", "db", 0.9) for i in range(5)])
-    findings = lint(views_from_specs(json.loads(json.dumps(specs)), shape), shape, facts)
+    config = LayerConfig.from_json_data(json.loads(json.dumps(specs)))
+    findings = lint(views_from_config(config, shape), shape, facts)
     assert [f.lint for f in findings] == ["smt_collision", "oversubscribed", "overlap"]
     assert findings[0].message.startswith("layer 'tier0': 5 hot threads in 4 whole cores")
 
@@ -130,7 +132,7 @@ def test_raw_layer_configs_are_linted_alike() -> None:
 def test_compiled_and_profile_views_agree(example: Profile) -> None:
     shape = synthetic(8, 2)
     from_profile = views_from_profile(example, shape)
-    from_specs = views_from_specs(compile_profile(example, shape).specs, shape)
+    from_specs = views_from_config(compile_profile(example, shape).config, shape)
     assert [(v.name, v.kind, v.blocks, v.exclusive, v.fixed_cores) for v in from_profile] == [
         (v.name, v.kind, v.blocks, v.exclusive, v.fixed_cores) for v in from_specs]
 
@@ -173,7 +175,7 @@ def test_lint_reads_a_real_capture(tmp_path) -> None:
 ])
 def test_bad_layer_configs_are_input_errors(specs, message) -> None:
     with pytest.raises(InputError, match=message):
-        views_from_specs(specs, synthetic(2, 1))
+        LayerConfig.from_json_data(specs)
 
 
 def test_lint_and_analyze_count_the_same_hot_threads(tmp_path) -> None:

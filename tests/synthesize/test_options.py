@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from threadwise.shape import parse_shape, synthetic
 from threadwise.synthesize import oracle
 from threadwise.synthesize.compile import CATCH_ALL_OPTIONS, compile_profile
 from threadwise.synthesize.diagnostics import Diagnostic, ProfileError
@@ -16,7 +17,6 @@ from threadwise.synthesize.layered import LayerConfig
 from threadwise.synthesize.reader import parse_profile
 from threadwise.synthesize.rules import validate
 from threadwise.synthesize.schema import CatchAll, Group, Profile, Treatment, Workload
-from threadwise.synthesize.shape import parse_shape, synthetic
 from threadwise.synthesize.writer import dumps
 
 U64_MAX = 2**64 - 1
@@ -64,7 +64,7 @@ def _line_of(text: str, needle: str) -> int:
 
 def test_overrides_compile_over_the_preset() -> None:
     compiled = compile_profile(tuned(), SHAPE)
-    kinds = {spec["name"]: spec["kind"] for spec in compiled.specs}
+    kinds = {spec["name"]: spec["kind"] for spec in compiled.config.to_json_data()}
     assert kinds["hot"] == {"Confined": {
         "util_range": [0.8, 0.9], "cpus_range": [1, 1], "exclusive": False, "protected": False,
         "preempt": False, "slice_us": 3000, "min_exec_us": 50, "weight": 321,
@@ -77,14 +77,16 @@ def test_overrides_compile_over_the_preset() -> None:
     assert kinds["bg"] == {"Open": {"preempt": True, "preempt_first": True, "slice_us": 20000,
                                     "weight": 50}}
     assert kinds["rest"] == {"Open": {"preempt": True, "slice_us": 7000, "weight": 42}}
-    assert LayerConfig.from_json_data(compiled.specs) == compiled.config   # the typed reader knows them
+    # the typed reader knows them
+    assert LayerConfig.from_json_data(compiled.config.to_json_data()) == compiled.config
 
 
 def test_no_catch_all_table_is_the_fixed_catch_all() -> None:
     plain = tuned().model_copy(update={"catch_all": None})
-    assert compile_profile(plain, SHAPE).specs[-1]["kind"] == {"Open": CATCH_ALL_OPTIONS.to_json_data()}
+    rest = compile_profile(plain, SHAPE).config.specs[-1]
+    assert rest.kind.to_json_data() == {"Open": CATCH_ALL_OPTIONS.to_json_data()}
     empty = tuned().model_copy(update={"catch_all": CatchAll()})
-    assert compile_profile(empty, SHAPE).specs == compile_profile(plain, SHAPE).specs
+    assert compile_profile(empty, SHAPE).config == compile_profile(plain, SHAPE).config
 
 
 def test_a_demoted_group_keeps_its_overrides_and_the_notes_say_what_they_mean() -> None:
@@ -92,8 +94,8 @@ def test_a_demoted_group_keeps_its_overrides_and_the_notes_say_what_they_mean() 
     hog = p.groups[1].model_copy(update={"preempt": True})
     bg = p.groups[3].model_copy(update={"treatment": Treatment.EXCLUSIVE, "hot_threads": 4, "preempt": None})
     compiled = compile_profile(p.model_copy(update={"groups": [p.groups[0], hog, p.groups[2], bg]}), SHAPE)
-    assert compiled.specs[1]["kind"]["Grouped"]["preempt"] is True
-    assert compiled.specs[3]["kind"]["Grouped"]["preempt_first"] is True
+    assert compiled.config.specs[1].kind.options.preempt is True
+    assert compiled.config.specs[3].kind.options.preempt_first is True
     assert ("group 'hog': the demoted layer keeps preempt = true from the profile: a CPU hog without "
             "cores of its own that preempts can take every CPU from the rest") in compiled.notes
     assert ("group 'bg': preempt_first has no effect on the demoted layer (it does not preempt)"
@@ -213,27 +215,30 @@ def test_diff_shows_option_and_catch_all_changes(tmp_path: Path) -> None:
 def test_every_option_reaches_scx_layered_unchanged(scx_binary: Path) -> None:
     """--print-and-exit drops unknown keys silently and prints every field with its default, so each
     value above must come back as set (not merely be absent from the mismatches)."""
-    specs = compile_profile(tuned(), SHAPE).specs
-    back = {spec["name"]: spec["kind"] for spec in oracle.print_and_exit(specs, scx_binary)}
+    config = compile_profile(tuned(), SHAPE).config
+    back = {spec["name"]: spec["kind"] for spec in oracle.print_and_exit(config, scx_binary).to_json_data()}
     assert list(back) == list(EXPECTED)
     for name, (kind, options) in EXPECTED.items():
         assert list(back[name]) == [kind], name
         got = {key: back[name][kind].get(key, "<missing>") for key in options}
         assert got == options, name
-    assert oracle.check(specs, scx_binary) == []
+    assert oracle.check(config, scx_binary) == []
 
 
 @pytest.mark.scx
 def test_what_the_rules_reject_is_what_scx_layered_would_silently_change(scx_binary: Path) -> None:
-    """Each rejected combination, written by hand: scx_layered accepts the config and changes it."""
-    specs = [
-        {"name": "open", "matches": [[{"CommPrefix": "a"}]],
-         "kind": {"Open": {"protected": True, "preempt": False, "disallow_preempt_after_us": 5}}},
+    """Each rejected combination, written by hand: scx_layered accepts the config and changes it.
+    (`protected` on an Open layer, which it drops, is refused already by the typed reader, as
+    config.rs has no such field: only the raw runner can send it.)"""
+    from threadwise.scx import print_and_exit
+
+    open_layer = {"name": "open", "matches": [[{"CommPrefix": "a"}]],
+                  "kind": {"Open": {"protected": True, "preempt": False, "disallow_preempt_after_us": 5}}}
+    rest = {"name": "rest", "matches": [[]], "kind": {"Open": {}}}
+    assert "protected" not in print_and_exit([open_layer, rest], scx_binary)[0]["kind"]["Open"]
+    config = LayerConfig.from_json_data([
         {"name": "preempting", "matches": [[{"CommPrefix": "b"}]],
          "kind": {"Confined": {"util_range": [0.8, 0.9], "cpus_range": [1, 1], "preempt": True,
-                               "disallow_preempt_after_us": 5}}},
-        {"name": "rest", "matches": [[]], "kind": {"Open": {}}},
-    ]
-    assert oracle.check(specs, scx_binary) == [
-        "open.Open.protected: dropped by scx_layered",
+                               "disallow_preempt_after_us": 5}}}, rest])
+    assert oracle.check(config, scx_binary) == [
         f"preempting.Confined.disallow_preempt_after_us: sent 5, got {U64_MAX}"]

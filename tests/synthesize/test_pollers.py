@@ -19,13 +19,13 @@ from hypothesis import strategies as st
 from tests.synthesize.test_properties import ANALYSES, ROWS
 from threadwise.analyze.contract import AnalysisRecord, GroupRow, Role
 from threadwise.errors import InputError
+from threadwise.shape import Shape, synthetic
 from threadwise.synthesize import oracle
 from threadwise.synthesize.build import build_profile
 from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.reader import parse_profile
 from threadwise.synthesize.rules import validate
 from threadwise.synthesize.schema import Profile, Treatment
-from threadwise.synthesize.shape import Shape, synthetic
 from threadwise.synthesize.writer import dumps
 
 SECOND = 1_000_000_000
@@ -59,7 +59,7 @@ def _group(profile: Profile, name: str) -> Any:
 
 
 def _layers(profile: Profile, shape: Shape) -> dict[str, tuple[str, dict[str, Any]]]:
-    specs = compile_profile(profile, shape).specs
+    specs = compile_profile(profile, shape).config.to_json_data()
     return {s["name"]: next(iter(s["kind"].items())) for s in specs}
 
 
@@ -215,11 +215,11 @@ def test_scx_layered_reads_the_poller_layers_as_not_preempting(scx_binary: Path)
                  evidence=IO_LAB)]), "hot")
     for profile, expected in ((cool, {"io_thd": ("Open", False)}),
                               (hot, {"io_thd": ("Grouped", False), "spin": ("Confined", False)})):
-        specs = compile_profile(profile, shape).specs
-        back = {spec["name"]: spec["kind"] for spec in oracle.print_and_exit(specs, scx_binary)}
+        config = compile_profile(profile, shape).config
+        back = {spec.name: spec.kind.to_json_data() for spec in oracle.print_and_exit(config, scx_binary)}
         for name, (kind, preempt) in expected.items():
             assert list(back[name]) == [kind], (name, back[name])
             assert back[name][kind]["preempt"] is preempt, (name, back[name])
         if "spin" in back:
             assert back["spin"]["Confined"]["protected"] is True, back["spin"]
-        assert oracle.check(specs, scx_binary) == []
+        assert oracle.check(config, scx_binary) == []

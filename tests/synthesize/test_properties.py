@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from threadwise.errors import InputError
+from threadwise.shape import synthetic
 from threadwise.synthesize import oracle
 from threadwise.synthesize.build import AnalysisInput, GroupRow, build_profile
 from threadwise.synthesize.compile import compile_profile
@@ -25,7 +26,6 @@ from threadwise.synthesize.schema import (
     Treatment,
     Workload,
 )
-from threadwise.synthesize.shape import synthetic
 from threadwise.synthesize.writer import dumps
 
 NAMES = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,20}", fullmatch=True)
@@ -114,8 +114,8 @@ def test_profile_toml_profile_is_identity(profile: Profile) -> None:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_compiled_options_survive_scx_layered(scx_binary: Path, profile: Profile, shape) -> None:
     assume(not [d for d in validate(profile) if d.severity == "error"])
-    specs = compile_profile(profile, shape).specs
-    assert oracle.mismatches(specs, oracle.print_and_exit(specs, scx_binary)) == []
+    config = compile_profile(profile, shape).config
+    assert oracle.mismatches(config, oracle.print_and_exit(config, scx_binary)) == []
 
 
 ROWS = st.builds(

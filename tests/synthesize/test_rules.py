@@ -64,12 +64,12 @@ def test_match_all() -> None:
 
 
 def test_workload_catch_all_is_the_last_group() -> None:
+    from threadwise.shape import parse_shape
     from threadwise.synthesize.compile import compile_profile
-    from threadwise.synthesize.shape import parse_shape
 
     p = profile(group("x", "x*"), group("other", "*"))
     assert check(p)[0] == []
-    layers = compile_profile(p, parse_shape("cores=2,threads-per-core=1")).specs
+    layers = compile_profile(p, parse_shape("cores=2,threads-per-core=1")).config.to_json_data()
     assert [layer["name"] for layer in layers] == ["x", "other", "rest"]
     assert layers[1]["matches"] == [[{"PcommPrefix": "svc"}]]
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from threadwise.errors import ConfigRefused
+from threadwise.shape import parse_shape, synthetic
 from threadwise.synthesize import oracle
 from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.diagnostics import Diagnostic, ProfileError
@@ -23,7 +24,6 @@ from threadwise.synthesize.presets import SCHEDULER_INTERVAL_MS, scheduler_args
 from threadwise.synthesize.reader import parse_profile
 from threadwise.synthesize.rules import check_file, validate
 from threadwise.synthesize.schema import Group, Profile, Scheduler, Workload
-from threadwise.synthesize.shape import parse_shape, synthetic
 from threadwise.synthesize.writer import dumps
 
 SHAPE = synthetic(4, 2)
@@ -122,7 +122,7 @@ def test_compiled_carries_the_flags_and_the_layers_do_not_change() -> None:
     assert default.scx_args == ("--interval", "5")
     tuned = compile_profile(profile(1000), SHAPE)
     assert tuned.scx_args == ("--interval", "1")
-    assert tuned.specs == default.specs      # command-line flags, not layer options
+    assert tuned.config == default.config      # command-line flags, not layer options
     assert "interval" not in default.to_json()
 
 
@@ -164,14 +164,14 @@ def test_compile_check_passes_the_profiles_flags_to_the_oracle(tmp_path: Path) -
 def test_the_real_scx_layered_parses_the_flags_and_refuses_a_bad_value(scx_binary: Path) -> None:
     """--print-and-exit runs clap over the flags: every interval the schema allows parses, a value
     it cannot read refuses the call (nothing would attach)."""
-    specs = compile_profile(profile(table=False), SHAPE).specs
+    config = compile_profile(profile(table=False), SHAPE).config
     for interval_ms in (10, SCHEDULER_INTERVAL_MS, 10_000):
         args = compile_profile(profile(interval_ms), SHAPE).scx_args
-        assert oracle.check(specs, scx_binary, args=args) == [], args
+        assert oracle.check(config, scx_binary, args=args) == [], args
     with pytest.raises(ConfigRefused, match=r"invalid value 'abc' for '--interval <INTERVAL>'"):
-        oracle.print_and_exit(specs, scx_binary, args=("--interval", "abc"))
+        oracle.print_and_exit(config, scx_binary, args=("--interval", "abc"))
     with pytest.raises(ConfigRefused, match=r"unexpected argument '--intervall'"):
-        oracle.print_and_exit(specs, scx_binary, args=("--intervall", "5"))
+        oracle.print_and_exit(config, scx_binary, args=("--intervall", "5"))
 
 
 # --- diff -----------------------------------------------------------------------------------------

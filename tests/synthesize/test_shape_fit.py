@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from threadwise.shape import parse_shape
 from threadwise.synthesize.build import analysis_from_dict, build_profile
 from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.layered import AVG_RUNTIME_OPEN_US
@@ -18,7 +19,6 @@ from threadwise.synthesize.lint import lint
 from threadwise.synthesize.reader import parse_profile
 from threadwise.synthesize.rules import validate
 from threadwise.synthesize.schema import Group, Treatment
-from threadwise.synthesize.shape import parse_shape
 from threadwise.synthesize.writer import dumps
 
 ANALYSES = Path(__file__).parent / "fixtures" / "analysis"
@@ -119,7 +119,7 @@ def test_an_open_ended_split_is_written_open_not_as_a_sentinel() -> None:
     assert "#   threads whose average runtime per run is 916 us or more (AvgRuntime, open-ended)" in text
     back, _ = parse_profile(text)
     assert back == profile and validate(back) == []
-    matches = [m for spec in compile_profile(back, parse_shape(LAB)).specs
+    matches = [m for spec in compile_profile(back, parse_shape(LAB)).config.to_json_data()
                for block in spec["matches"] for m in block if "AvgRuntime" in m]
     assert matches == [{"AvgRuntime": [0, 916]}, {"AvgRuntime": [916, AVG_RUNTIME_OPEN_US]}]
 

@@ -37,9 +37,9 @@ from pathlib import Path
 import numpy as np
 
 from threadwise.errors import InputError, MissingTool
-from threadwise.observe.import_trace import ImportSink, TraceSource
-from threadwise.observe.stream import CLONE_THREAD
-from threadwise.observe.topology import CpuInfo
+from threadwise.observe.interop.sink import ImportSink, TraceSource
+from threadwise.observe.schema import CLONE_THREAD
+from threadwise.topology import CpuInfo
 
 SCRIPT_FIELDS = "comm,pid,tid,cpu,time,event,trace"
 STATE_BITS = {"S": 1, "D": 2, "T": 4, "t": 8, "X": 16, "Z": 32, "P": 64, "I": 128}

@@ -3,9 +3,12 @@
 A shape comes from `host` (sysfs), an explicit `cores=N,threads-per-core=T`
 (optionally `,reserve=R`), or a JSON/TOML file with the same keys (or an
 explicit `siblings` list). Synthetic shapes number CPUs core by core: core c
-holds CPUs c*T .. c*T+T-1 (observe's synthetic_topology: one numbering for
+holds CPUs c*T .. c*T+T-1 (topology.synthetic_topology: one numbering for
 synthetic captures and synthetic shapes). The host's shape is read through
-observe's topology reader, the same one a capture records.
+topology.py, the same reader a capture records with. Shapes live in the core
+package because every stage meets them: import takes one for a trace that
+names no topology, synthesize compiles for one, runtime and refine apply and
+measure on one.
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from threadwise.errors import UsageError
-from threadwise.observe.topology import SYS_CPU, read_topology, synthetic_topology
 from threadwise.paths import require_text
+from threadwise.topology import SYS_CPU, read_topology, synthetic_topology
 
 DEFAULT_RESERVE_CORES = 1
 SYSFS_CPU = SYS_CPU
@@ -144,7 +147,7 @@ def _shape_file(path: Path) -> Shape:
 
 
 def host_shape(root: Path = SYSFS_CPU, reserve_cores: int = DEFAULT_RESERVE_CORES) -> Shape:
-    """The shape of this machine: observe's reading of the sysfs topology (online CPUs)."""
+    """The shape of this machine: the sysfs topology's online CPUs, grouped into cores."""
     try:
         cpus = [cpu for cpu in read_topology(root) if cpu.online]
         online = {cpu.cpu for cpu in cpus}

@@ -8,7 +8,7 @@ names no waker (the task running on that CPU, unless common_flags say
 interrupt context). Traces can be large, and threadwise's own exports mix
 both forms in one bundle (export_perfetto.py).
 
-Approach: packets are read one at a time (interop_io.read_packets). Per
+Approach: packets are read one at a time (trace_io.read_packets). Per
 bundle, compact columns are decoded with numpy (cumulative timestamps,
 interned comms), full sched_switch events are merged with them by
 timestamp, and each compact switch takes its prev (tid, prio, comm) from the
@@ -33,9 +33,9 @@ from pathlib import Path
 import numpy as np
 
 from threadwise.errors import InputError
-from threadwise.observe.import_trace import ImportSink, TraceSource
-from threadwise.observe.interop_io import read_packets
-from threadwise.observe.topology import synthetic_topology
+from threadwise.observe.interop.sink import ImportSink, TraceSource
+from threadwise.observe.interop.trace_io import read_packets
+from threadwise.topology import synthetic_topology
 
 # common_flags bits that mean "not in task context": hard IRQ, soft IRQ, NMI.
 INTERRUPT_FLAGS = 0x08 | 0x10 | 0x40

@@ -1,4 +1,10 @@
-"""CPU topology from sysfs: cores, packages, SMT siblings, last-level caches."""
+"""CPU topology from sysfs: cores, packages, SMT siblings, last-level caches.
+
+The machine is every stage's concern: observe records it with each capture
+(the `cpu_topology` table), synthesize compiles for its shape (shape.py), and
+the runtime and refine place layers on it. So it lives in the core package,
+below every stage, and no stage reaches into another for it.
+"""
 
 from __future__ import annotations
 
@@ -73,7 +79,7 @@ def read_topology(root: Path = SYS_CPU) -> list[CpuInfo]:
 
 def synthetic_topology(nr_cpus: int, threads_per_core: int = 1) -> list[CpuInfo]:
     """A machine of identical cores, CPUs numbered core by core (core c holds CPUs
-    c*T .. c*T+T-1, as synthesize's synthetic shapes), one package, one LLC."""
+    c*T .. c*T+T-1, as shape.synthetic's shapes), one package, one LLC."""
     if nr_cpus < 1 or threads_per_core < 1 or nr_cpus % threads_per_core:
         raise ValueError(f"{nr_cpus} CPUs do not make cores of {threads_per_core} threads")
     everyone = tuple(range(nr_cpus))

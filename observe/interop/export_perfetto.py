@@ -33,11 +33,12 @@ FtraceStats START/END packets, and the tracer's loss (events_lost minus the
 switch-chain gaps, which an importer finds again) as the first CPU's overrun
 in END.
 
-A capture does not record which profile was applied while it was taken; with
-`profile` (the TOML that was applied) each thread of the capture is placed in
-the layer scx_layered's matching would put it in (synthesize.layers, the
-compiled config's own matchers), shown as a track of that thread named
+A capture does not record which profile was applied while it was taken. The
+caller may say (`layers`, data: each thread's layer under that profile, which
+the CLI has synthesize place with the compiled config's own matchers, from
+the threads `export_threads` lists); each placed thread gets a track named
 `layer <name>` holding one slice over the capture with a `layer` arg.
+observe knows no profiles, so it never imports synthesize.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from threadwise.observe.interop_io import atomic_output, check_output, write_packet
+from threadwise.observe.interop.trace_io import atomic_output, check_output, write_packet
 from threadwise.observe.store import open_capture
 from threadwise.sqlfiles import statement
 
@@ -286,29 +287,34 @@ def _numpy(batch) -> dict[str, np.ndarray]:  # noqa: ANN001 - pyarrow RecordBatc
     return {name: batch.column(i).to_numpy(zero_copy_only=False) for i, name in enumerate(batch.schema.names)}
 
 
-def thread_layers(profile_path: Path, threads: list[tuple[int, int, str, str]],
-                  nr_cpus: int) -> dict[tuple[int, int], str]:
-    """(tid, tgid) -> the layer of `profile_path` that takes the thread (comm, process comm), as
-    scx_layered matches; threads left to the catch-all layer get its name too."""
-    from threadwise.synthesize.layers import views_from_profile
-    from threadwise.synthesize.reader import load_profile
-    from threadwise.synthesize.shape import synthetic
-
-    profile, _ = load_profile(profile_path)
-    views = views_from_profile(profile, synthetic(max(nr_cpus, 1)))
-    placed = {}
-    for tid, tgid, name, process in threads:
-        placed[(tid, tgid)] = next((view.name for view in views if view.matches(name, process)),
-                                   views[-1].name)
-    return placed
+# A capture's thread as export names it: (tid, tgid, its name, its process's name).
+ThreadName = tuple[int, int, str, str]
 
 
-def _layer_tracks(pb, *, start_ts: int, end_ts: int, threads: list[tuple[int, int, str, str]],  # noqa: ANN001
-                  layers: dict[tuple[int, int], str], profile: Path) -> list:
+@dataclass(frozen=True)
+class ThreadLayers:
+    """Each thread's layer under the profile applied while the capture was taken, as placed by
+    the caller (observe knows no profiles)."""
+
+    profile: str                            # the profile placed by: each layer slice's `profile` arg
+    layer_of: dict[tuple[int, int], str]    # (tid, tgid) -> layer name; threads left out get no track
+
+
+def export_threads(capture: Path) -> tuple[list[ThreadName], int]:
+    """The capture's threads as the export names them, and its CPU count: what a caller needs to
+    place them in a profile's layers (`ThreadLayers`)."""
+    with open_capture(capture) as con:
+        cpus = con.execute(_sql("export_cpus")).fetchall()
+        threads = con.execute(_sql("export_threads")).fetchall()
+    return [(tid, tgid, name, process) for tid, tgid, name, _start, process in threads], len(cpus)
+
+
+def _layer_tracks(pb, *, start_ts: int, end_ts: int, threads: list[ThreadName],  # noqa: ANN001
+                  layers: ThreadLayers) -> list:
     """A `layer NAME` track per thread, with one slice (arg `layer`) over the capture."""
     packets = []
     for index, (tid, tgid, name, _process) in enumerate(threads):
-        layer = layers.get((tid, tgid))
+        layer = layers.layer_of.get((tid, tgid))
         if layer is None:
             continue
         uuid = 0x7477_0000_0000 + index
@@ -324,7 +330,7 @@ def _layer_tracks(pb, *, start_ts: int, end_ts: int, threads: list[tuple[int, in
         begin.track_event.track_uuid = uuid
         begin.track_event.name = f"layer {layer}"
         begin.track_event.debug_annotations.add(name="layer", string_value=layer)
-        begin.track_event.debug_annotations.add(name="profile", string_value=str(profile))
+        begin.track_event.debug_annotations.add(name="profile", string_value=layers.profile)
         packets.append(begin)
         end = pb.TracePacket(timestamp=end_ts)
         end.track_event.type = pb.TrackEvent.TYPE_SLICE_END
@@ -334,10 +340,10 @@ def _layer_tracks(pb, *, start_ts: int, end_ts: int, threads: list[tuple[int, in
 
 
 def export_perfetto(capture: Path, output: Path, *, force: bool = False, batch_rows: int = 65_536,
-                    bundle_events: int = 16_384, profile: Path | None = None,
+                    bundle_events: int = 16_384, layers: ThreadLayers | None = None,
                     progress: Callable[[str], None] | None = None) -> ExportResult:
     """Write `capture` as a Perfetto trace at `output` (atomically; --force to replace); with
-    `profile`, each thread's layer under that profile as a named track of the thread."""
+    `layers`, each placed thread's layer as a named track of the thread."""
     check_output(output, force=force, what="trace")
     began = time.monotonic()
     pb = _protos()
@@ -376,17 +382,16 @@ def export_perfetto(capture: Path, output: Path, *, force: bool = False, batch_r
             names[tid] = name       # the latest instance of a reused tid names its events
         writer.packet(tree)
         result.threads, result.processes = len(threads), len(processes)
-        if profile is not None:
+        if layers is not None:
             named = [(tid, tgid, name, process) for tid, tgid, name, _start, process in threads]
-            layers = thread_layers(profile, named, len(cpus))
             for index, packet in enumerate(_layer_tracks(pb, start_ts=start_ts, end_ts=end_ts, threads=named,
-                                                                layers=layers, profile=profile)):
+                                                          layers=layers)):
                 packet.trusted_packet_sequence_id = 2
                 if index == 0:
                     packet.sequence_flags = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
                 result.bytes_written += write_packet(handle, packet.SerializeToString())
                 result.packets += 1
-            result.layers = len(set(layers.values()))
+            result.layers = len(set(layers.layer_of.values()))
 
         tracer_loss = max(int(events_lost) - int(switch_gaps), 0)
         result.lost = tracer_loss

@@ -1,0 +1,115 @@
+"""CLI commands of interop: `export` (capture -> Perfetto trace) and `import` (trace -> capture).
+
+`export --profile` shows each thread's layer under a profile, which only
+synthesize can place; observe never imports a later stage, so the function
+that places threads comes in through `register` from the CLI shell
+(threadwise/cli.py), and export receives its result as data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from threadwise.errors import UsageError
+from threadwise.observe.interop.trace_io import check_output
+
+# (profile path, the capture's (tid, tgid, comm, process comm) threads, its CPU count) ->
+# (tid, tgid) -> layer name: synthesize.placement.thread_layers.
+PlaceThreads = Callable[[Path, list[tuple[int, int, str, str]], int], dict[tuple[int, int], str]]
+
+
+def _export(capture: Path, output: Path, format_name: str, force: bool, profile: Path | None,
+            place_threads: PlaceThreads | None) -> None:
+    # deferred: export loads numpy and duckdb, which `threadwise --help` does without
+    from threadwise.observe.interop.export_perfetto import ThreadLayers, export_perfetto, export_threads
+
+    if format_name != "perfetto":
+        raise UsageError(f"unknown export format {format_name!r}",
+                         hint="the one format is: --format perfetto")
+    layers = None
+    if profile is not None:
+        if place_threads is None:
+            raise UsageError("export --profile needs synthesize's layer placement, which this CLI lacks",
+                             hint="run it through the `threadwise` command")
+        check_output(output, force=force, what="trace")   # refused before any reading, as without --profile
+        threads, nr_cpus = export_threads(capture)
+        layers = ThreadLayers(str(profile), place_threads(profile, threads, nr_cpus))
+    done = export_perfetto(capture, output, force=force, layers=layers)
+    typer.echo(f"wrote {done.path}: {done.bytes_written:,} bytes, {done.events:,} events "
+               f"({done.switches:,} sched_switch, {done.wakings:,} sched_waking, {done.migrations:,} "
+               f"migrations, {done.task_events:,} births/exits/renames; "
+               f"{done.compact_switches + done.compact_wakings:,} compact), {done.threads:,} threads, "
+               f"{done.processes:,} processes, {done.lost:,} lost by the tracer"
+               + (f", threads placed in {done.layers} layers of {profile}" if profile else "")
+               + f", in {done.seconds:.1f} s")
+
+
+def _export_command(place_threads: PlaceThreads | None) -> Callable[..., None]:
+    """The `export` command, placing threads with `place_threads` for --profile."""
+
+    def export_command(
+        capture: Annotated[Path, typer.Argument(help="A capture file (threadwise observe or import).")],
+        output: Annotated[Path, typer.Option(
+            "--output", "-o", help="Trace file to write, e.g. run.pftrace.")],
+        format_name: Annotated[str, typer.Option("--format", help="Output format: perfetto.")] = "perfetto",
+        force: Annotated[bool, typer.Option("--force", help="Replace an existing output file.")] = False,
+        profile: Annotated[Path | None, typer.Option(
+            "--profile", help="The profile applied while the capture was taken: each thread's layer "
+                              "becomes a track of the thread named `layer NAME`.")] = None,
+    ) -> None:
+        """Write a capture as a Perfetto protobuf trace (open it at ui.perfetto.dev).
+
+        Per-CPU ftrace bundles of sched_switch and sched_waking (compact_sched
+        encoding, full events where the compact form would lose something),
+        migrations, thread births, exits and renames, process and thread names, the
+        capture window and its loss.
+
+        Example: threadwise export rolesim.duckdb --format perfetto -o rolesim.pftrace
+        """
+        _export(capture, output, format_name, force, profile, place_threads)
+
+    return export_command
+
+
+def import_command(
+    trace: Annotated[Path, typer.Argument(help="A Perfetto trace or a perf.data from `perf sched record`.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Capture file to write.")],
+    pid: Annotated[int | None, typer.Option("--pid", "-p", help="The target process's pid.")] = None,
+    comm: Annotated[str | None, typer.Option(
+        "--comm", "-c", help="Target every process whose main thread has this name (15 chars).")] = None,
+    shape: Annotated[str | None, typer.Option(
+        "--shape", help="The recording machine's CPUs when the trace does not say: "
+                        "cores=N,threads-per-core=T (or a shape file). Overrides the trace's.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing capture file.")] = False,
+) -> None:
+    """Build a capture from a trace recorded elsewhere, for analyze and synthesize.
+
+    Record where threadwise is not installed, train here:
+
+      perf sched record -o perf.data -- ./my-server        (or -a sleep 10)
+
+      threadwise import perf.data --comm my-server -o my-server.duckdb
+
+      threadwise analyze my-server.duckdb
+
+    Perfetto traces need the ftrace events sched/sched_switch and
+    sched/sched_waking (raw or compact_sched). The capture says it was
+    imported and from what, and carries the trace's loss forward.
+    """
+    # deferred: import loads numpy, pyarrow, duckdb and pydantic, which `threadwise --help` does without
+    from threadwise.observe.interop.import_trace import import_trace
+
+    done = import_trace(trace, output, pid=pid, comm=comm, shape=shape, force=force)
+    typer.echo(f"wrote {done.path}: {done.duration_s:.2f} s, {done.events:,} events, "
+               f"{done.events_lost:,} lost as the trace reports (switch-chain gaps are added by analysis), "
+               f"target pids {','.join(map(str, done.target_tgids))} ({done.target_threads} threads); "
+               f"imported from {done.source}; topology {done.topology}")
+
+
+def register(app: typer.Typer, *, place_threads: PlaceThreads | None = None) -> None:
+    app.command("export")(_export_command(place_threads))
+    app.command("import")(import_command)
