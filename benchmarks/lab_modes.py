@@ -14,7 +14,7 @@ order, stored with everything else in one ladder file (`-o`, committed under
 benchmarks/data/ as the calibration pool of benchmarks/calibration.py). `--host
 loaded` runs benchmarks/hostburst.py's seeded bursts beside the VM. The summary per
 level: A/A ratio spread of the paired cells, the effect (exclusive / baseline), and the
-share of vCPU time the host denied (refine/hostload.py).
+share of vCPU time the host denied (runtime/lab/hostload.py).
 
     flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/lab_modes.py \\
         --mode multi --host quiet --repeats 10 -o benchmarks/data/lab-pool.duckdb
@@ -33,10 +33,10 @@ import numpy as np
 from hostburst import BurstyLoad
 
 from threadwise.refine import store
-from threadwise.refine.initramfs import ICOUNT_ENV
 from threadwise.refine.ladder import BASELINE, Arm
 from threadwise.refine.run import arm_from_file, run_ladder, where
 from threadwise.refine.workload import load_workload, resolve_workload
+from threadwise.runtime.lab.initramfs import ICOUNT_ENV
 
 AA, EXCLUSIVE = "baseline-aa", "exclusive"
 

@@ -25,11 +25,13 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from threadwise.refine import blockers, hostload, store
-from threadwise.refine.ladder import Execution, Plan
+from threadwise.refine import blockers, store
+from threadwise.refine.ladder import Plan
 from threadwise.refine.metrics import parse_metrics, require
 from threadwise.refine.rows import ArmRow, CellRow, MembershipRow, RunRow, SampleRow
 from threadwise.refine.validity import CellRaw, read_cell, reasons
+from threadwise.runtime.lab import hostload
+from threadwise.runtime.lab.agent import Execution
 from threadwise.runtime.membership import classify, parse_map_dump
 
 if TYPE_CHECKING:

@@ -28,11 +28,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from threadwise.errors import UsageError
+from threadwise.runtime.lab.agent import Execution, agent_path
 
 if TYPE_CHECKING:
     from threadwise.refine.workload import Workload
@@ -238,10 +238,6 @@ def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
     return "\n".join(lines) + "\n"
 
 
-def agent_path() -> Path:
-    return Path(str(resources.files("threadwise.refine").joinpath("guest", "agent.sh")))
-
-
 def write_plan(plan: Plan, out: Path, script: str) -> None:
     """The run directory as the agent expects it: plan.sh, arms/<arm>.json and, for a profile
     with a [scheduler] table, arms/<arm>.args (scx_layered flags, one per line)."""
@@ -289,17 +285,6 @@ class _Tail:
         self.thread.join(timeout=5)
 
 
-@dataclass(frozen=True)
-class Execution:
-    """Where the cells ran and how the run ended."""
-
-    guest_kernel: str | None
-    vcpus: int
-    tcg: bool
-    wall_s: float
-    status: int  # the agent's exit status (0: every step ran)
-
-
 GUESTS = ("vng", "initramfs")
 
 
@@ -308,7 +293,7 @@ def execute(out: Path, *, lab: bool, cpus: int, timeout_s: float,
     """Run the agent on `out` (plan.sh written), in the lab VM or on this host.
 
     `guest` (with `lab`): "vng" shares this host's root filesystem; "initramfs" boots a
-    self-contained guest (refine/initramfs.py; plan.sh rendered with attach_mode="direct",
+    self-contained guest (runtime/lab/initramfs.py; plan.sh rendered with attach_mode="direct",
     tcp_probe="nc") that runs on any x86-64 machine with qemu."""
     import subprocess
 
@@ -316,14 +301,14 @@ def execute(out: Path, *, lab: bool, cpus: int, timeout_s: float,
         raise UsageError(f"unknown guest {guest!r}", hint=f"one of {', '.join(GUESTS)}")
     if lab and guest == "initramfs":
         # It streams the agent's lines from the console itself; agent.log arrives only at the end.
-        from threadwise.refine.initramfs import run_initramfs
+        from threadwise.runtime.lab.initramfs import run_initramfs
 
         return run_initramfs(out, cpus=cpus, timeout_s=timeout_s, progress=progress)
     argv = ["sh", str(agent_path()), str(out.resolve())]  # the agent cd-s; a relative OUT would move
     started = time.monotonic()
     with _Tail(out / "agent.log", progress):
         if lab:
-            from threadwise.runtime.lab import run_in_lab
+            from threadwise.runtime.lab.vng import run_in_lab
 
             result = run_in_lab(argv, cpus=cpus, timeout_s=timeout_s, out_dir=out)
             return Execution(result.release, cpus, True, time.monotonic() - started, result.status)

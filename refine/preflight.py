@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from threadwise.errors import InitramfsError, MissingTool, WorkloadError
-from threadwise.refine import carry
-from threadwise.refine.runtimes import outermost
 from threadwise.refine.workload import Workload
+from threadwise.runtime.lab import carry
+from threadwise.runtime.lab.runtimes import outermost
 from threadwise.synthesize.diagnostics import Diagnostic
 from threadwise.synthesize.locate import SourceMap
 
@@ -162,7 +162,7 @@ def _guest_problems(workload: Workload, checked: Checked, broken: set[tuple[str,
                     problem: Report) -> None:
     """The initramfs guest's packer on each command, as `pack` runs it."""
     try:
-        applets = carry._applets(carry._busybox())
+        applets = carry.busybox_applets(carry.find_busybox())
     except MissingTool as missing:
         problem("guest", (), f"the initramfs guest cannot be built on this host: {missing.message}",
                 missing.hint or "")

@@ -22,6 +22,7 @@ from threadwise.errors import LadderIncomplete, MissingTool, UsageError
 from threadwise.refine import ingest, judge, ladder, report, stats, store
 from threadwise.refine.ladder import AA_ARM, BASELINE, Arm
 from threadwise.refine.workload import Workload
+from threadwise.runtime.lab.agent import Execution
 
 LAB_SHAPE = "cores={cpus},threads-per-core=1"
 # The noisy neighbour's spiky pattern: each spinner busy 50% of every 100 ms (refine/workloads/spin.c).
@@ -123,7 +124,7 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
         execution = ladder.execute(out, lab=place.lab, cpus=place.cpus, timeout_s=budget,
                                    progress=lambda line: progress(f"  {line}"), guest=place.guest)
     except BaseException as error:  # keep what was measured: ingest, then re-raise
-        execution = ladder.Execution(None, place.cpus, place.lab, 0.0, 255)
+        execution = Execution(None, place.cpus, place.lab, 0.0, 255)
         progress(f"ladder: stopped early ({type(error).__name__}: {error}); keeping the cells that finished")
         con, _ = _store(plan, out, execution, ladder_file=ladder_file, command=command,
                         purpose=purpose, scx_version=SCX_LAYERED_VERSION)
@@ -152,7 +153,7 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
     return LadderRun(ingested.run_id, ingested, comparisons, out, floors)
 
 
-def _store(plan: ladder.Plan, out: Path, execution: ladder.Execution, *,
+def _store(plan: ladder.Plan, out: Path, execution: Execution, *,
            ladder_file: Path, command: str | None, purpose: str,
            scx_version: str) -> tuple[duckdb.DuckDBPyConnection, ingest.Ingested]:
     con = store.open_ladder(ladder_file)

@@ -15,7 +15,7 @@ Approach (docs/refine.md "Statistics", calibrated by benchmarks/calibration.py):
   repeat ran seconds apart; their ratio cancels the host's slow drift. A
   comparison uses the pairs whose two cells are both valid, and leaves out a
   pair whose cells the host denied unequally (their shares of vCPU time the
-  host did not serve differ by more than PAIR_DENIED_MAX: refine/hostload.py).
+  host did not serve differ by more than PAIR_DENIED_MAX: runtime/lab/hostload.py).
 - **Estimate.** d_r = log(candidate_r / reference_r) per pair; the effect is
   exp(median d_r). A median, so one disturbed pair does not move it.
 - **Floor (per metric and level).** From an A/A run (the reference scheduler

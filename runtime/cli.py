@@ -18,9 +18,9 @@ from threadwise.durations import optional_duration, parse_duration
 from threadwise.errors import GuestCommandFailed, SchedulerFailure
 from threadwise.runtime import display, launcher
 from threadwise.runtime import info as runtime_info_mod
-from threadwise.runtime import kernel as kernel_mod
-from threadwise.runtime import lab as lab_mod
 from threadwise.runtime.config import ResolvedConfig
+from threadwise.runtime.lab import kernel as kernel_mod
+from threadwise.runtime.lab import vng as lab_mod
 from threadwise.runtime.state import RunFiles
 
 lab_app = typer.Typer(

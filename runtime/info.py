@@ -7,7 +7,9 @@ import shutil
 import subprocess
 
 from threadwise.errors import MissingTool
-from threadwise.runtime import kernel, lab, scx
+from threadwise.runtime import scx
+from threadwise.runtime.lab import kernel
+from threadwise.runtime.lab import vng as lab
 
 
 def _qemu_version() -> str | None:

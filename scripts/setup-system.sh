@@ -20,8 +20,8 @@ APT_PACKAGES=(
     clang-19 llvm-19 libelf-dev zlib1g-dev libseccomp-dev libcap-ng-dev pkg-config  # scx_layered, virtiofsd
     libbpf-dev bpftool gcc make  # the libbpf C tracer
     kmod                # depmod, needed by virtme-ng
-    busybox-static      # the self-contained initramfs lab guest (refine/initramfs.py)
-    e2fsprogs           # mkfs.ext4 -d: the lab guest's runtime disk (refine/runtimes.py)
+    busybox-static      # the self-contained initramfs lab guest (runtime/lab/initramfs.py)
+    e2fsprogs           # mkfs.ext4 -d: the lab guest's runtime disk (runtime/lab/runtimes.py)
     openjdk-17-jdk-headless  # the bundled JVM workload (refine/workloads/poolservice.toml)
     hyperfine linux-perf  # benchmarks (perf sched record: the tracer's peer)
     xz-utils ca-certificates

@@ -17,7 +17,8 @@ def _used() -> dict[str, list[str]]:
     used: dict[str, list[str]] = {}
     for name in listed.decode().split("\0"):
         path = ROOT / name
-        if name and (name.endswith(SOURCES) or name in ("Makefile", "refine/guest/init")) and path.is_file():
+        listed_too = name in ("Makefile", "runtime/lab/guest/init")
+        if name and (name.endswith(SOURCES) or listed_too) and path.is_file():
             for variable in set(VARIABLE.findall(path.read_text(errors="replace"))):
                 used.setdefault(variable, []).append(name)
     return used

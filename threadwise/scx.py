@@ -16,7 +16,7 @@ itself:
 - `scx_layered_version` asks `--version`.
 
 The one launch line outside Python is the self-contained guest's agent
-(refine/guest/agent.sh, POSIX sh in a guest without Python): it spells the
+(runtime/lab/guest/agent.sh, POSIX sh in a guest without Python): it spells the
 same `--enable-match-debug FLAGS f:CONFIG` and reads the flags from the plan.
 """
 

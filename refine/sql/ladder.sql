@@ -60,7 +60,7 @@ CREATE TABLE IF NOT EXISTS cell (
     service_cpu_s REAL,                    -- CPU of the service process (all threads)
     busy_cpu_s  REAL,                      -- non-idle CPU time of all CPUs in the window
     host_cpu_s  REAL,                      -- lab only: host CPU time the guest's vCPU threads got
-                                           -- in the window (refine/hostload.py; NULL: not sampled)
+                                           -- in the window (runtime/lab/hostload.py; NULL: not sampled)
     host_wait_s REAL,                      -- lab only: time they waited on the host's run queues
     state_before VARCHAR,                  -- sched_ext state and ops at the window's start
     state_after VARCHAR                    -- ... and end

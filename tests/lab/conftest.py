@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from threadwise.errors import MissingTool
-from threadwise.runtime import kernel, lab, scx
+from threadwise.runtime import scx
+from threadwise.runtime.lab import kernel
+from threadwise.runtime.lab import vng as lab
 
 
 def missing_prerequisite() -> str | None:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from threadwise.paths import cache_dir
-from threadwise.runtime import lab
+from threadwise.runtime.lab import vng as lab
 
 GUEST_DIR = Path(__file__).parent / "guest"
 

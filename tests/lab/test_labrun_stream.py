@@ -20,7 +20,7 @@ from threadwise.errors import LabTimeout
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 # Switches between stdout and stderr 0.3 s apart: lines written to both within the same instant
-# come from two pipes and may swap (runtime/labtee.py).
+# come from two pipes and may swap (runtime/lab/labtee.py).
 SCRIPT = ("echo start; sleep 0.3; echo to-stderr >&2; sleep 0.3; echo second; sleep 8; echo end >&2; "
           "sleep 0.3; echo done")
 

@@ -3,7 +3,7 @@
 Two short real trainings (observe on the host, A/A, the synthesized profile against the
 default scheduler, no refinement step) in the sched_ext lab VM (TCG, 2 vCPUs):
 - the bundled JVM workload (refine/workloads/poolservice.toml): OpenJDK's tree carried on the
-  guest's read-only runtime disk (refine/runtimes.py);
+  guest's read-only runtime disk (runtime/lab/runtimes.py);
 - a CPython service with named threads (tests/lab/guest/pyservice.py) run by a venv's python:
   the venv and the base interpreter's stdlib on the disk.
 Each must leave valid cells in both arms, its threads in their layers, and the guest must say

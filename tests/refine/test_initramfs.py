@@ -1,4 +1,4 @@
-"""The self-contained initramfs guest (refine/initramfs.py).
+"""The self-contained initramfs guest (runtime/lab/initramfs.py).
 
 Fast: the TCP readiness probe it relies on (busybox nc), the plan parser, the refusal of an
 unpackable interpreter, the console protocol (a damaged payload is kept out). Lab (boots qemu,
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from threadwise.errors import MissingTool
-from threadwise.refine import initramfs
+from threadwise.runtime.lab import initramfs
 
 BUSYBOX = shutil.which("busybox")
 SHAPE = "cores=2,threads-per-core=1"
@@ -152,7 +152,7 @@ def test_console_unpacks_good_payloads_and_keeps_damaged_ones_out(tmp_path: Path
 
 
 def _lab_missing() -> str | None:
-    from threadwise.runtime import kernel
+    from threadwise.runtime.lab import kernel
     from threadwise.scx import scx_layered_path
 
     if not kernel.cached_kernels():

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from threadwise.refine import initramfs, ladder
+from threadwise.refine import ladder
 from threadwise.refine.ladder import BASELINE, Arm
 from threadwise.refine.workload import parse_workload
+from threadwise.runtime.lab import initramfs
 from threadwise.synthesize.layered import LayerConfig
 
 SPECS = [{"name": "rest", "matches": [[]], "kind": {"Open": {}}}]
@@ -155,8 +156,6 @@ class _Stop(Exception):
                     reason="needs redis-benchmark and chrt on PATH (scripts/setup-system.sh)")
 def test_the_initramfs_packer_carries_chrt_and_the_generator_by_its_path(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import threadwise.runtime.kernel as kernel
-
     packed: list[tuple[str, str]] = []
     executable = initramfs.Packer.executable
 
@@ -168,7 +167,7 @@ def test_the_initramfs_packer_carries_chrt_and_the_generator_by_its_path(
         raise _Stop
 
     monkeypatch.setattr(initramfs.Packer, "executable", recording)
-    monkeypatch.setattr(kernel, "find_lab_kernel", no_kernel)
+    monkeypatch.setattr(initramfs, "find_lab_kernel", no_kernel)
     monkeypatch.setattr(initramfs, "_bpftool", lambda: _executable(tmp_path / "bpftool", ""))
     scx = _executable(tmp_path / "scx_layered", "")
     plan = _plan(Arm("tuned", PROFILE, CONFIG, ("--interval", "5")))
@@ -180,5 +179,5 @@ def test_the_initramfs_packer_carries_chrt_and_the_generator_by_its_path(
     generator = shutil.which("redis-benchmark")
     assert (generator, "plan.sh's load_cmd") in packed     # chrt's argument, at its host path
     chrt_packed = [path for path, why in packed if why == "plan.sh's load_cmd" and Path(path).name == "chrt"]
-    applet = "chrt" in initramfs._applets(initramfs._busybox())
+    applet = "chrt" in initramfs.busybox_applets(initramfs.find_busybox())
     assert bool(chrt_packed) is not applet                  # busybox's chrt, or the host's packed

@@ -1,4 +1,4 @@
-"""The lab guest's runtime disk (refine/runtimes.py): which trees an interpreter needs, and the
+"""The lab guest's runtime disk (runtime/lab/runtimes.py): which trees an interpreter needs, and the
 ext4 image built from them, read back with e2fsprogs' debugfs (no mount, no root)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from threadwise.errors import InitramfsError
-from threadwise.refine import carry, runtimes
-from threadwise.refine.runtimes import Tree, build_disk, interpreter_trees, outermost
+from threadwise.runtime.lab import carry, runtimes
+from threadwise.runtime.lab.runtimes import Tree, build_disk, interpreter_trees, outermost
 
 DEBUGFS = shutil.which("debugfs") or next((p for p in ("/sbin/debugfs", "/usr/sbin/debugfs")
                                           if Path(p).is_file()), None)

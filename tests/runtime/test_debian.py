@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from threadwise.errors import InputError
-from threadwise.runtime.debian import choose_kernel, compare_versions, parse_packages
+from threadwise.runtime.lab.debian import choose_kernel, compare_versions, parse_packages
 
 
 def stanza(name: str, version: str, sha: str = "ab" * 32) -> str:

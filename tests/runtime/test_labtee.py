@@ -1,4 +1,4 @@
-"""The lab guest's output splitter (runtime/labtee.py), run on this host: order, status, no waiting."""
+"""The lab guest's output splitter (runtime/lab/labtee.py), run on this host: order, status, no waiting."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from threadwise.runtime import labtee
+from threadwise.runtime.lab import labtee
 
 
 def _run(tmp_path: Path, script: str) -> tuple[int, float]:

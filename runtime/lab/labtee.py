@@ -15,7 +15,7 @@ output is not kept). Standard library only: it runs inside the guest before
 anything else is imported. Exits with the command's status (128 + N for a
 signal, like a shell).
 
-    python -m threadwise.runtime.labtee OUT_DIR -- COMMAND [ARGS...]
+    python -m threadwise.runtime.lab.labtee OUT_DIR -- COMMAND [ARGS...]
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def run(out: Path, command: list[str]) -> int:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: python -m threadwise.runtime.labtee OUT_DIR -- COMMAND [ARGS...]", file=sys.stderr)
+        print("usage: python -m threadwise.runtime.lab.labtee OUT_DIR -- COMMAND [ARGS...]", file=sys.stderr)
         return 2
     return run(Path(argv[0]), argv[2:])
 

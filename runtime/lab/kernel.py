@@ -9,9 +9,9 @@ Approach: read trixie-backports' `Packages.xz` over HTTP, pick the newest
 `linux-modules-<release>` (`debian.py`), download the three .debs, check each
 SHA256 against the index, unpack with `dpkg-deb -x` into a scratch directory,
 and keep only `vmlinuz`, `config` and two modules, decompressed: `overlay.ko`
-(the vng guest loads it to get writable overlays, see `lab.py`) and
+(the vng guest loads it to get writable overlays, see `vng.py`) and
 `virtio_blk.ko` (the initramfs guest reads its runtime-tree disk with it,
-refine/runtimes.py), in
+runtime/lab/runtimes.py), in
 `<cache>/lab-kernel/<release>/` with a `manifest.json`. The
 directory is renamed into place only when complete and verified, so an
 interrupted fetch never looks cached. A cached kernel is reused without any
@@ -35,7 +35,7 @@ from pathlib import Path
 
 from threadwise.errors import DownloadError, InputError, MissingTool
 from threadwise.paths import cache_dir
-from threadwise.runtime import debian
+from threadwise.runtime.lab import debian
 
 REQUIRED_CONFIG = ("CONFIG_SCHED_CLASS_EXT=y", "CONFIG_VIRTIO_FS=y", "CONFIG_BPF_SYSCALL=y")
 # Modules the lab keeps: name -> path under the release's kernel/ directory. Both are =m in
@@ -63,7 +63,7 @@ class LabKernel:
 
     @property
     def virtio_blk_module(self) -> Path:
-        """The initramfs guest loads it to read its runtime-tree disk (refine/runtimes.py)."""
+        """The initramfs guest loads it to read its runtime-tree disk (runtime/lab/runtimes.py)."""
         return self.directory / "virtio_blk.ko"
 
     @property

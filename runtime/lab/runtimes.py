@@ -30,7 +30,7 @@ Approach:
   (e.g. libX11 for the JDK's AWT) is recorded as missing, not fatal: a
   headless service never loads it.
 - In the guest, `guest/init` loads `virtio_blk.ko` (a module of the lab
-  kernel, kept by runtime/kernel.py), mounts `/dev/vda` read-only on `/rt`
+  kernel, kept by runtime/lab/kernel.py), mounts `/dev/vda` read-only on `/rt`
   and bind-mounts each tree at its own path, so the plan's paths and the
   trees' internal links hold unchanged.
 """

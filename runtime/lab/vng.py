@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from threadwise.errors import GuestCommandFailed, LabError, LabTimeout, MissingTool, UsageError
-from threadwise.runtime import labtee
-from threadwise.runtime.kernel import LabKernel, find_lab_kernel
+from threadwise.runtime.lab import labtee
+from threadwise.runtime.lab.kernel import LabKernel, find_lab_kernel
 
 VIRTIOFSD_PATHS = ("/usr/libexec/virtiofsd",)
 SETUP_HINT = "run scripts/setup-lab.sh (virtiofsd, virtme-ng, the lab kernel)"
@@ -144,7 +144,7 @@ ulimit -l unlimited 2>/dev/null
 export PATH={q(path)} THREADWISE_LAB_OUT="$out" THREADWISE_IN_LAB=1
 cd {q(str(cwd))} || exit 97
 # stdout and stderr land in their own files and, line by line as they are written and in
-# order, in one stream tagged "O " / "E " (runtime/labtee.py), which the host prints as it grows.
+# order, in one stream tagged "O " / "E " (runtime/lab/labtee.py), which the host prints as it grows.
 {q(sys.executable)} -P {q(str(Path(labtee.__file__)))} "$out" -- {shlex.join(command)}
 echo $? > "$out/{STATUS_FILE}.tmp" && mv "$out/{STATUS_FILE}.tmp" "$out/{STATUS_FILE}"
 sync

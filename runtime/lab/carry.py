@@ -20,7 +20,7 @@ image, directories (a classpath, an app's folder) onto the runtime disk.
 program among its arguments), and refuses a program under a directory the
 guest's init mounts over (/tmp is a fresh tmpfs there: a program under it
 would vanish). `pack` (initramfs.py) and `threadwise workload check`
-(preflight.py) both go through it, so the check says exactly what packing
+(refine/preflight.py) both go through it, so the check says exactly what packing
 would. `Image` is the newc cpio the packer fills (written here, no cpio tool).
 """
 
@@ -38,12 +38,12 @@ from pathlib import Path, PurePosixPath
 
 from threadwise.errors import InitramfsError, MissingTool
 from threadwise.paths import find_program
-from threadwise.refine.runtimes import Tree, argument_trees, interpreter_trees, is_runtime
+from threadwise.runtime.lab.runtimes import Tree, argument_trees, interpreter_trees, is_runtime
 
 # The guest's PATH before EXTRA_PATH (guest/init sets the same).
 GUEST_PATH = ("/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin")
 PLAN_FUNCTIONS = ("service_cmd", "load_cmd", "ready_cmd")
-PLAN_VARIABLES = ("SPIN", "SCX", "TRACER")  # TRACER: the libbpf tracer of trace cells (blockers.py)
+PLAN_VARIABLES = ("SPIN", "SCX", "TRACER")  # TRACER: the libbpf tracer of trace cells (refine/blockers.py)
 # Interpreters whose programs need a library tree the runtime disk does not know how to find
 # (Java and Python are carried with their trees, runtimes.py; Node is one ELF program).
 UNPACKABLE = re.compile(r"^(perl|ruby|php|lua|Rscript|tclsh|wish)")
@@ -335,7 +335,7 @@ class Packer:
         self.executable(Path(interpreter), why=f"{path}'s #! line")
 
 
-def _busybox() -> Path:
+def find_busybox() -> Path:
     found = shutil.which("busybox") or next(
         (p for p in ("/bin/busybox", "/usr/bin/busybox") if Path(p).is_file()), None)
     if found is None:
@@ -352,7 +352,7 @@ def _bpftool() -> Path:
     return Path(found)
 
 
-def _applets(busybox: Path) -> frozenset[str]:
+def busybox_applets(busybox: Path) -> frozenset[str]:
     done = subprocess.run([str(busybox), "--list"], capture_output=True, text=True, check=False)
     names = frozenset(done.stdout.split())
     if done.returncode != 0 or "sh" not in names:

@@ -26,12 +26,12 @@ qemu attaches it as a virtio-blk drive and init bind-mounts its trees); other
 interpreters with a library tree (Perl, Ruby, ...) are refused by name, and so
 is a path under /tmp (init mounts a fresh tmpfs there); `threadwise workload
 check` runs the same packer on the workload's commands before anything runs
-(preflight.py).
+(refine/preflight.py).
 
 `run_initramfs` boots it like `shared/biglab` (q35, multi-threaded TCG,
 `-serial stdio`), streams the agent's lines to `progress`, stops qemu (by its
 PID) at the deadline, and unpacks what came back into the run directory, so
-`ingest.py` reads the same raw files as after a vng run. A guest that dies
+refine's `ingest.py` reads the same raw files as after a vng run. A guest that dies
 mid-ladder still leaves every cell it sent and an agent.log rebuilt from the
 console; the error says where it stopped.
 """
@@ -55,30 +55,30 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
-from threadwise.errors import InitramfsError, MissingTool, ThreadwiseError
-from threadwise.refine import hostload
+from threadwise.errors import InitramfsError, LabError, MissingTool, ThreadwiseError
+from threadwise.runtime.lab import hostload
+from threadwise.runtime.lab.agent import Execution, agent_path, init_path
 
 # What the image carries and how it is packed live in carry.py; these names stay importable here.
-from threadwise.refine.carry import (  # noqa: F401
+from threadwise.runtime.lab.carry import (  # noqa: F401
     GUEST_PATH,
     PLAN_FUNCTIONS,
     PLAN_VARIABLES,
     UNPACKABLE,
     Image,
     Packer,
-    _applets,
     _bpftool,
-    _busybox,
+    busybox_applets,
     carry_command,
+    find_busybox,
     plan_commands,
     program_argv,
     shared_libraries,
 )
-from threadwise.refine.ladder import Execution, agent_path
-from threadwise.refine.runtimes import build_disk
+from threadwise.runtime.lab.kernel import find_lab_kernel
+from threadwise.runtime.lab.runtimes import build_disk
 
 GUEST_OUT = "/out"
 KCONFIG = "/etc/threadwise/kconfig"
@@ -87,14 +87,10 @@ TREES = "/etc/threadwise/trees"  # the runtime disk's trees, one per line (guest
 VIRTIO_BLK = "/lib/modules/virtio_blk.ko"
 QEMU_APPEND = "console=ttyS0 rdinit=/init quiet panic=1"
 # Boots that died before the agent said anything, for reasons of the emulation, are retried
-# (multi-threaded TCG's code-patching race, runtime/lab.py).
+# (multi-threaded TCG's code-patching race, runtime/lab/vng.py).
 TRANSIENT = ("Oops: int3", "Kernel panic")
 BOOT_ATTEMPTS = 2
 ICOUNT_ENV = "THREADWISE_LAB_ICOUNT"
-
-
-def init_path() -> Path:
-    return Path(str(resources.files("threadwise.refine").joinpath("guest", "init")))
 
 
 @dataclass(frozen=True)
@@ -108,8 +104,6 @@ class Packed:
 def pack(out: Path, *, dest: Path, log: Callable[[str], None] = lambda _m: None) -> Packed:
     """dest/initrd.gz: busybox, scx_layered, bpftool, the plan's programs, agent, init and `out`;
     with the runtime disk (runtimes.py, cached) when a program needs a JVM's or Python's tree."""
-    from threadwise.runtime.kernel import find_lab_kernel
-
     plan_file = out / "plan.sh"
     if not plan_file.is_file():
         raise InitramfsError(f"{out} has no plan.sh", hint="ladder.write_plan writes it")
@@ -119,9 +113,9 @@ def pack(out: Path, *, dest: Path, log: Callable[[str], None] = lambda _m: None)
             f"{plan_file} attaches with ATTACH_MODE={' '.join(words.get('ATTACH_MODE', ['?']))}; "
             "the initramfs guest has no threadwise, so the agent must start scx_layered itself",
             hint="render the plan with plan_script(..., attach_mode='direct')")
-    busybox = _busybox()
+    busybox = find_busybox()
     image = Image()
-    packer = Packer(image, _applets(busybox))
+    packer = Packer(image, busybox_applets(busybox))
     for name in PLAN_FUNCTIONS:
         if name in words:
             carry_command(packer, words[name], why=f"plan.sh's {name}")
@@ -359,9 +353,6 @@ def _follow(process: subprocess.Popen[bytes], lines: queue.Queue[tuple[float, st
 def run_initramfs(out: Path, *, cpus: int, memory: str = "2G", timeout_s: float,
                   progress: Callable[[str], None]) -> Execution:
     """Boot the lab kernel with `out` packed into an initramfs; the raw results land in `out`."""
-    from threadwise.runtime.kernel import find_lab_kernel
-    from threadwise.runtime.lab import LabError
-
     kernel = find_lab_kernel()
     qemu = find_qemu()
     started = time.monotonic()
@@ -411,7 +402,7 @@ FIRMWARE = ("/usr/share/seabios/bios-256k.bin", "/usr/share/qemu/linuxboot_dma.b
             "/usr/share/qemu/kvmvapic.bin")
 
 RUN_SH = r"""#!/bin/sh
-# run.sh CPUS [MEMORY]: boot this packed threadwise ladder guest (written by threadwise.refine.initramfs)
+# run.sh CPUS [MEMORY]: boot this packed threadwise ladder guest (written by threadwise.runtime.lab.initramfs)
 # and unpack its raw results into ./results (or $RESULTS). Needs only qemu-system-x86_64, or the
 # q.tar.xz beside this file (qemu 10 with its libraries and firmware), plus sh, awk, base64, tar.
 set -eu
@@ -445,8 +436,6 @@ else echo "run.sh: the guest stopped early; what came back is in $RES (see conso
 
 def bundle(out: Path, dest: Path, *, with_qemu: bool = True) -> list[Path]:
     """dest/: initrd.gz, vmlinuz, run.sh and (with_qemu) q.tar.xz: a ladder for another machine."""
-    from threadwise.runtime.kernel import find_lab_kernel
-
     dest.mkdir(parents=True, exist_ok=True)
     packed = pack(out, dest=dest)
     written = [packed.initrd]
@@ -474,10 +463,10 @@ def bundle(out: Path, dest: Path, *, with_qemu: bool = True) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python -m threadwise.refine.initramfs bundle RUN_DIR DEST [--no-qemu]"""
+    """python -m threadwise.runtime.lab.initramfs bundle RUN_DIR DEST [--no-qemu]"""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m threadwise.refine.initramfs",
+    parser = argparse.ArgumentParser(prog="python -m threadwise.runtime.lab.initramfs",
                                      description="Pack a ladder run directory (plan.sh rendered with "
                                                  "attach_mode=direct) for a machine with qemu.")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -1,0 +1,38 @@
+"""The guest agent as the host sees it: where its files are, and what a run of it gives back.
+
+Problem: the ladder (refine) writes a run directory and runs the agent on it on this host, in
+the vng lab or in the initramfs guest; each way must hand back the same account of the run, and
+the initramfs guest (runtime) must not import refine to give it.
+
+Approach: the agent's and the guest init's paths (package data in `guest/`) and `Execution` live
+here, in the lab, below refine: every guest returns an `Execution`, and refine's ladder imports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+GUEST = "threadwise.runtime.lab"
+
+
+def agent_path() -> Path:
+    """guest/agent.sh: the POSIX sh agent that runs a plan's cells (any guest, or this host)."""
+    return Path(str(resources.files(GUEST).joinpath("guest", "agent.sh")))
+
+
+def init_path() -> Path:
+    """guest/init: the initramfs guest's PID 1 (busybox sh)."""
+    return Path(str(resources.files(GUEST).joinpath("guest", "init")))
+
+
+@dataclass(frozen=True)
+class Execution:
+    """Where the cells ran and how the run ended."""
+
+    guest_kernel: str | None
+    vcpus: int
+    tcg: bool
+    wall_s: float
+    status: int  # the agent's exit status (0: every step ran)
