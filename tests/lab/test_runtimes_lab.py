@@ -109,3 +109,67 @@ def test_a_jvm_service_trains_from_the_runtime_disk(tmp_path: Path) -> None:
 def test_a_python_venv_service_trains_from_the_runtime_disk(tmp_path: Path) -> None:
     profile, record, lines = trained(python_workload(tmp_path), "pyservice-test", tmp_path)
     check_record(profile, record, lines, "py-work-")
+
+
+LOAD_IS_TARGET = """\
+schema_version = 1
+name = "sysbench-cpu"
+description = "sysbench cpu: the load command is the workload (no service)"
+
+[target]
+process = "sysbench"
+
+[load]
+command = ["sysbench", "cpu", "--threads=2", "--time={window_s}", "run"]
+parser = "sysbench"
+
+[objective]
+primary = { metric = "events_per_s", direction = "higher" }
+warmup_s = 0.0
+window_s = 2.0
+"""
+SYSBENCH_PROFILE = """\
+schema_version = 1
+name = "sysbench-lw"
+
+[workload]
+process = "sysbench"
+
+[[group]]
+name = "sysbench"
+match = ["sysbench"]
+treatment = "default"
+"""
+
+
+def test_a_cpu_bound_load_that_is_the_workload_is_measured_and_its_threads_found(tmp_path: Path) -> None:
+    """No service: each window runs `sysbench cpu`, which is the target. The generator rule must
+    not call it saturated (it is meant to be busy), it runs as an ordinary task (not under FIFO),
+    and the mid-window membership probe finds its threads in their layer."""
+    if shutil.which("sysbench") is None:
+        pytest.skip("needs sysbench: apt-get install sysbench (scripts/setup-system.sh)")
+    from threadwise.refine.ladder import BASELINE, Arm
+    from threadwise.refine.run import arm_from_file, run_ladder
+    from threadwise.refine.workload import parse_workload
+
+    build("spin")
+    profile = tmp_path / "sysbench-lw.toml"
+    profile.write_text(SYSBENCH_PROFILE)
+    place = Where(lab=True, cpus=2)
+    arms = [Arm(BASELINE), arm_from_file(profile, place.shape, "sysbench")]
+    ladder_file = tmp_path / "ladder.duckdb"
+    run_ladder(parse_workload(LOAD_IS_TARGET), LOAD_IS_TARGET, arms, ladder_file=ladder_file, place=place,
+               levels=[0, 1], repeats=1, purpose="test", command="pytest tests/lab/test_runtimes_lab.py",
+               keep_raw=tmp_path / "raw", progress=lambda line: print(line, flush=True))
+    plan = (tmp_path / "raw" / "plan.sh").read_text()
+    assert "load_cmd() { exec sysbench cpu" in plan, plan   # not under chrt -f
+    con = store.open_ladder(ladder_file, read_only=True)
+    try:
+        cells = con.execute("SELECT arm, level, valid, reasons FROM cell ORDER BY idx").fetchall()
+        members = con.execute("SELECT comm, expected_layer, actual_layer FROM membership").fetchall()
+    finally:
+        con.close()
+    assert all(valid for _, _, valid, _ in cells), cells
+    assert len(cells) == 4
+    assert members and all(comm == "sysbench" and expected == actual == "sysbench"
+                           for comm, expected, actual in members), members
