@@ -19,10 +19,12 @@ __all__ = ["Analysis", "CaptureThreads", "analyze_capture", "capture_threads"]
 
 def __getattr__(name: str) -> Any:
     if name in ("analyze_capture", "capture_threads", "CaptureThreads"):
+        # deferred: api loads polars, duckdb and sklearn; the package stays light to import
         from threadwise.analyze import api
 
         return getattr(api, name)
     if name == "Analysis":
+        # deferred: model loads polars; the package stays light to import
         from threadwise.analyze.model import Analysis
 
         return Analysis

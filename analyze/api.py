@@ -18,10 +18,10 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from threadwise.analyze import features as ft
-from threadwise.analyze import groups as gr
-from threadwise.analyze import names as nm
-from threadwise.analyze import wakegraph as wg
+import threadwise.analyze.features as ft
+import threadwise.analyze.groups as gr
+import threadwise.analyze.names as nm
+import threadwise.analyze.wakegraph as wg
 from threadwise.analyze.model import GROUP_SCHEMA, Analysis
 from threadwise.errors import InputError
 from threadwise.observe.store import open_capture

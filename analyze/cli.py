@@ -46,6 +46,7 @@ def analyze_command(
 
       threadwise analyze --explain   # what each column means
     """
+    # deferred: loads polars, duckdb and sklearn (analysis); `threadwise --help` imports this module
     from threadwise.analyze.api import analyze_capture
     from threadwise.analyze.render import explain as glossary
     from threadwise.analyze.render import render

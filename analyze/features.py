@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from threadwise.errors import InputError
 from threadwise.sqlfiles import statements
 
 
@@ -66,8 +67,6 @@ class CaptureInfo:
 def capture_info(con: duckdb.DuckDBPyConnection) -> CaptureInfo:
     row = con.execute(sql("capture", "capture_row")).fetchone()
     if row is None:
-        from threadwise.errors import InputError
-
         raise InputError("the capture has no capture row (metadata missing)",
                          hint="re-record it with `threadwise observe`")
     topo = con.execute(sql("capture", "cpus")).fetchone()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from threadwise.analyze import names as nm
+import threadwise.analyze.names as nm
 from threadwise.analyze.contract import HOT_SHARE, MIN_LIFE_NS, is_hot, is_poller, near_hot, poller_text
 from threadwise.analyze.model import GROUP_SCHEMA
 from threadwise.analyze.roles import RoleClusterer, group_feature_matrix

@@ -1,15 +1,15 @@
-"""Tracer backends: the interface every tracer implements, and how to pick one.
+"""Tracer backends: the interface every tracer implements, and the helpers they share.
 
 A backend starts tracing, hands back parsed Arrow batches when polled, and on
 stop reports what the kernel counted and what was lost. Ingest (capture.py)
 only sees this interface, so a second backend (the libbpf tracer) plugs in by
-implementing it and registering in BACKENDS.
+implementing it and registering in backends.py's BACKENDS, which picks one
+(above the backends, so none of them imports its chooser).
 """
 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -75,12 +75,6 @@ class TracerBackend(Protocol):
         """Stop tracing; return the remaining events and the final report."""
 
 
-# The default tracer (benchmarks/RESULTS.md, "Tracer overhead", is why); FALLBACK runs when the
-# default cannot (not built, no BTF) and the user did not ask for a backend by name.
-DEFAULT_BACKEND = "libbpf"
-FALLBACK_BACKEND = "bpftrace"
-
-
 def kill_tracer(proc: subprocess.Popen | None) -> None:
     """SIGKILL a tracer process we started (if still running) and reap it."""
     if proc is not None and proc.poll() is None:
@@ -96,33 +90,3 @@ def stderr_tail(path: Path | None, *, skip: str | None = None, lines: int = 5) -
     kept = [line for line in path.read_text(errors="replace").splitlines()
             if line.strip() and (skip is None or skip not in line)]
     return " | ".join(kept[-lines:])
-
-
-def choose_backend(name: str | None, progress: Callable[[str], None]) -> TracerBackend:
-    """The backend `name`, or with None the default, falling back when it cannot run here."""
-    from threadwise.errors import MissingTool
-
-    if name is not None:
-        backend = get_backend(name)
-        backend.check()
-        return backend
-    backend = get_backend(DEFAULT_BACKEND)
-    try:
-        backend.check()
-    except MissingTool as missing:
-        progress(f"observe: {missing.message}; using {FALLBACK_BACKEND} instead "
-                 f"({missing.hint or 'see docs/capture.md'})")
-        backend = get_backend(FALLBACK_BACKEND)
-        backend.check()
-    return backend
-
-
-def get_backend(name: str) -> TracerBackend:
-    from threadwise.errors import UsageError
-    from threadwise.observe.bpftrace_backend import BpftraceBackend
-    from threadwise.observe.libbpf_backend import LibbpfBackend
-
-    backends: dict[str, type] = {"libbpf": LibbpfBackend, "bpftrace": BpftraceBackend}
-    if name not in backends:
-        raise UsageError(f"unknown tracer backend {name!r}", hint=f"choose one of: {', '.join(backends)}")
-    return backends[name]()

@@ -29,7 +29,8 @@ from pathlib import Path
 
 from threadwise.errors import TargetError, TracerError
 from threadwise.observe import leftovers, procfs
-from threadwise.observe.backend import TracerBackend, TracerReport, choose_backend
+from threadwise.observe.backend import TracerBackend, TracerReport
+from threadwise.observe.backends import choose_backend
 from threadwise.observe.schema import table_from_rows
 from threadwise.observe.store import (
     EVENT_TABLES,

@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from threadwise.durations import optional_duration
+from threadwise.errors import UsageError
 from threadwise.observe.interop import cli as interop_cli
 from threadwise.observe.interop.cli import PlaceThreads
 
@@ -51,12 +53,12 @@ def observe_command(
 
       threadwise observe -d 5s -- ./rolesim --hot 2
     """
-    from threadwise.durations import optional_duration
+    # deferred: loads duckdb, numpy and pyarrow; `threadwise --help` imports this module
     from threadwise.observe.capture import observe
     from threadwise.observe.target import Target
 
     if recover is not None:
-        from threadwise.errors import UsageError
+        # deferred: loads duckdb, numpy and pyarrow; `threadwise --help` imports this module
         from threadwise.observe.recover import recover as rebuild
 
         if command or pid or comm or cgroup or duration:
@@ -92,6 +94,7 @@ def show_command(
     top: Annotated[int, typer.Option(help="How many threads to list.", min=0)] = 10,
 ) -> None:
     """Summarize a capture: duration, threads, events, loss, top threads, topology."""
+    # deferred: summary loads duckdb, numpy and pyarrow; `threadwise --help` imports this module
     from threadwise.observe import leftovers
     from threadwise.observe.summary import render, summarize
 
@@ -118,7 +121,7 @@ def clean_command(
     touched. To keep the data, rebuild a capture first:
     `threadwise observe --recover PATH`.
     """
-    from threadwise.errors import UsageError
+    # deferred: leftovers, which `threadwise --help` (importing this module) does without
     from threadwise.observe import leftovers
 
     for folder in dirs or []:

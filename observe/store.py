@@ -25,9 +25,11 @@ import duckdb
 import pyarrow as pa
 
 from threadwise.errors import InputError, UsageError
+from threadwise.observe.leftovers import temp_capture_path
 from threadwise.observe.procfs import ThreadSnapshot
 from threadwise.observe.schema import RAW_TABLES, SCHEMAS
 from threadwise.paths import duckdb_kind, file_kind
+from threadwise.procs import me
 from threadwise.sqlfiles import identifier, placeholders, statement
 from threadwise.topology import CpuInfo
 
@@ -119,9 +121,6 @@ def _stmt(name: str) -> str:
 
 def temp_path_for(final: Path) -> Path:
     """The partial capture's name, carrying its owner (pid, start time): see leftovers.py."""
-    from threadwise.observe.leftovers import temp_capture_path
-    from threadwise.procs import me
-
     return temp_capture_path(final, *me())
 
 

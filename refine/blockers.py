@@ -41,10 +41,16 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
+from threadwise.errors import ThreadwiseError, UsageError
+from threadwise.observe.builder import CaptureBuilder
+from threadwise.observe.store import open_capture
+from threadwise.refine import store
+from threadwise.refine.plan import Cell, Plan
+from threadwise.refine.validity import stat_cpu_s
+from threadwise.runtime.membership import expected_layer
 from threadwise.sqlfiles import statement
 
 if TYPE_CHECKING:
-    from threadwise.refine.ladder import Cell, Plan
     from threadwise.synthesize.layered import LayerConfig
 
 TRACE_ENV = "THREADWISE_LAB_TRACE"
@@ -67,6 +73,7 @@ def latency_groups(profile_toml: str | None) -> list[str]:
     """The profile's groups whose treatment is `latency`, in profile order."""
     if not profile_toml:
         return []
+    # deferred: loads pydantic, which this module's other callers do without
     from threadwise.synthesize.reader import parse_profile
 
     profile, _ = parse_profile(profile_toml)
@@ -75,8 +82,6 @@ def latency_groups(profile_toml: str | None) -> list[str]:
 
 def policy() -> str:
     """THREADWISE_LAB_TRACE: `top` (default), `all` or `off`."""
-    from threadwise.errors import UsageError
-
     value = os.environ.get(TRACE_ENV, "").strip() or "top"
     if value not in POLICIES:
         raise UsageError(f"{TRACE_ENV}={value!r}", hint=f"one of {', '.join(POLICIES)}")
@@ -101,8 +106,6 @@ def trace_cells(plan: Plan) -> dict[int, tuple[Cell, ...]]:
     level (or every level under THREADWISE_LAB_TRACE=all). Both ends: a latency group failed
     at bg=0 in the first retrained rolesim record while the top level's rows (spinners) sent the
     guided search to the catch-all."""
-    from threadwise.refine.ladder import Cell
-
     levels = sorted(plan.levels) if policy() == "all" else sorted({min(plan.levels), max(plan.levels)})
     found: dict[int, tuple[Cell, ...]] = {}
     idx = len(plan.cells)
@@ -187,8 +190,6 @@ def guest_threads(path: Path) -> list[tuple[int, int, str]]:
 def build_capture(trace: Path, dest: Path, *, kernel: str | None = None) -> Path:
     """A finalized capture of one trace directory: observe's CaptureBuilder reads the records with
     observe's own reader and ingest, and finalizes the capture like any other."""
-    from threadwise.observe.builder import CaptureBuilder
-
     control = read_control(trace / "control")
     if control.live_ts is None or control.end_ts is None:
         raise ValueError(f"{trace}: the tracer never went live or never confirmed its stop "
@@ -230,8 +231,6 @@ def thread_groups(con: duckdb.DuckDBPyConnection, config: LayerConfig,
                   groups: set[str]) -> pa.Table:
     """(utid, grp) of every thread of a capture: its layer by the config's first match, when that
     layer is one of the profile's `groups` (else NULL: the catch-all, or no group)."""
-    from threadwise.runtime.membership import expected_layer
-
     layer: dict[tuple[str, str | None], str | None] = {}
     utids, names = [], []
     for utid, name, process in con.execute(sql("capture_threads")).fetchall():
@@ -248,7 +247,7 @@ def thread_groups(con: duckdb.DuckDBPyConnection, config: LayerConfig,
 
 def capture_blockers(capture: Path, config: LayerConfig, profile_toml: str) -> list[Blocker]:
     """Who held the CPU while each latency group of the profile waited, in one capture."""
-    from threadwise.observe.store import open_capture
+    # deferred: loads pydantic, which this module's other callers do without
     from threadwise.synthesize.reader import parse_profile
 
     waiting = latency_groups(profile_toml)
@@ -296,8 +295,6 @@ class Cost:
 
 
 def _tracer_cpu_s(trace: Path) -> float | None:
-    from threadwise.refine.validity import stat_cpu_s
-
     try:
         before, after = ((trace / f"tracer.stat.{w}").read_text() for w in ("live", "stop"))
         clk = int((trace.parent / "clk_tck").read_text().strip() or 100)
@@ -344,9 +341,6 @@ def ingest_traces(con: duckdb.DuckDBPyConnection, run_id: int, plan: Plan, out: 
     `metrics` and `denied` read a cell directory's metrics and the host's denied vCPU share, so
     each note says what tracing cost against the measured cell of the same arm, level and repeat.
     A trace that cannot be read is a note, never a failed ingest: the measurements stand without it."""
-    from threadwise.errors import ThreadwiseError
-    from threadwise.refine import store
-
     notes = []
     for cell in returned(out, plan):
         arm = plan.arm(cell.arm)

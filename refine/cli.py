@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from threadwise.errors import UsageError
+from threadwise.runtime.scx import sched_ext_state
 
 if TYPE_CHECKING:
     from threadwise.refine.preflight import Checked
@@ -50,6 +51,7 @@ def check_command(
 
       threadwise workload check my-service.toml --dry-run
     """
+    # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
     from threadwise.refine.preflight import dry_run_lines
     from threadwise.refine.run import GUESTS
 
@@ -67,6 +69,7 @@ def check_command(
 
 def _checked(workload: str, guest: str | None) -> tuple[Path, Workload, Checked]:
     """The workload file read and checked for where train runs it (`guest`; None: this host)."""
+    # deferred: loads pydantic; `threadwise --help` imports this module
     from threadwise.refine.preflight import preflight
 
     path, spec, text = _workload(workload)
@@ -76,6 +79,7 @@ def _checked(workload: str, guest: str | None) -> tuple[Path, Workload, Checked]
 @workload_app.command("list")
 def list_command() -> None:
     """List the bundled workloads with their descriptions."""
+    # deferred: loads pydantic; `threadwise --help` imports this module
     from threadwise.refine.workload import bundled_names, bundled_workload_path, load_workload
 
     for name in bundled_names():
@@ -87,6 +91,7 @@ def show_command(
     name: Annotated[str, typer.Argument(help="A bundled workload's name.", show_default=False)],
 ) -> None:
     """Print a bundled workload file (a starting point for your own)."""
+    # deferred: loads pydantic; `threadwise --help` imports this module
     from threadwise.refine.workload import bundled_workload_path
 
     typer.echo(bundled_workload_path(name).read_text(encoding="utf-8"), nl=False)
@@ -111,6 +116,7 @@ def parse_levels(text: str) -> list[int]:
 
 
 def _workload(spec: str) -> tuple[Path, Workload, str]:
+    # deferred: loads pydantic; `threadwise --help` imports this module
     from threadwise.refine.workload import load_workload, resolve_workload
 
     path = resolve_workload(spec)
@@ -151,6 +157,7 @@ def ladder_command(
 
       threadwise ladder rolesim --arm profiles/rolesim.toml --lab --levels 0,2,4 --repeats 3
     """
+    # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
     from threadwise.refine import report
     from threadwise.refine.ladder import BASELINE, Arm
     from threadwise.refine.run import SPIKY_BACKGROUND, arm_from_file, run_ladder, where
@@ -226,6 +233,7 @@ def train_command(
 
       threadwise train --workload rolesim --name rolesim --lab
     """
+    # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
     from threadwise.refine.run import where
     from threadwise.refine.train import TrainOptions
     from threadwise.synthesize.schema import check_name
@@ -271,6 +279,7 @@ def refine_command(
 
       threadwise refine profiles/redis.toml --workload redis --lab --budget 3
     """
+    # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
     from threadwise.refine.run import where
     from threadwise.refine.train import TrainOptions
     from threadwise.synthesize.reader import load_profile
@@ -300,6 +309,7 @@ def _refuse_existing(profiles: Path, artifacts: Path, name: str, force: bool) ->
 
 
 def _train_and_show(options: object) -> None:
+    # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
     from threadwise.refine.train import train
 
     train(options, progress=lambda line: typer.echo(line, err=True))  # type: ignore[arg-type]
@@ -311,8 +321,8 @@ def _train_and_show(options: object) -> None:
 
 def next_line(written: Path, report: Path, workload: Path, *, sched_ext: bool | None = None) -> str:
     """train's closing suggestion: what works on THIS host (`apply` needs sched_ext, else the lab)."""
+    # deferred: loads pydantic; `threadwise --help` imports this module
     from threadwise.refine.workload import bundled_names, bundled_workload_path
-    from threadwise.runtime.scx import sched_ext_state
 
     if sched_ext is None:
         sched_ext = sched_ext_state().supported
@@ -338,6 +348,7 @@ def rejudge_command(
 
       threadwise rejudge artifacts/rolesim
     """
+    # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
     from threadwise.refine import rejudge, report
     from threadwise.refine.store import open_ladder
 

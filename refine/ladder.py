@@ -7,7 +7,7 @@ drift evenly over the arms; and where the host has no sched_ext it must all
 happen inside one lab VM boot, with nothing but a POSIX shell in the guest
 guaranteed.
 
-Approach: `plan_cells` lays the cells out: per repeat, the arms take turns
+Approach: `plan_cells` (plan.py) lays the cells out: per repeat, the arms take turns
 (ABBA: the order reverses every repeat; or shuffled with a recorded seed), and
 in its turn an arm runs every level once, ascending. A profile arm attaches
 once per turn. `plan_script` renders the plan as `plan.sh`: the workload's
@@ -21,124 +21,37 @@ with sched_ext. Parsing, validity and statistics happen afterwards on the host
 from __future__ import annotations
 
 import os
-import random
 import shlex
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from threadwise.errors import UsageError
+
+# The plan's types and layout live in plan.py (blockers.py reads them too); importable here as well.
+from threadwise.refine.plan import (  # noqa: F401
+    AA_ARM,
+    BASELINE,
+    Arm,
+    Cell,
+    Plan,
+    check_arm_name,
+    make_plan,
+    plan_cells,
+)
 from threadwise.runtime.lab.agent import Execution, agent_path
+from threadwise.runtime.lab.initramfs import run_initramfs
+from threadwise.runtime.lab.vng import run_in_lab
 
 if TYPE_CHECKING:
     from threadwise.refine.workload import Workload
-    from threadwise.synthesize.layered import LayerConfig
 
-BASELINE = "baseline"
-AA_ARM = "baseline-aa"  # a second, identical baseline arm: the A/A noise floors
-ORDERS = ("abba", "shuffle")
-DEFAULT_LEVELS = (0, 1, 2, 4, 8)
-ARM_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 # After an attach, the agent re-matches the target and waits this long (s) for every target thread
 # to appear in scx_layered's match map before the first cell (a TCG guest is slow).
 SETTLE_TIMEOUT_S = 20
-
-
-@dataclass(frozen=True)
-class Arm:
-    """One arm: the baseline (nothing attached) or a profile compiled for the guest's shape.
-
-    The one arm type of refine: the loop builds them (mutate.profile_arm), `threadwise ladder`
-    reads them from files (run.arm_from_file), the ladder runs them. The config stays typed;
-    it becomes JSON text only where it leaves: arms/ARM.json for the agent, the ladder file's
-    `arm.config_json` column."""
-
-    name: str
-    profile_toml: str | None = None  # the profile as measured
-    config: LayerConfig | None = None  # its scx_layered config for the shape
-    scx_args: tuple[str, ...] = ()  # scx_layered flags (the profile's [scheduler] table)
-
-    @property
-    def is_baseline(self) -> bool:
-        return self.config is None
-
-
-@dataclass(frozen=True)
-class Cell:
-    idx: int
-    arm: str
-    level: int
-    repeat: int
-
-
-@dataclass(frozen=True)
-class Plan:
-    workload: Workload
-    arms: tuple[Arm, ...]
-    levels: tuple[int, ...]
-    repeats: int
-    order: str
-    seed: int
-    shape: str  # the shape the profile arms were compiled for
-    workload_toml: str = ""  # the workload file as read, kept with the run
-    background_duty: float = 1.0  # share of the time each spinner is busy (1.0: always)
-    turns: tuple[tuple[str, tuple[Cell, ...]], ...] = field(default=())
-
-    @property
-    def cells(self) -> list[Cell]:
-        return [cell for _, cells in self.turns for cell in cells]
-
-    def arm(self, name: str) -> Arm:
-        return next(arm for arm in self.arms if arm.name == name)
-
-
-def check_arm_name(name: str) -> str:
-    if not name or not set(name) <= ARM_NAME_CHARS:
-        raise UsageError(f"bad arm name {name!r}", hint="letters, digits, '_', '.', '-'")
-    return name
-
-
-def plan_cells(arms: list[str], levels: list[int], repeats: int, order: str,
-               seed: int) -> tuple[tuple[str, tuple[Cell, ...]], ...]:
-    """Turns of (arm, its cells for one repeat) in execution order."""
-    if order not in ORDERS:
-        raise UsageError(f"unknown order {order!r}", hint=f"one of {', '.join(ORDERS)}")
-    if repeats < 1:
-        raise UsageError("--repeats must be at least 1")
-    if not levels or any(level < 0 for level in levels):
-        raise UsageError(f"bad levels {levels}", hint="non-negative spinner counts, e.g. 0,1,2,4,8")
-    if len(set(arms)) != len(arms):
-        raise UsageError(f"arm names repeat: {arms}", hint="give each profile arm its own name")
-    rng = random.Random(seed)
-    turns = []
-    idx = 0
-    for repeat in range(1, repeats + 1):
-        if order == "abba":
-            sequence = arms if repeat % 2 else list(reversed(arms))
-        else:
-            sequence = list(arms)
-            rng.shuffle(sequence)
-        for arm in sequence:
-            cells = []
-            for level in sorted(levels):
-                cells.append(Cell(idx, arm, level, repeat))
-                idx += 1
-            turns.append((arm, tuple(cells)))
-    return tuple(turns)
-
-
-def make_plan(workload: Workload, arms: list[Arm], *, levels: list[int], repeats: int,
-              order: str = "abba", seed: int = 1, shape: str, workload_toml: str = "",
-              background_duty: float = 1.0) -> Plan:
-    for arm in arms:
-        check_arm_name(arm.name)
-    turns = plan_cells([arm.name for arm in arms], levels, repeats, order, seed)
-    return Plan(workload, tuple(arms), tuple(sorted(levels)), repeats, order, seed, shape,
-                workload_toml, background_duty, turns)
 
 
 def _function(name: str, argv: list[str], *, replace: bool = False) -> str:
@@ -150,6 +63,7 @@ TCP_PROBES = ("python", "nc")
 
 
 def _ready_function(workload: Workload, tcp_probe: str = "python") -> str:
+    # deferred: loads pydantic, which this module's other callers do without
     from threadwise.refine.workload import render_argv
 
     service = workload.service
@@ -179,6 +93,7 @@ def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
     and the host have it) or "nc" (busybox nc, for the self-contained initramfs guest).
     `tracer`: the libbpf tracer for the extra, unmeasured trace cells (refine/blockers.py);
     "auto": the built one when the agent attaches itself (`attach_mode="direct"`), None: none."""
+    # deferred: loads duckdb, numpy, pyarrow and pydantic, which this module's other callers do without
     from threadwise.refine import blockers
     from threadwise.refine.workload import generator_argv, render_argv
 
@@ -301,15 +216,11 @@ def execute(out: Path, *, lab: bool, cpus: int, timeout_s: float,
         raise UsageError(f"unknown guest {guest!r}", hint=f"one of {', '.join(GUESTS)}")
     if lab and guest == "initramfs":
         # It streams the agent's lines from the console itself; agent.log arrives only at the end.
-        from threadwise.runtime.lab.initramfs import run_initramfs
-
         return run_initramfs(out, cpus=cpus, timeout_s=timeout_s, progress=progress)
     argv = ["sh", str(agent_path()), str(out.resolve())]  # the agent cd-s; a relative OUT would move
     started = time.monotonic()
     with _Tail(out / "agent.log", progress):
         if lab:
-            from threadwise.runtime.lab.vng import run_in_lab
-
             result = run_in_lab(argv, cpus=cpus, timeout_s=timeout_s, out_dir=out)
             return Execution(result.release, cpus, True, time.monotonic() - started, result.status)
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, check=False,

@@ -64,9 +64,17 @@ from threadwise.refine.options import (
     scheduler_intervals,
 )
 from threadwise.shape import Shape
+from threadwise.synthesize import oracle
+from threadwise.synthesize.compile import TREATMENT_OPTIONS, compile_profile
 from threadwise.synthesize.layered import LayerConfig, LayerSpec
+from threadwise.synthesize.layers import views_from_profile
+from threadwise.synthesize.lint import lint
+from threadwise.synthesize.matchers import matcher_set
+from threadwise.synthesize.patterns import comm_matches, prefix_of
 from threadwise.synthesize.presets import scheduler_args
+from threadwise.synthesize.rules import validate
 from threadwise.synthesize.schema import OPTION_KEYS, Evidence, Group, Profile, Treatment
+from threadwise.synthesize.writer import dumps
 
 OracleCheck = Callable[[LayerConfig, Sequence[str]], list[str]]  # (layer config, scx_layered flags)
 
@@ -75,22 +83,16 @@ OracleCheck = Callable[[LayerConfig, Sequence[str]], list[str]]  # (layer config
 
 def toml_text(profile: Profile) -> str:
     """The profile as the reviewed TOML (synthesize's deterministic writer)."""
-    from threadwise.synthesize.writer import dumps
-
     return dumps(profile)
 
 
 def validation_errors(profile: Profile) -> list[str]:
     """synthesize's validation errors (warnings are not errors), as `rule: message`."""
-    from threadwise.synthesize.rules import validate
-
     return [f"{d.rule}: {d.message}" for d in validate(profile) if d.severity == "error"]
 
 
 def compile_config(profile: Profile, shape: Shape) -> tuple[LayerConfig, list[str]]:
     """The scx_layered layer config of a valid profile, and the compile notes."""
-    from threadwise.synthesize.compile import compile_profile
-
     compiled = compile_profile(profile, shape)
     return compiled.config, list(compiled.notes)
 
@@ -104,16 +106,11 @@ def profile_arm(name: str, profile: Profile, shape: Shape) -> Arm:
 def oracle_check(config: LayerConfig, args: Sequence[str] = ()) -> list[str]:
     """The real scx_layered `--print-and-exit` on the layer config and the profile's scx_layered
     flags `args`: mismatches (raises if it rejects either)."""
-    from threadwise.synthesize import oracle
-
     return oracle.check(config, args=args)
 
 
 def lint_findings(profile: Profile, shape: Shape) -> tuple[list[str], list[str]]:
     """Placement lint without a capture: (errors, warnings), as `lint: message`."""
-    from threadwise.synthesize.layers import views_from_profile
-    from threadwise.synthesize.lint import lint
-
     found = lint(views_from_profile(profile, shape), shape)
     return ([f"{f.lint}: {f.message}" for f in found if f.severity == "error"],
             [f"{f.lint}: {f.message}" for f in found if f.severity != "error"])
@@ -121,23 +118,17 @@ def lint_findings(profile: Profile, shape: Shape) -> tuple[list[str], list[str]]
 
 def compiled_default(treatment: Treatment, option: str) -> int:
     """The option value compile gives a group of this treatment that does not set it."""
-    from threadwise.synthesize.compile import TREATMENT_OPTIONS
-
     return int(TREATMENT_OPTIONS[treatment][option])
 
 
 def weight_bounds() -> tuple[int, int]:
     """scx_layered's layer weight range (the schema's too)."""
-    from threadwise.synthesize.matchers import matcher_set
-
     limits = matcher_set().limits
     return limits.min_layer_weight, limits.max_layer_weight
 
 
 def pattern_matches(pattern: str, comm: str) -> bool:
     """Whether a group pattern's comm prefix matches a thread name."""
-    from threadwise.synthesize.patterns import comm_matches, prefix_of
-
     return comm_matches(prefix_of(pattern), comm)
 
 

@@ -38,6 +38,7 @@ from typing import Any
 from threadwise.errors import ThreadwiseError
 from threadwise.refine.candidate import Candidate, changed
 from threadwise.shape import Shape
+from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.layered import KindName, LayerKind
 from threadwise.synthesize.presets import effective, scheduler_interval_ms
 from threadwise.synthesize.schema import CatchAll, Group, Profile, Scheduler, Treatment
@@ -50,8 +51,6 @@ CATCH_ALL_SHORT_SLICE_US = 2000
 
 def compiled_layers(profile: Profile, shape: Shape) -> dict[str, LayerKind]:
     """Layer name -> its kind (with options) as the profile compiles for the shape ({} if it does not)."""
-    from threadwise.synthesize.compile import compile_profile
-
     try:
         config = compile_profile(profile, shape).config
     except (ThreadwiseError, AssertionError, ValueError):

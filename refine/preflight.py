@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from threadwise.errors import InitramfsError, MissingTool, WorkloadError
-from threadwise.refine.workload import Workload
+from threadwise.refine import ladder
+from threadwise.refine.workload import Workload, render_argv
 from threadwise.runtime.lab import carry
 from threadwise.runtime.lab.runtimes import outermost
 from threadwise.synthesize.diagnostics import Diagnostic
@@ -120,8 +121,6 @@ def argument_problems(command: Command, bases: list[Path]) -> list[tuple[str, st
 
 def plan_functions(workload: Workload, guest: str | None) -> dict[str, str]:
     """The workload's commands as plan.sh lines for `guest` (the ladder's own rendering), by function."""
-    from threadwise.refine import ladder
-
     plan = ladder.make_plan(workload, [ladder.Arm(ladder.BASELINE)], levels=[0], repeats=1, shape="host")
     initramfs = guest == "initramfs"
     script = ladder.plan_script(plan, attach_mode="direct" if initramfs else "runtime",
@@ -199,7 +198,6 @@ def dry_run_lines(workload: Workload, checked: Checked, *, observe_s: float = 8.
     where = {"initramfs": "the lab VM's self-contained guest (initramfs: kernel + image, in RAM)",
              "vng": "the lab VM on this machine's root filesystem (vng, read-only)",
              None: "this host (it has sched_ext)"}[checked.guest]
-    from threadwise.refine.workload import render_argv
 
     window = workload.objective.window_s
     load = shlex.join(render_argv(list(workload.load.command or []), window_s=window))

@@ -33,6 +33,7 @@ from threadwise.refine import judge, report, stats, store
 from threadwise.refine.ladder import AA_ARM, BASELINE
 from threadwise.refine.loop import BEST, CANDIDATE, START
 from threadwise.refine.store import sql
+from threadwise.refine.train import profile_header
 from threadwise.refine.validity import SPINNER_ALIVE_CPUS
 
 
@@ -136,8 +137,6 @@ def training_from_report(con: duckdb.DuckDBPyConnection, report_md: Path) -> Non
 
 def rewrite_header(profile: Path, record: Path, verdict: str) -> None:
     """The profile's comment header again, with the re-judged verdict (body unchanged)."""
-    from threadwise.refine.train import profile_header
-
     text = profile.read_text()
     body_at = text.find("# threadwise profile")
     if body_at < 0:

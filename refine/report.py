@@ -23,6 +23,7 @@ import numpy as np
 
 from threadwise.errors import ThreadwiseError
 from threadwise.refine import blockers, judge, stats, store
+from threadwise.refine.diagnose import sql as search_sql
 from threadwise.refine.store import sql
 
 _UNITS = {"per_s": "/s", "_us": " us", "_ms": " ms", "_rps": " req/s"}
@@ -196,8 +197,6 @@ def environment(con: duckdb.DuckDBPyConnection, run_id: int) -> list[str]:
 def steps_table(con: duckdb.DuckDBPyConnection) -> list[str]:
     """One row per step: the candidate, why the search chose it (`-`: a record older than the
     guided search, which tried candidates in registry order), its run, decision and reason."""
-    from threadwise.refine.diagnose import sql as search_sql
-
     rows = con.execute(search_sql("steps_chosen")).fetchall()
     lines = ["| step | candidate | chosen because | ladder run | decision | reason |",
              "|---|---|---|---|---|---|"]

@@ -20,9 +20,13 @@ import duckdb
 
 from threadwise.errors import LadderIncomplete, MissingTool, UsageError
 from threadwise.refine import ingest, judge, ladder, report, stats, store
+from threadwise.refine.bundled import build
 from threadwise.refine.ladder import AA_ARM, BASELINE, Arm
 from threadwise.refine.workload import Workload
+from threadwise.runtime.config import resolve
 from threadwise.runtime.lab.agent import Execution
+from threadwise.runtime.scx import sched_ext_state
+from threadwise.scx import SCX_LAYERED_VERSION, scx_layered_path
 
 LAB_SHAPE = "cores={cpus},threads-per-core=1"
 # The noisy neighbour's spiky pattern: each spinner busy 50% of every 100 ms (refine/workloads/spin.c).
@@ -57,12 +61,9 @@ def where(lab: bool, cpus: int, guest: str = "initramfs", *, profiles: bool = Tr
                          "(self-contained: kernel + initramfs, runs on any x86-64 machine with qemu)")
     if not lab:
         guest = GUESTS[1]  # unused off the lab (execute ignores it), but a valid value
-    if not lab and profiles:
-        from threadwise.runtime.scx import sched_ext_state
-
-        if not sched_ext_state().supported:
-            raise MissingTool("this kernel has no sched_ext, so profile arms cannot attach here",
-                              hint="add --lab to run the whole ladder in one lab VM boot")
+    if not lab and profiles and not sched_ext_state().supported:
+        raise MissingTool("this kernel has no sched_ext, so profile arms cannot attach here",
+                          hint="add --lab to run the whole ladder in one lab VM boot")
     if cpus < 1:
         raise UsageError("--cpus must be at least 1")
     return Where(lab, cpus, guest)
@@ -71,8 +72,6 @@ def where(lab: bool, cpus: int, guest: str = "initramfs", *, profiles: bool = Tr
 def arm_from_file(path: Path, shape: str, name: str | None = None) -> Arm:
     """A profile file compiled (validated, oracle-checked) for `shape`; the file's text is kept as
     measured (its header comments too)."""
-    from threadwise.runtime.config import resolve
-
     if path.suffix != ".toml":
         raise UsageError(f"{path}: an arm is `baseline` or a profile .toml")
     resolved = resolve(path, shape)
@@ -99,9 +98,6 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
 
     With an `AA_ARM` among the arms the run measures its own per-metric floors (reference
     against AA_ARM) and judges the other arms with them; else with `floors`."""
-    from threadwise.refine.bundled import build
-    from threadwise.scx import SCX_LAYERED_VERSION, scx_layered_path
-
     plan = ladder.make_plan(workload, arms, levels=levels, repeats=repeats, order=order, seed=seed,
                             shape=place.shape, workload_toml=workload_toml,
                             background_duty=SPIKY_DUTY if background == SPIKY_BACKGROUND else 1.0)

@@ -34,12 +34,18 @@ from typing import TYPE_CHECKING
 
 from threadwise.errors import NothingMeasured, ThreadwiseError, UsageError
 from threadwise.paths import write_output
-from threadwise.refine import judge, stats, store
+from threadwise.refine import judge, loop, report, stats, store
+from threadwise.refine.diagnose import Blocker, load_blockers
 from threadwise.refine.ladder import AA_ARM, BASELINE, Arm
+from threadwise.refine.mutate import toml_text
 from threadwise.refine.rows import StepRow, TrainingRow
 from threadwise.refine.run import Where, run_ladder
 from threadwise.refine.service import RunningService
-from threadwise.refine.workload import Workload, load_workload
+from threadwise.refine.workload import Workload, load_workload, render_argv
+from threadwise.shape import parse_shape
+from threadwise.synthesize.from_capture import synthesize_capture
+from threadwise.synthesize.reader import load_profile
+from threadwise.synthesize.writer import dumps
 
 if TYPE_CHECKING:   # the profile model loads with synthesize, inside train()
     import duckdb
@@ -78,8 +84,6 @@ def _threadwise(args: list[str], progress: Callable[[str], None]) -> None:
 def observe_workload(workload: Workload, capture: Path, seconds: float, work: Path,
                      progress: Callable[[str], None]) -> None:
     """A capture of the workload under its own load, taken on this host."""
-    from threadwise.refine.workload import render_argv
-
     if workload.service is None:  # the load command is the workload
         argv = render_argv(list(workload.load.command or []), window_s=max(seconds, 1.0))
         _threadwise(["observe", "-d", f"{seconds:g}s", "-o", str(capture), "--force", "--", *argv], progress)
@@ -100,10 +104,6 @@ def synthesize_start(capture: Path, name: str, shape: str, out: Path,
     that command) and keeps the TOML in `out` for the record, but hands back the typed profile
     it built. A failure keeps exit 1 and the `train step failed` of a failed command.
     """
-    from threadwise.shape import parse_shape  # deferred: threadwise.shape loads pydantic (~80 ms)
-    from threadwise.synthesize.from_capture import synthesize_capture
-    from threadwise.synthesize.writer import dumps
-
     args = ["synthesize", str(capture), "--name", name, "-o", str(out), "--force", "--shape", shape]
     progress(f"$ {shlex.join(['threadwise', *args])}")
     try:
@@ -136,12 +136,6 @@ def store_steps(con: duckdb.DuckDBPyConnection, result: RefineResult, runs: list
 
 def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Path:
     """Run the whole pipeline; returns the written profile path."""
-    from threadwise.refine import loop, report
-    from threadwise.refine.diagnose import Blocker, load_blockers
-    from threadwise.refine.mutate import toml_text
-    from threadwise.shape import parse_shape  # deferred: threadwise.shape loads pydantic (~80 ms)
-    from threadwise.synthesize.reader import load_profile
-
     profile_path = options.profiles_dir / f"{options.name}.toml"
     record = options.artifacts_dir / options.name
     for existing in (profile_path, record):
@@ -299,8 +293,6 @@ def _require_pairs(work: Path, ladder_file: Path, run_id: int, primary: str) -> 
 
 def _fail(work: Path, ladder_file: Path, run_id: int, why: str) -> None:
     """Stop the training: no profile, no record; FAILED.md in the work directory says why."""
-    from threadwise.refine import report
-
     con = store.open_ladder(ladder_file, read_only=True)
     try:
         summary = report.invalid_summary(con, run_id)

@@ -37,6 +37,7 @@ from pydantic_core import PydanticCustomError
 
 from threadwise.errors import InputError, UsageError, WorkloadError
 from threadwise.paths import require_text
+from threadwise.refine.bundled import JAVA_WORKLOADS, build, build_java
 from threadwise.refine.metrics import PARSERS
 
 # The profile reader's line mapping and syntax/format helpers, shared rather than copied.
@@ -369,8 +370,6 @@ def render_argv(argv: Sequence[str], *, window_s: float) -> list[str]:
     {rolesim} and {spin} are the bundled binaries, {poolservice} the bundled JVM service's classes
     directory (its classpath), each compiled on first use.
     """
-    from threadwise.refine.bundled import JAVA_WORKLOADS, build, build_java
-
     seconds = str(max(1, math.ceil(window_s - 1e-9)))
     resolved: dict[str, str] = {}
 

@@ -55,6 +55,7 @@ class ResolvedConfig:
 
 
 def _from_json(path: Path, config: LayerConfig, scx_args: tuple[str, ...] = ()) -> ResolvedConfig:
+    # deferred: synthesize's scx_layered check, which `threadwise --help` (importing this module) does without
     from threadwise.synthesize import oracle
 
     oracle.print_and_exit(config, args=scx_args)   # scx_layered's own parse (flags too); ConfigRefused
@@ -62,7 +63,8 @@ def _from_json(path: Path, config: LayerConfig, scx_args: tuple[str, ...] = ()) 
 
 
 def _from_profile(path: Path, profile: Profile, shape_spec: str) -> ResolvedConfig:
-    from threadwise.shape import parse_shape  # deferred: threadwise.shape loads pydantic (~80 ms)
+    # deferred: shape and compile load pydantic (~80 ms); `threadwise --help` imports this module
+    from threadwise.shape import parse_shape
     from threadwise.synthesize import oracle
     from threadwise.synthesize.compile import compile_profile
 
@@ -86,6 +88,7 @@ def resolve_input(loaded: LoadedInput, shape_spec: str = "host",
 
     `scx_args`: scx_layered flags for a .json config (a ladder arm's `arms/ARM.args`); a profile's
     come from its own `[scheduler]` table, so giving both is refused."""
+    # deferred: synthesize's typed config, which `threadwise --help` (importing this module) does without
     from threadwise.synthesize.layered import LayerConfig
 
     check_scx_args(loaded, scx_args)
@@ -96,6 +99,7 @@ def resolve_input(loaded: LoadedInput, shape_spec: str = "host",
 
 def check_scx_args(loaded: LoadedInput, scx_args: tuple[str, ...]) -> None:
     """Refuse scx_layered flags given for a profile: its own come from its [scheduler] table."""
+    # deferred: synthesize's typed config, which `threadwise --help` (importing this module) does without
     from threadwise.synthesize.layered import LayerConfig
 
     if scx_args and not isinstance(loaded.content, LayerConfig):
@@ -120,6 +124,7 @@ def load_input(path: Path) -> LoadedInput:
             f"{path}: unknown file type {path.suffix!r}",
             hint="apply takes a profile (.toml) or an scx_layered layer config (.json)",
         )
+    # deferred: rules loads pydantic; `threadwise --help` imports this module
     from threadwise.synthesize.layered import LayerConfig
     from threadwise.synthesize.rules import load_valid
 

@@ -230,8 +230,10 @@ def status(files: RunFiles, *, interval_s: float = 1.0) -> StatusReport:
 
 def _membership(files: RunFiles) -> dict:
     """Each target thread's layer against its group's (see membership.py), or why it is unknown."""
+    # deferred: membership and synthesize's typed config, which `threadwise --help` (importing this
+    # module) does without
     from threadwise.runtime import membership
-    from threadwise.synthesize.layered import LayerConfig  # deferred as in config.py: a fast CLI
+    from threadwise.synthesize.layered import LayerConfig
 
     try:
         rows = membership.membership(LayerConfig.load(files.config))   # the applied copy, read typed
@@ -242,6 +244,7 @@ def _membership(files: RunFiles) -> dict:
 
 def rematch_targets(config: LayerConfig) -> list[int]:
     """Make the config's target processes re-enter the run queue, so renamed threads re-match."""
+    # deferred: membership, which `threadwise --help` (importing this module) does without
     from threadwise.runtime import membership
 
     pids = membership.pids_with_comm_prefix(membership.target_prefixes(config))

@@ -143,7 +143,8 @@ def target_prefixes(config: LayerConfig) -> list[str]:
 
 def expected_layer(config: LayerConfig, comm: str, process: str) -> str | None:
     """The first layer that takes (comm, process), or None when a name cannot decide it."""
-    from threadwise.shape import synthetic  # deferred: threadwise.shape loads pydantic (~80 ms)
+    # deferred: both load pydantic (~80 ms), which this module's other callers do without
+    from threadwise.shape import synthetic
     from threadwise.synthesize.layers import views_from_config
 
     # The shape only sizes Confined layers; matching does not depend on it.

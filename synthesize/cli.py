@@ -57,7 +57,8 @@ def synthesize_command(
                         "otherwise, so `lint` is clean there. " + SHAPE_HELP)] = None,
 ) -> None:
     """Write a profile TOML for a captured workload (or a sample with --example)."""
-    from threadwise.shape import parse_shape  # deferred: threadwise.shape loads pydantic (~80 ms)
+    # deferred: these load pydantic (~80 ms); `threadwise --help` imports this module
+    from threadwise.shape import parse_shape
     from threadwise.synthesize.example import example_profile
     from threadwise.synthesize.from_capture import check, synthesize_capture
     from threadwise.synthesize.schema import check_name
@@ -79,6 +80,7 @@ def synthesize_command(
         if capture is None or name is None:
             raise UsageError("synthesize needs CAPTURE and --name NAME (or --example)",
                              hint="threadwise synthesize capture.duckdb --name redis")
+        # deferred: loads pydantic; `threadwise --help` imports this module
         from threadwise.synthesize.families import load_families
 
         profile = synthesize_capture(capture, name, where=output or Path("profiles") / f"{name}.toml",
@@ -94,6 +96,7 @@ def validate_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Check a profile against the schema and scx_layered 1.1.4's matchers and limits."""
+    # deferred: loads pydantic; `threadwise --help` imports this module
     from threadwise.synthesize.rules import check_file
 
     parsed, problems = check_file(profile)
@@ -130,7 +133,8 @@ def compile_command(
 
     With --check, a config scx_layered refuses, or changes, exits 8 (ConfigRefused).
     """
-    from threadwise.shape import parse_shape  # deferred: threadwise.shape loads pydantic (~80 ms)
+    # deferred: these load pydantic (~80 ms); `threadwise --help` imports this module
+    from threadwise.shape import parse_shape
     from threadwise.synthesize import oracle
     from threadwise.synthesize.compile import compile_profile
     from threadwise.synthesize.rules import load_valid
@@ -173,7 +177,8 @@ def lint_command(
 
     Exits 7 (findings) when an error-level finding is reported, 0 when none is.
     """
-    from threadwise.shape import parse_shape  # deferred: threadwise.shape loads pydantic (~80 ms)
+    # deferred: these load pydantic (~80 ms); `threadwise --help` imports this module
+    from threadwise.shape import parse_shape
     from threadwise.synthesize.layers import load_layer_config, views_from_config, views_from_profile
     from threadwise.synthesize.lint import lint
     from threadwise.synthesize.rules import load_valid
@@ -191,6 +196,7 @@ def lint_command(
         views = views_from_profile(parsed, machine)
     facts = None
     if capture is not None:
+        # deferred: loads pydantic; `threadwise --help` imports this module
         from threadwise.synthesize.lint import capture_mismatch
         from threadwise.synthesize.lint_capture import capture_facts
 
@@ -230,7 +236,8 @@ def diff_command(
         "--format", help="text, or markdown (a pull-request comment).")] = "text",
 ) -> None:
     """Semantic diff of two profiles: groups, treatments, sizing, threads that change layer."""
-    from threadwise.shape import parse_shape  # deferred: threadwise.shape loads pydantic (~80 ms)
+    # deferred: these load pydantic (~80 ms); `threadwise --help` imports this module
+    from threadwise.shape import parse_shape
     from threadwise.synthesize.diff import diff_profiles, render_markdown, render_text
 
     if output_format not in ("text", "markdown"):

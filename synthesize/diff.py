@@ -147,6 +147,7 @@ def _names(old: Profile, new: Profile) -> list[str]:
 
 
 def _capture_names(capture: Path) -> list[str]:
+    # deferred: loads polars, duckdb and sklearn (analysis), which this module's other callers do without
     from threadwise.analyze import capture_threads
 
     threads = capture_threads(capture).threads

@@ -44,7 +44,8 @@ def synthesize_capture(capture: Path, name: str, *, where: Path, report: Callabl
                        max_groups: int = DEFAULT_MAX_GROUPS, families: Families | None = None) -> Profile:
     """The valid profile for `capture`, to be written at `where`; diagnostics go to `report`."""
     try:
-        from threadwise.analyze import analyze_capture  # the analyze stage loads polars: deferred
+        # deferred: loads polars, duckdb and sklearn (analysis), which this module's other callers do without
+        from threadwise.analyze import analyze_capture
     except ImportError as missing:
         raise MissingTool(f"the analyze stage is not available ({missing})",
                           hint="install threadwise with its analyze stage") from None

@@ -16,6 +16,7 @@ from threadwise.synthesize.lint import CaptureFacts, ThreadFact
 
 def capture_facts(path: str | Path) -> CaptureFacts:
     """The target's threads and their co-running on SMT siblings, from a finished capture."""
+    # deferred: loads polars, duckdb and sklearn (analysis), which this module's other callers do without
     from threadwise.analyze import capture_threads
 
     found = capture_threads(path)

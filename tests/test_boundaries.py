@@ -8,6 +8,8 @@
   docs/interfaces.md ("Imports between stages"), found by an AST walk over
   every module of every stage (imports inside functions included).
 - Every listed name exists (the list cannot rot).
+- A function-local import of a threadwise module only defers a heavy dependency, and says so
+  in a `# deferred:` comment (on its line, or heading its run of imports).
 - Every ThreadwiseError subclass is defined in threadwise/errors.py.
 - No stage module holds SQL in a string: queries live in `.sql` modules, each
   named statement with a comment header.
@@ -160,6 +162,53 @@ def test_the_boundary_check_catches_a_stray_import(tmp_path):
     table = _interfaces()
     assert "threadwise.analyze.groups" not in table
     assert "CaptureWriter" not in table["threadwise.observe.store"]
+
+
+def _undeferred(path: Path) -> list[str]:
+    """Function-local threadwise imports without a `# deferred:` comment saying why, on the same
+    line or heading the run of imports the statement belongs to (comment lines and other imports
+    may stand between the comment and it)."""
+    source = path.read_text()
+    lines = source.splitlines()
+    tree = ast.parse(source, str(path))
+    local = [node for func in ast.walk(tree) if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for node in ast.walk(func)
+             if (isinstance(node, ast.Import) and any(a.name.startswith("threadwise") for a in node.names))
+             or (isinstance(node, ast.ImportFrom) and node.level == 0
+                 and (node.module or "").startswith("threadwise"))]
+    spans = {line for node in local for line in range(node.lineno, (node.end_lineno or node.lineno) + 1)}
+    bare = []
+    for node in dict.fromkeys(local):   # a nested function's imports are walked twice
+        row = node.lineno - 1
+        said = "# deferred:" in lines[row]
+        while not said and row > 0:
+            row -= 1
+            text = lines[row].strip()
+            said = text.startswith("# deferred:")
+            if not said and not text.startswith("#") and row + 1 not in spans:
+                break
+        if not said:
+            bare.append(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}:"
+                        f"{node.lineno}: {ast.unparse(node)}")
+    return bare
+
+
+def test_a_function_local_import_says_why_it_is_deferred():
+    """A stage imports at the top; one inside a function only defers a heavy dependency (polars,
+    duckdb, sklearn, pydantic, ...: `threadwise --help` stays fast) and says so in a comment."""
+    bare = [entry for path in SOURCES for entry in _undeferred(path)]
+    assert not bare, "function-local imports without a `# deferred:` comment:\n" + "\n".join(bare)
+
+
+def test_the_deferred_check_catches_a_bare_local_import(tmp_path):
+    stray = tmp_path / "x.py"
+    stray.write_text("def f():\n    # deferred: loads polars\n    from threadwise.analyze import api\n"
+                     "    from threadwise.analyze import model\n\n"
+                     "    from threadwise.errors import UsageError\n"
+                     "def g():\n    from threadwise.paths import cache_dir  # deferred: no reason\n"
+                     "    import threadwise.errors\n")
+    assert _undeferred(stray) == ["x.py:6: from threadwise.errors import UsageError",
+                                  "x.py:9: import threadwise.errors"]
 
 
 def test_every_error_class_lives_in_errors_py():

@@ -16,7 +16,14 @@ import tomllib
 
 import typer
 
+from threadwise import demo
+from threadwise.analyze import cli as analyze_cli
 from threadwise.errors import FindingsReported, InputError, PermissionProblem, ThreadwiseError, UsageError
+from threadwise.observe import cli as observe_cli
+from threadwise.refine import cli as refine_cli
+from threadwise.runtime import cli as runtime_cli
+from threadwise.synthesize import cli as synthesize_cli
+from threadwise.synthesize.placement import thread_layers
 
 app = typer.Typer(
     name="threadwise",
@@ -33,14 +40,6 @@ app = typer.Typer(
 
 
 def _register_stages() -> None:
-    from threadwise import demo
-    from threadwise.analyze import cli as analyze_cli
-    from threadwise.observe import cli as observe_cli
-    from threadwise.refine import cli as refine_cli
-    from threadwise.runtime import cli as runtime_cli
-    from threadwise.synthesize import cli as synthesize_cli
-    from threadwise.synthesize.placement import thread_layers
-
     # observe's `export --profile` shows a later stage's knowledge (which layer takes a thread):
     # the shell, which sits above every stage, hands synthesize's placement down.
     observe_cli.register(app, place_threads=thread_layers)

@@ -51,6 +51,7 @@ def demo_command(
                                         min=0)] = 1,
 ) -> None:
     """Train a profile for the bundled workload in the lab, then validate, compile and lint it."""
+    # deferred: the bundled workloads' builder, which `threadwise --help` (importing this module) does without
     from threadwise.refine.bundled import build
 
     if out.exists() and not out.is_dir():
