@@ -41,6 +41,7 @@ def applied(state: RunState, resolved: ResolvedConfig) -> str:
         + (f", shape {resolved.shape}" if resolved.shape else "")
         + ")",
         f"layers:   {', '.join(resolved.layer_names())}",
+        f"flags:    {' '.join(resolved.scx_args) or '(scx_layered defaults)'}",
         f"pids:     supervisor {state.supervisor_pid}, scx_layered {state.scx_pid}",
         "next:     threadwise status | threadwise stop",
     ]
