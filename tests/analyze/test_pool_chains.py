@@ -4,6 +4,7 @@ that land on busy threads (a capture without interrupt marks) are still not."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import polars as pl
 
@@ -70,14 +71,19 @@ def test_timer_wakeups_on_busy_threads_are_not_a_pool_chain(tmp_path):
     assert analysis.chains.is_empty() and not _row(analysis, "hot-*")["in_wake_chain"]
 
 
-def test_short_lived_threads_form_no_group_of_their_own(tmp_path):
+def short_lived_capture(directory: Path) -> Path:
+    """A service whose tmp-job thread lives 20 ms: it forms no group and is short_lived."""
     cap = CaptureBuilder(target_tgids=[400], duration_ns=2 * SECOND)
     cap.thread(400, 400, "svc")
     cap.thread(401, 400, "loop")
     cap.periodic(401, 0, first_ts=T0 + 1_000 * US, run_ns=200 * US, period_ns=10_000 * US, count=150)
     cap.thread(402, 400, "tmp-job", born_ts=T0 + 500_000 * US, exit_ts=T0 + 520_000 * US)
     cap.slice(402, 1, T0 + 501_000 * US, 5_000 * US, "S")
-    analysis = analyze_capture(cap.write(tmp_path / "short.duckdb"))
+    return cap.write(directory / "short.duckdb")
+
+
+def test_short_lived_threads_form_no_group_of_their_own(tmp_path):
+    analysis = analyze_capture(short_lived_capture(tmp_path))
     assert "tmp-job" not in analysis.groups["pattern"].to_list(), analysis.groups["pattern"]
     assert "loop" in analysis.groups["pattern"].to_list()
     assert any("lived under 100 ms" in c and "tmp-job" in c for c in analysis.caveats), analysis.caveats

@@ -15,29 +15,17 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from tests.analyze.test_pool_chains import short_lived_capture
 from threadwise.analyze import analyze_capture
 from threadwise.analyze.contract import RECORD_FIELDS, AnalysisRecord
 from threadwise.analyze.model import META_SCHEMA, Analysis
 from threadwise.analyze.store import analysis_path, load_analysis, store_analysis
-from threadwise.observe.builder import CaptureBuilder
 
 ROOT = Path(__file__).resolve().parents[2]
 US = 1_000
 T0 = 1_000_000_000
 SECOND = 1_000_000_000
 HEAD = ("analysis_schema_version", "capture_id", "analyzed_at")   # what and whose, not the record
-
-
-def short_lived_capture(directory: Path) -> Path:
-    """A service whose tmp-job thread lives 20 ms: it forms no group and is short_lived."""
-    cap = CaptureBuilder(target_tgids=[400], duration_ns=2 * SECOND)
-    cap.thread(400, 400, "svc")
-    cap.thread(401, 400, "loop")
-    cap.periodic(401, 0, first_ts=T0 + 1_000 * US, run_ns=200 * US, period_ns=10_000 * US, count=150)
-    cap.thread(402, 400, "tmp-job", born_ts=T0 + 500_000 * US, exit_ts=T0 + 520_000 * US)
-    cap.slice(402, 1, T0 + 501_000 * US, 5_000 * US, "S")
-    return cap.write(directory / "short.duckdb")
-
 
 def test_record_fields_are_every_field_but_groups() -> None:
     names = [f.name for f in dataclasses.fields(AnalysisRecord)]
