@@ -225,9 +225,11 @@ def _add_fields(table: Table, data: dict[str, Any]) -> None:
 
 
 def _add(table: Table, key: str, value: Any) -> None:
-    if isinstance(value, str) and "\n" in value:
+    if isinstance(value, str) and "\n" in value and "\r" not in value:
         # several lines (what compact merged or folded, one per line): a multi-line
-        # string, so the TOML reads as the lines (it reads back as the same value)
+        # string, so the TOML reads as the lines (it reads back as the same value; a carriage
+        # return would not: TOML readers normalise the line endings of multi-line strings, so
+        # such a value stays a one-line string with escapes)
         table.add(key, tomlkit.string(value, multiline=True))
         return
     if isinstance(value, list) and len(value) > 1 and (

@@ -138,14 +138,16 @@ def test_an_interpreter_without_a_tree_is_refused_and_python_goes_on_the_runtime
            "service, or measure with --guest vng" in done.stderr
     assert "plan_script" not in done.stderr and "tcp_probe" not in done.stderr
     assert tw("workload", "check", str(path), "--guest", "vng").returncode == 0
-    # CPython is carried: the dry run names its trees (the stdlib, asked from the interpreter)
-    python = workload(tmp_path, service=sys.executable, load="true")
+    # CPython is carried: the dry run names its trees (the stdlib, asked from the interpreter).
+    # The base interpreter, not this checkout's venv: a checkout under /tmp would be refused.
+    base = str(Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}")
+    python = workload(tmp_path, service=base, load="true")
     python.write_text(python.read_text().replace('"--port", "7000"', '"-m", "http.server", "7000"'))
     done = tw("workload", "check", str(python), "--dry-run")
     assert done.returncode == 0, done.stderr
     stdlib = str(Path(shutil.__file__).parent)
     assert "on the guest's read-only runtime disk" in done.stdout
-    assert f"{stdlib} (on {sys.executable}'s sys.path)" in done.stdout
+    assert f"{stdlib} (on {base}'s sys.path)" in done.stdout
 
 
 @needs_busybox

@@ -156,3 +156,13 @@ def test_synthesized_profiles_are_valid_by_construction(analysis: AnalysisInput)
     errors = [d.render() for d in validate(profile) if d.severity == "error"]
     assert errors == []
     assert dumps(build_profile(analysis, "gen")) == dumps(profile)
+
+
+def test_a_comment_with_a_carriage_return_reads_back_the_same() -> None:
+    """Found by the property above on a fresh clone: TOML readers normalise the line endings of
+    multi-line strings, so a value with '\\r' is written as a one-line string with escapes."""
+    from threadwise.synthesize.schema import Group, Treatment, Workload
+
+    profile = Profile(schema_version=1, name="x", workload=Workload(process="x"),
+                      groups=[Group(name="a", match=["a"], treatment=Treatment.DEFAULT, comment="a\r\nb")])
+    assert parse_profile(dumps(profile))[0] == profile
