@@ -20,10 +20,15 @@ ROLESIM_ROLES = {"hot-*": "compute", "feeder": "latency", "worker-*": "latency",
                  "housekeep": "housekeeping"}
 
 
+def _source(filename: str) -> tuple[bytes, str]:
+    """A bundled workload's source and its version (the hash its cached build is keyed by)."""
+    source = resources.files("threadwise.refine").joinpath("workloads", filename).read_bytes()
+    return source, hashlib.sha256(source).hexdigest()[:16]
+
+
 def build(name: str = "rolesim") -> Path:
     """Compile workloads/<name>.c (once per source version) and return the binary."""
-    source = resources.files("threadwise.refine").joinpath("workloads", f"{name}.c").read_bytes()
-    digest = hashlib.sha256(source).hexdigest()[:16]
+    source, digest = _source(f"{name}.c")
     # The binary keeps its plain name (the process comm, which profiles match
     # with PcommPrefix); the version lives in the directory.
     binary = cache_dir() / "workloads" / f"{name}-{digest}" / name
@@ -52,8 +57,7 @@ def build_java(name: str) -> Path:
     """Compile workloads/<Class>.java (once per source version); return the classes directory
     (the service's classpath)."""
     main_class = JAVA_WORKLOADS[name]
-    source = resources.files("threadwise.refine").joinpath("workloads", f"{main_class}.java").read_bytes()
-    digest = hashlib.sha256(source).hexdigest()[:16]
+    source, digest = _source(f"{main_class}.java")
     classes = cache_dir() / "workloads" / f"{name}-{digest}" / "classes"
     if (classes / f"{main_class}.class").is_file():
         return classes

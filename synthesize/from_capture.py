@@ -14,12 +14,12 @@ CLI writes the profile; `train` also keeps the typed profile it got back.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 from threadwise.errors import MissingTool, ThreadwiseError
+from threadwise.paths import file_sha256
 from threadwise.shape import Shape
 from threadwise.synthesize.build import DEFAULT_MAX_GROUPS, build_profile, from_analysis
 from threadwise.synthesize.families import Families
@@ -33,10 +33,7 @@ def relative(path: Path, base: Path) -> str:
 
 
 def sha256(path: Path) -> str | None:
-    if not path.is_file():
-        return None
-    with path.open("rb") as data:
-        return hashlib.file_digest(data, "sha256").hexdigest()
+    return file_sha256(path) if path.is_file() else None
 
 
 def synthesize_capture(capture: Path, name: str, *, where: Path, report: Callable[[str], None],

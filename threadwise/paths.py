@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -36,6 +37,12 @@ def cache_dir() -> Path:
     path = Path(root)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's content, read in 1 MiB blocks (captures can be GBs)."""
+    with Path(path).open("rb") as data:
+        return hashlib.file_digest(data, "sha256").hexdigest()
 
 
 def find_program(name: str) -> str | None:

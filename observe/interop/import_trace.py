@@ -25,7 +25,6 @@ unknown, said in the capture's notes).
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from threadwise.observe.interop.import_perfetto import decode_perfetto
 from threadwise.observe.interop.sink import ImportSink, TraceSource
 from threadwise.observe.schema import CLONE_THREAD, table_from_rows
 from threadwise.observe.store import EVENT_TABLES, SCHEMA_VERSION, CaptureMeta, CaptureWriter
+from threadwise.paths import file_sha256
 from threadwise.shape import Shape, parse_shape
 from threadwise.topology import CpuInfo, synthetic_topology
 
@@ -94,14 +94,6 @@ def detect_format(path: Path) -> str:
     raise InputError(f"{path} is neither a Perfetto trace nor a perf.data recording ({what})",
                      hint="record with `perf sched record -o perf.data -- CMD` (or -a/-p PID), or give a "
                           "Perfetto protobuf trace with ftrace sched events")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def import_trace(trace: Path, output: Path, *, pid: int | None = None, comm: str | None = None,
@@ -183,7 +175,8 @@ def _write_rest(  # noqa: PLR0917
     lost = sum(report.events for report in sink.losses)
     size = trace.stat().st_size
     origin = "Perfetto trace" if kind == "perfetto" else "perf.data recording"
-    notes = [f"imported from {origin} {trace.resolve()} ({size:,} bytes, sha256 {_sha256(trace)[:16]}...)",
+    digest = file_sha256(trace)[:16]
+    notes = [f"imported from {origin} {trace.resolve()} ({size:,} bytes, sha256 {digest}...)",
              f"topology: {topology_note}", *source.notes]
     events = sum(writer.rows[table] for table in EVENT_TABLES)
     writer.insert("capture", [CaptureMeta(

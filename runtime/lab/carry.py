@@ -38,7 +38,7 @@ from pathlib import Path, PurePosixPath
 
 from threadwise.errors import InitramfsError, MissingTool
 from threadwise.paths import find_program
-from threadwise.runtime.lab.runtimes import Tree, argument_trees, interpreter_trees, is_runtime
+from threadwise.runtime.lab.runtimes import Tree, argument_tree, interpreter_trees, is_runtime, ldd
 
 # The guest's PATH before EXTRA_PATH (guest/init sets the same).
 GUEST_PATH = ("/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin")
@@ -207,20 +207,12 @@ def _elf_interpreter(path: Path) -> tuple[bool, str | None]:
 
 
 def shared_libraries(path: Path) -> list[str]:
-    """Absolute paths of the libraries (and the loader) `ldd` resolves for `path`."""
-    done = subprocess.run(["ldd", str(path)], capture_output=True, text=True, check=False)
-    libs = []
-    for raw in done.stdout.splitlines():
-        line = raw.strip()
-        if "=> not found" in line:
-            raise InitramfsError(f"{path} needs {line.split()[0]}, which this host lacks (ldd)")
-        if "=>" in line:
-            target = line.split("=>", 1)[1].split("(")[0].strip()
-            if target.startswith("/"):
-                libs.append(target)
-        elif line.startswith("/"):
-            libs.append(line.split("(")[0].strip())
-    return libs
+    """Absolute paths of the libraries (and the loader) `ldd` resolves for `path`; a library this
+    host lacks is an error (the program could not start in the guest either)."""
+    found, missing = ldd(path)
+    if missing:
+        raise InitramfsError(f"{path} needs {missing[0]}, which this host lacks (ldd)")
+    return found
 
 
 @dataclass
@@ -253,13 +245,16 @@ class Packer:
 
     def libraries(self, real: Path) -> None:
         """The shared libraries and loader of a dynamic ELF program, at their host paths."""
-        if _elf_interpreter(real)[1] is None:
-            return
-        for lib in shared_libraries(real):
+        if _elf_interpreter(real)[1] is not None:
+            self.add_libraries(shared_libraries(real))
+
+    def add_libraries(self, libs: list[str]) -> None:
+        """Libraries at their host paths (the first one packed at a path wins)."""
+        for lib in libs:
             if not self.image.has(lib):
                 self.image.add_file(lib, Path(lib).resolve(), 0o755)
 
-    def runtime(self, path: Path, real: Path, *, why: str) -> None:
+    def runtime(self, path: Path, *, why: str) -> None:
         """A JVM or Python interpreter: its trees for the disk, and `path` linked to the real
         program (a JVM finds its home, and CPython its prefix, from where the binary really is)."""
         self.packed.append(str(path))
@@ -289,7 +284,9 @@ class Packer:
                 raise problem
             target = Path(piece)
             if target.is_dir():
-                self.trees.extend(argument_trees([piece]))
+                tree = argument_tree(piece)
+                if tree is not None:
+                    self.trees.append(tree)
             elif target.is_file() and os.access(piece, os.X_OK):
                 self.executable(target, why=why)
             elif target.is_file() and not self.image.has(piece):
@@ -308,7 +305,7 @@ class Packer:
                     "its library tree",
                     hint=INTERPRETER_HINT)
         if is_runtime(path.name) or is_runtime(real.name):
-            self.runtime(path, real, why=why)
+            self.runtime(path, why=why)
             return
         is_elf, interp = _elf_interpreter(real)
         self.packed.append(str(path))

@@ -129,9 +129,7 @@ def pack(out: Path, *, dest: Path, log: Callable[[str], None] = lambda _m: None)
     kernel = find_lab_kernel()  # after the plan's commands: a refusal needs no kernel
     disk = build_disk(packer.trees, log=log) if packer.trees else None
     if disk is not None:
-        for lib in disk.libraries:  # what the trees' ELF files need from outside them
-            if not image.has(lib):
-                image.add_file(lib, Path(lib).resolve(), 0o755)
+        packer.add_libraries(disk.libraries)  # what the trees' ELF files need from outside them
         image.add_file(TREES, ("".join(f"{tree.path}\n" for tree in disk.trees)).encode())
         image.add_file(VIRTIO_BLK, kernel.virtio_blk_module)
     # scx_layered is ~33 MB with symbols; stripped it is a fraction of that, and RAM is the disk here.

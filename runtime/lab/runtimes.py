@@ -16,7 +16,7 @@ Approach:
   stdlib's own test suite and its static-build `config-*` directory are
   skipped. Node is a single ELF program and needs no tree.
 - A directory among a command's arguments (a classpath, an app's folder)
-  is a tree too (`argument_trees`).
+  is a tree too (`argument_tree`).
 - `build_disk` copies the trees into a staging directory at their host paths
   and writes an ext4 image with `mkfs.ext4 -d` (no root, no loop device, no
   journal), cached under `<cache>/runtime-disks/<sha256>/`, the hash taken
@@ -133,14 +133,12 @@ def _python_skips(directory: Path, on_path: list[str]) -> Iterator[str]:
                     if p.is_dir() and (p.name == "test" or p.name.startswith("config-")))
 
 
-def argument_trees(words: Iterable[str]) -> list[Tree]:
-    """Directories a command names among its arguments (a classpath, `-Dx=/dir`, an app folder)."""
-    trees = []
-    for word in words:
-        for piece in word.replace("=", ":").split(":"):
-            if piece.startswith("/") and Path(piece).is_dir() and not Path(piece).is_symlink():
-                trees.append(Tree(str(Path(piece)), why="named by the command"))
-    return trees
+def argument_tree(path: str) -> Tree | None:
+    """A directory a command names among its arguments (a classpath entry, `-Dx=/dir`, an app
+    folder) as a tree, or None when it is not a real directory (a symlink to one is not carried)."""
+    if Path(path).is_dir() and not Path(path).is_symlink():
+        return Tree(str(Path(path)), why="named by the command")
+    return None
 
 
 def outermost(trees: Iterable[Tree]) -> list[Tree]:
@@ -211,9 +209,26 @@ def content_hash(trees: list[Tree]) -> tuple[str, int]:
     return digest.hexdigest(), total
 
 
-def _is_dynamic_elf(path: Path) -> bool:
+def _is_elf(path: Path) -> bool:
     with path.open("rb") as handle:
         return handle.read(4) == b"\x7fELF"
+
+
+def ldd(path: Path) -> tuple[list[str], list[str]]:
+    """(absolute paths of the libraries and the loader `ldd` resolves for `path`, the sonames it
+    cannot find on this host), in ldd's order."""
+    done = subprocess.run(["ldd", str(path)], capture_output=True, text=True, check=False)
+    found, missing = [], []
+    for raw in done.stdout.splitlines():
+        line = raw.strip()
+        if "=> not found" in line:
+            missing.append(line.split()[0])
+            continue
+        target = line.split("=>", 1)[1] if "=>" in line else line
+        lib = target.split("(")[0].strip()
+        if lib.startswith("/"):
+            found.append(lib)
+    return found, missing
 
 
 def outside_libraries(trees: list[Tree]) -> tuple[list[str], list[str]]:
@@ -223,19 +238,12 @@ def outside_libraries(trees: list[Tree]) -> tuple[list[str], list[str]]:
     for tree in trees:
         for path in _walk(tree):
             kind, source = _entry(path, trees)
-            if kind != "file" or not isinstance(source, Path) or not _is_dynamic_elf(source):
+            if kind != "file" or not isinstance(source, Path) or not _is_elf(source):
                 continue
-            done = subprocess.run(["ldd", str(source)], capture_output=True, text=True, check=False)
-            for raw in done.stdout.splitlines():
-                line = raw.strip()
-                if "=> not found" in line:
-                    missing.add(line.split()[0])
-                    continue
-                target = line.split("=>", 1)[1] if "=>" in line else line
-                lib = target.split("(")[0].strip()
-                if lib.startswith("/") and not _inside(os.path.realpath(lib), trees) \
-                        and not _inside(lib, trees):
-                    needed.add(lib)
+            found, lacking = ldd(source)
+            missing.update(lacking)
+            needed.update(lib for lib in found
+                          if not _inside(os.path.realpath(lib), trees) and not _inside(lib, trees))
     return sorted(needed), sorted(missing)
 
 
