@@ -15,14 +15,19 @@ rank, then registry order (capacity ranks: exclusive, cores, reserve):
   the options (never a treatment) of layers that can hold a CPU when the
   latency group wakes, changed in the direction that frees it, ranked as
   listed: an exclusive group's `preempt` off (a preempting task is never
-  preempted), a shorter `slice_us`, `protected` off (its CPUs run nothing
-  else); the catch-all's shorter `slice_us`, its `preempt` off; the latency
+  preempted), a shorter `slice_us`, its CPUs made preemptible at any time
+  (`protected` off with `disallow_preempt_after_us` never), `protected` off
+  (its CPUs run nothing else); the catch-all's shorter `slice_us`, its `preempt` off; the latency
   groups' own `preempt` (either way: two preempting layers cannot preempt
   each other; once blocker rows name the group that waited: on for it, off
   for the others) and its `preempt_first` on. A longer slice or a holder
   made to preempt is no remedy. With blocker rows for the failing level (or
   any level), candidates that touch the top blocker's layer (its group; the
-  catch-all when it had none) go first: a remedy of that layer, or its
+  catch-all when it had none) go first, except that when that layer is a
+  preempting latency group (which the waiter, preempting too, can never
+  preempt) a change that gives the waiter another CPU it may take (an exclusive
+  group's CPUs made preemptible) goes before it;
+  then a remedy of that layer, or its
   shorter slice or preempt off whatever its treatment (tier 0), then any
   other change of that layer (tier 1); the other remedies follow (tier 2);
 - capacity (a higher-is-better metric worse, or the primary better nowhere
@@ -49,7 +54,7 @@ from threadwise.refine.diagnose import (
     top_blocker,
 )
 from threadwise.synthesize.presets import CATCH_ALL_OPTIONS, effective, preset_value, scheduler_interval_ms
-from threadwise.synthesize.schema import CatchAll, Group, Profile, Treatment
+from threadwise.synthesize.schema import MAX_US, CatchAll, Group, Profile, Treatment
 
 RESERVE = "(reserve)"  # the pseudo-layer a compile-time reserve change touches
 # SCHEDULER (diagnose.py): the pseudo-layer a [scheduler] change touches (scx_layered's flags)
@@ -102,6 +107,21 @@ def _option(item: Group | CatchAll, key: str) -> int | bool:
     return preset_value(CATCH_ALL_OPTIONS, key) if value is None else value
 
 
+def _opens(old: Group, new: Group) -> bool:
+    """Whether the change makes an exclusive group's CPUs preemptible at any time (options.py
+    `preemptible_owners`): unprotected, and disallow_preempt_after_us raised to "never"."""
+    return (not _option(new, "protected") and new.disallow_preempt_after_us == MAX_US
+            and old.disallow_preempt_after_us != MAX_US)
+
+
+def _preempting_latency(parent: Profile, layer: str) -> bool:
+    """Whether `layer` is a latency group whose layer preempts (a waiter of another preempting
+    layer cannot preempt it: try_preempt_cpu skips a CPU whose task preempts)."""
+    group = _layer_item(parent, layer)
+    return (isinstance(group, Group) and group.treatment is Treatment.LATENCY
+            and bool(effective(group, "preempt")))
+
+
 def _frees_cpu(layer: str, old: Group | CatchAll, new: Group | CatchAll, waiter: str,
                waiter_group: str | None) -> tuple[int, str] | None:
     """(rank, why) when the change frees a CPU `waiter` wants sooner (None: it does not);
@@ -119,6 +139,9 @@ def _frees_cpu(layer: str, old: Group | CatchAll, new: Group | CatchAll, waiter:
             return 0, f"{layer}'s preempt: a preempting exclusive task is not preempted when {waiter} wakes"
         if shorter:
             return 1, f"{layer}'s slice is how long its task keeps a CPU when {waiter} wakes"
+        if _opens(old, new):
+            return 2, (f"{layer}'s CPUs: protected, or busy past disallow_preempt_after_us, they are "
+                       f"never preempted for {waiter}")
         if _option(old, "protected") and not _option(new, "protected"):
             return 2, f"{layer}'s protected CPUs never run {waiter}'s threads"
         return None
@@ -169,7 +192,14 @@ def _latency_aim(parent: Profile, candidate: Candidate, changes: dict[str, froze
         old, new = _layer_item(parent, layer), _layer_item(candidate.profile, layer)
         frees = (_frees_cpu(layer, old, new, waiter, top.waiter_group if top is not None else None)
                  if old is not None and new is not None and keys <= _LATENCY_KEYS else None)
-        if top is not None and layer == top.layer:
+        if (top is not None and top.layer != layer and _preempting_latency(parent, top.layer)
+                and isinstance(old, Group) and isinstance(new, Group) and _opens(old, new)):
+            # the waiter queued behind a preempting latency layer, which no waking thread preempts:
+            # first a CPU it may take (rolesim: turning the feeder's preempt off instead left the
+            # feeder behind the spinners, worker p99 4-10 ms at every level; docs/profile-schema.md)
+            aims.append((0, -1, f"{top.waiter_group} cannot preempt {top.layer} (both preempt); "
+                                f"{layer}'s CPUs become ones it may take"))
+        elif top is not None and layer == top.layer:
             aims.append((0, frees[0], frees[1]) if frees is not None
                         else (1, 0, f"changes {layer}, the top blocker's layer"))
         elif frees is not None and frees[0] < _OTHER_HOLDER:

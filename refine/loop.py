@@ -22,9 +22,11 @@ Approach (docs/refine.md "Refinement"):
   oracle, lint; a rejected candidate is recorded with its reason and costs
   no measurement), then measures
   `baseline`, `best` and `candidate` in ONE call (one interleaved ladder) and
-  keeps the candidate only if `compare_arms(best -> candidate).keep`: the Pareto
-  rule (no objective metric worse at any level, one better somewhere), so a
-  change that fixes a secondary while the primary holds is kept. After a
+  keeps the candidate only if `stats.keep_decision` says so: the Pareto
+  rule against the best (no objective metric worse at any level, one better
+  somewhere), so a change that fixes a secondary while the primary holds is
+  kept; or else the trade rule against the baseline measured in the same
+  ladder (its losses a strict subset of the best's, the primary's win kept). After a
   keep the candidates are generated afresh from the new best; a configuration
   (profile TOML and reserve) is never tried twice.
 - `budget` counts measured candidates; the loop also ends when no untried
@@ -53,7 +55,15 @@ from threadwise.refine.guide import Choice, order
 from threadwise.refine.ladder import Arm
 from threadwise.refine.mutate import Candidate, Rejected, Vetted, all_mutations, profile_arm, toml_text
 from threadwise.refine.mutate import vet as default_vet
-from threadwise.refine.stats import NO_FLOORS, Direction, Floors, LadderComparison, Measured, compare_arms
+from threadwise.refine.stats import (
+    NO_FLOORS,
+    Direction,
+    Floors,
+    LadderComparison,
+    Measured,
+    compare_arms,
+    keep_decision,
+)
 from threadwise.shape import Shape
 from threadwise.synthesize.layered import LayerConfig
 from threadwise.synthesize.schema import Profile
@@ -204,10 +214,11 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
             used += 1
             vs_best = ladder(measured, BEST, CANDIDATE)
             vs_base = ladder(measured, BASELINE, CANDIDATE)
-            kept = vs_best.keep
+            best_vs_base = ladder(measured, BASELINE, BEST)
+            kept, why = keep_decision(vs_best, best_vs_base, vs_base)
             decision = Decision.KEPT if kept else Decision.REVERTED
             record(Step(index, candidate.name, candidate.description, diff, decision,
-                        f"{decision.value} against the best ({vs_best.keep_reason}); against the "
+                        f"{decision.value} against the best ({why}); against the "
                         f"baseline it {vs_base.reason}",
                         cand_shape.reserve_cores, vs_best=vs_best, vs_baseline=vs_base,
                         measured=measured, config=checked.config, notes=checked.notes,
@@ -218,7 +229,7 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
                 failures, blocking = diagnosis(CANDIDATE, vs_base)
                 break
             # what the best still fails in this ladder, and what the candidate made worse
-            failures, blocking = diagnosis(BEST, ladder(measured, BASELINE, BEST), vs_best)
+            failures, blocking = diagnosis(BEST, best_vs_base, vs_best)
         if not kept:
             break  # every candidate of this best was tried, or the budget is spent
     return RefineResult(best, best_shape, tuple(steps))

@@ -59,6 +59,7 @@ from threadwise.refine.options import (
     dropped_overrides,
     exclusive_slices,
     preempt_firsts,
+    preemptible_owners,
     preempts,
     protections,
     scheduler_intervals,
@@ -398,6 +399,8 @@ OPERATORS: tuple[OperatorSpec, ...] = (
     OperatorSpec("preempt", "a group's preempt on or off", preempts),
     OperatorSpec("preempt_first", "preempt_first on or off for a preempting Open layer",
                  preempt_firsts),
+    OperatorSpec("preemptible", "an exclusive group's CPUs preemptible by waking latency threads "
+                 "(protected off, disallow_preempt_after_us never)", preemptible_owners),
     OperatorSpec("protected", "protected off for an exclusive group's Confined layer", protections),
     OperatorSpec("exclusive_slice", "slice_us 1000 or 2000 for an exclusive group",
                  exclusive_slices),

@@ -21,6 +21,16 @@ non-preempting layer it is) and offers the values scx_layered 1.1.4 acts on:
 - `protections`: `protected` off for an exclusive group's Confined layer
   (`protected` exists only on Confined and Grouped layers; a demoted Grouped
   layer is not protected by its preset);
+- `preemptible_owners`: an exclusive group's Confined CPUs opened to waking
+  threads of preempting layers however long they have been busy: `protected`
+  off and `disallow_preempt_after_us` at MAX_US ("never", one change, since
+  the second needs the first). 1.1.4 stops preempting an owned CPU once it has
+  been busy `disallow_preempt_after_us` (80 ms by default) without idling
+  (`protect_owned_preempt` in `layered_stopping`, checked in `try_preempt_cpu`),
+  which a spinning hot thread always is: `protected` off alone left rolesim's
+  workers queued behind the feeder on the one shared CPU (blocker rows, 2,412
+  waits at bg=0), with it they preempted hot-0 (2,310 waits behind it, p99 at
+  bg=0 from 12x the default's to 1.7x; docs/profile-schema.md);
 - `exclusive_slices`: slice_us 1000 and 2000 for an exclusive group, the
   latency scale (mutate.slices' halving from 20 ms would take four steps);
 - `catch_all_options`: the catch-all's slice_us halved and 2000, and its
@@ -41,7 +51,7 @@ from threadwise.shape import Shape
 from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.layered import KindName, LayerKind
 from threadwise.synthesize.presets import effective, scheduler_interval_ms
-from threadwise.synthesize.schema import CatchAll, Group, Profile, Scheduler, Treatment
+from threadwise.synthesize.schema import MAX_US, CatchAll, Group, Profile, Scheduler, Treatment
 
 # the catch-all layer's name in compiled configs (compile.CATCH_ALL; "rest" is reserved for it)
 CATCH_ALL = "rest"
@@ -127,6 +137,24 @@ def protections(profile: Profile, shape: Shape) -> list[Candidate]:
                            f"group {group.name!r}: protected true -> false (its CPUs may run other "
                            "layers' threads when it leaves them idle, and preempting layers may "
                            "preempt it)", protected=False))
+    return out
+
+
+def preemptible_owners(profile: Profile, shape: Shape) -> list[Candidate]:
+    """An exclusive group's Confined, non-preempting layer made preemptible by waking threads of
+    preempting layers at any time: protected off, disallow_preempt_after_us "never" (MAX_US)."""
+    layers = compiled_layers(profile, shape)
+    out = []
+    for i, group in enumerate(profile.groups):
+        kind = layers.get(group.name)
+        if (group.treatment is not Treatment.EXCLUSIVE or kind is None or kind.name is not KindName.CONFINED
+                or kind.options.preempt or group.disallow_preempt_after_us == MAX_US):
+            continue
+        out.append(changed(profile, i, f"{group.name}:preemptible",
+                           f"group {group.name!r}: protected false, disallow_preempt_after_us never "
+                           "(a preempting layer's waking thread may take its CPU however long the "
+                           "CPU has been busy; scx_layered stops that after 80 ms by default)",
+                           protected=False, disallow_preempt_after_us=MAX_US))
     return out
 
 

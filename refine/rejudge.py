@@ -99,9 +99,10 @@ def rejudge_file(con: duckdb.DuckDBPyConnection) -> Rejudged:
                                    f"against the baseline it {comparison(run_id, BASELINE, START).reason}")
         else:
             vs_best = comparison(run_id, BEST, CANDIDATE)
-            new = "kept" if vs_best.keep else "reverted"
-            reason = (f"{new} against the best ({vs_best.keep_reason}); against the baseline it "
-                      f"{comparison(run_id, BASELINE, CANDIDATE).reason}")
+            vs_base = comparison(run_id, BASELINE, CANDIDATE)
+            kept, why = stats.keep_decision(vs_best, comparison(run_id, BASELINE, BEST), vs_base)
+            new = "kept" if kept else "reverted"
+            reason = f"{new} against the best ({why}); against the baseline it {vs_base.reason}"
         if new != decision:
             reason += (f" [re-judged: the training's rule had {decision} it; later steps were measured "
                        f"against the best that rule kept]")

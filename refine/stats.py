@@ -51,6 +51,17 @@ Approach (docs/refine.md "Statistics", calibrated by benchmarks/calibration.py):
   objective metric is worse at any level and at least one metric is better
   at some level: a change that fixes a secondary while the primary holds is
   a win; a primary gain that costs a secondary is not.
+- **Trade rule** (`keep_decision`, when the Pareto rule reverts): a candidate
+  is kept anyway when, against the default scheduler in the same ladder, it
+  has no loss (metric and level judged `worse`) the best did not have, makes
+  progress on one of the best's (gone, or judged better than the best there),
+  is worse than the best only where it still does not lose to the default (it
+  gives back only part of a win), and keeps the primary better somewhere if
+  the best's was. The goal
+  is a profile that loses to the default nowhere; a change that removes a loss
+  while giving back part of a win (rolesim: worker p99 at bg=0 from 12x worse
+  to 1.7x, at the price of a p99 gain under background) is a step toward it
+  that the Pareto rule against the best alone would revert.
 - Zero and negative values: metrics are rates and latencies, so a negative or
   non-finite sample is an error. 0/0 is a ratio of 1, x/0 and 0/x are clipped
   to 1e6 and 1e-6 (beyond any floor) so that every log ratio stays finite.
@@ -451,3 +462,37 @@ def compare_arms(measured: Measured, reference_arm: str, candidate_arm: str, *,
     keep, keep_reason = pareto_verdict(primary_comparisons, secondary_comparisons)
     return LadderComparison(reference_arm, candidate_arm, primary_comparisons, secondary_comparisons,
                             floors, wins, reason, keep, keep_reason)
+
+
+def losses(comparison: LadderComparison) -> tuple[tuple[str, int], ...]:
+    """The (metric, level) pairs judged `worse`: where the candidate loses to the reference."""
+    return tuple((c.metric, c.level) for c in (*comparison.primary, *comparison.secondary)
+                 if c.verdict is Verdict.WORSE)
+
+
+def _primary_better(comparison: LadderComparison) -> bool:
+    return any(c.verdict is Verdict.BETTER for c in comparison.primary)
+
+
+def keep_decision(vs_best: LadderComparison, best_vs_baseline: LadderComparison,
+                  candidate_vs_baseline: LadderComparison) -> tuple[bool, str]:
+    """The refine loop's decision on a measured candidate (module note): the Pareto rule against
+    the best, else the trade rule against the default scheduler: no new loss, progress on one of
+    the best's losses (gone, or better than the best there), worse than the best only where it
+    still does not lose to the default, and the primary's win kept."""
+    if vs_best.keep:
+        return True, vs_best.keep_reason
+    before, after = set(losses(best_vs_baseline)), set(losses(candidate_vs_baseline))
+    verdicts = {(c.metric, c.level): c.verdict for c in (*vs_best.primary, *vs_best.secondary)}
+    gave_back = {key for key, verdict in verdicts.items() if verdict is Verdict.WORSE}
+    progress = sorted(key for key in before
+                      if key not in after or verdicts.get(key) is Verdict.BETTER)
+    if (progress and after <= before and not (gave_back & after)
+            and (_primary_better(candidate_vs_baseline) or not _primary_better(best_vs_baseline))):
+        said = "; ".join(f"{metric} at bg={level} "
+                         f"{'no longer worse' if (metric, level) not in after else 'less worse'}"
+                         for metric, level in progress)
+        return True, (f"keep by the trade rule: against the default scheduler {said}, no new loss, "
+                      f"and what it gives back against the best is no loss to the default "
+                      f"(Pareto against the best: {vs_best.keep_reason})")
+    return False, vs_best.keep_reason

@@ -163,11 +163,11 @@ def _option_problems(group: Group) -> Iterator[tuple[str, str, str]]:
                    f"{group.treatment.value} group compiles to an Open layer, where scx_layered 1.1.4 "
                    "folds it into one minimum over all Open layers, read as nanoseconds",
                    "remove it, or make the group exclusive")
-        elif group.preempt is not False:
+        elif effective(group, "preempt"):
             yield ("disallow_preempt_after_us", "scx_layered ignores disallow_preempt_after_us on a "
-                   "preempting layer (it sets it to 'never' with a warning); the exclusive preset "
-                   "preempts", "set preempt = false too, or remove it")
-        elif group.protected is not False:
+                   "preempting layer (it sets it to 'never' with a warning)",
+                   "set preempt = false, or remove it")
+        elif effective(group, "protected"):
             yield ("disallow_preempt_after_us", "the layer's CPUs are protected (the exclusive preset): "
                    "no other layer preempts them at all, so disallow_preempt_after_us never acts",
                    "set protected = false too, or remove it")

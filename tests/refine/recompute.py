@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import duckdb
+
 from threadwise.refine import judge, stats, store
 from threadwise.refine.ladder import AA_ARM, BASELINE
 from threadwise.refine.loop import BEST, CANDIDATE
@@ -18,6 +20,18 @@ def _close(a: float | None, b: float) -> bool:
     if a is None:
         return math.isnan(b)
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _decision(con: duckdb.DuckDBPyConnection, run_id: int, floors_run: int | None) -> tuple[bool, str]:
+    """The keep rule's decision on a step's run, recomputed from its samples and floors."""
+    info = store.run_info(con, run_id)
+    measured, floors = store.measured(con, run_id), judge.load_floors(con, floors_run)
+
+    def again(reference: str, candidate: str) -> stats.LadderComparison:
+        return stats.compare_arms(measured, reference, candidate, primary=info.primary,  # type: ignore[arg-type]
+                                  secondary=info.secondary, floors=floors)  # type: ignore[arg-type]
+
+    return stats.keep_decision(again(BEST, CANDIDATE), again(BASELINE, BEST), again(BASELINE, CANDIDATE))
 
 
 def recompute_ladder_file(path: Path) -> int:
@@ -70,13 +84,8 @@ def recompute_ladder_file(path: Path) -> int:
             if step == 0:
                 assert decision == "kept"
                 continue
-            info = store.run_info(con, run_id)
-            again = stats.compare_arms(store.measured(con, run_id), BEST, CANDIDATE,
-                                       primary=info.primary,  # type: ignore[arg-type]
-                                       secondary=info.secondary,  # type: ignore[arg-type]
-                                       floors=judge.load_floors(con, floors_run))
-            assert decision == ("kept" if again.keep else "reverted"), \
-                f"{path} step {step}: {again.keep_reason}"
+            kept, why = _decision(con, run_id, floors_run)
+            assert decision == ("kept" if kept else "reverted"), f"{path} step {step}: {why}"
             checked += 1
     finally:
         con.close()

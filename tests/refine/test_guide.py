@@ -29,7 +29,7 @@ from threadwise.shape import parse_shape, synthetic
 from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.layered import LayerConfig
 from threadwise.synthesize.reader import load_profile, parse_profile
-from threadwise.synthesize.schema import CatchAll, Profile, Scheduler
+from threadwise.synthesize.schema import MAX_US, CatchAll, Profile, Scheduler
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "synthesize" / "fixtures" / "golden"
@@ -210,7 +210,7 @@ def test_a_latency_regression_puts_the_cpu_holders_options_first() -> None:
                                       "failures (worst: worker_lat_p99_us worse at bg=0")
     # under the preset the exclusive group does not preempt: making it preempt is no remedy
     plain = names(order(rolesim(), all_mutations(rolesim(), SMT4), [LATENCY]))
-    assert plain[:3] == ["hot:slice_us=1000", "hot:protected=false", "rest:slice_us=1000"]
+    assert plain[:4] == ["hot:slice_us=1000", "hot:preemptible", "hot:protected=false", "rest:slice_us=1000"]
     assert plain.index("hot:preempt=true") > plain.index("scheduler:interval_ms=10000")
 
 
@@ -247,6 +247,29 @@ def test_the_top_blockers_layer_goes_first() -> None:
     # the group that waited is known: its own preempt off is no longer a remedy, the other's is
     worker = names(choices)
     assert "feeder:preempt=false" in worker[:8] and worker.index("worker:preempt=false") > 8
+
+
+def test_a_waiter_behind_a_preempting_latency_group_gets_a_cpu_it_may_take_first() -> None:
+    """rolesim's start at bg=0 (the exclusive preset: Confined, protected): the workers queued
+    behind the feeder on the shared CPU (both preempt, so neither preempts the other) while hot-0
+    held the other; the first candidate makes hot's CPUs preemptible, not the feeder's preempt off
+    (measured: that left the feeder behind the spinners, worker p99 4-10 ms at every level)."""
+    start = rolesim()
+    pool = all_mutations(start, SMT4)
+    rows = [blocker(0, "worker", "feeder", "feeder", 1, 0.081),
+            blocker(0, "worker", "hot-0", "hot", 0, 0.002)]
+    choices = order(start, pool, [LATENCY], rows)
+    assert names(choices)[0] == "hot:preemptible"
+    assert choices[0].because == (
+        "worker_lat_p99_us worse at bg=0 (95.7x vs baseline, floor x8.17): worker cannot preempt feeder "
+        "(both preempt); hot's CPUs become ones it may take; top blocker feeder/feeder 98% of worker's "
+        "wait at bg=0")
+    assert names(choices)[1] == "feeder:preempt=false"  # then the blocker's own remedies
+    preemptible = choices[0].candidate.profile.groups[0]
+    assert (preemptible.protected, preemptible.disallow_preempt_after_us) == (False, MAX_US)
+    # once the CPUs are preemptible, the operator offers nothing more for the group
+    opened = choices[0].candidate.profile
+    assert "hot:preemptible" not in [c.name for c in all_mutations(opened, SMT4)]
 
 
 def test_the_scheduler_step_goes_first_when_scx_layered_blocks() -> None:

@@ -26,6 +26,7 @@ from threadwise.refine.stats import (
     compare,
     compare_arms,
     floors,
+    keep_decision,
     ladder_verdict,
     log_ratio,
     null_quantile,
@@ -547,3 +548,53 @@ def test_pareto_verdict_rules_on_fixed_verdicts() -> None:
     assert not pareto_verdict([within, insufficient], [fixed(Verdict.WITHIN_NOISE, metric="p99")])[0]
     assert not pareto_verdict([insufficient])[0]
     assert pareto_verdict([]) == (False, "no comparisons (no levels measured)")
+
+
+def ladder_of(primary: list[Comparison], secondary: Sequence[Comparison] = ()) -> LadderComparison:
+    wins, reason = ladder_verdict(primary, secondary)
+    keep, keep_reason = pareto_verdict(primary, secondary)
+    return LadderComparison("ref", "cand", tuple(primary), tuple(secondary), NO_FLOORS, wins, reason,
+                            keep, keep_reason)
+
+
+def test_keep_decision_trades_a_loss_against_the_default_for_part_of_a_win() -> None:
+    """rolesim's case: the best wins hot under background but loses worker p99 at bg=0; the
+    candidate no longer loses at bg=0 and gives back part of the p99 gain at bg=2 (worse than
+    the best there, still not worse than the default)."""
+    hot_better = [fixed(Verdict.WITHIN_NOISE, 0, "hot"), fixed(Verdict.BETTER, 2, "hot")]
+    best = ladder_of(hot_better, [fixed(Verdict.WORSE, 0, "p99"), fixed(Verdict.BETTER, 2, "p99")])
+    fixed_bg0 = ladder_of(hot_better,
+                          [fixed(Verdict.WITHIN_NOISE, 0, "p99"), fixed(Verdict.BETTER, 2, "p99")])
+    vs_best = ladder_of([fixed(Verdict.WITHIN_NOISE, 0, "hot"), fixed(Verdict.WITHIN_NOISE, 2, "hot")],
+                        [fixed(Verdict.BETTER, 0, "p99"), fixed(Verdict.WORSE, 2, "p99")])
+    assert not vs_best.keep  # the Pareto rule alone reverts it
+    kept, why = keep_decision(vs_best, best, fixed_bg0)
+    assert kept and why.startswith("keep by the trade rule") and "p99 at bg=0 no longer worse" in why
+    # a new loss anywhere: reverted, with the Pareto rule's reason
+    new_loss = ladder_of([fixed(Verdict.WORSE, 0, "hot"), fixed(Verdict.BETTER, 2, "hot")],
+                         [fixed(Verdict.WITHIN_NOISE, 0, "p99"), fixed(Verdict.BETTER, 2, "p99")])
+    assert keep_decision(vs_best, best, new_loss) == (False, vs_best.keep_reason)
+    # worse than the best where it also loses to the default (a loss deepened, not a win given
+    # back; poolservice's step 8 in artifacts/): reverted
+    deeper = ladder_of([fixed(Verdict.WORSE, 0, "hot"), fixed(Verdict.WITHIN_NOISE, 2, "hot")],
+                       [fixed(Verdict.BETTER, 0, "p99")])
+    loses_hot = ladder_of([fixed(Verdict.WORSE, 0, "hot"), fixed(Verdict.BETTER, 2, "hot")],
+                          [fixed(Verdict.WORSE, 0, "p99")])
+    fixes_p99 = ladder_of([fixed(Verdict.WORSE, 0, "hot"), fixed(Verdict.BETTER, 2, "hot")],
+                          [fixed(Verdict.WITHIN_NOISE, 0, "p99")])
+    assert not keep_decision(deeper, loses_hot, fixes_p99)[0]
+    # still worse than the default at bg=0 but judged better than the best there: kept ...
+    kept, why = keep_decision(vs_best, best, best)
+    assert kept and "p99 at bg=0 less worse" in why
+    # ... and within noise of the best there (no progress on any loss): reverted
+    noisy = ladder_of(list(vs_best.primary),
+                      [fixed(Verdict.WITHIN_NOISE, 0, "p99"), fixed(Verdict.WORSE, 2, "p99")])
+    assert not keep_decision(noisy, best, best)[0]
+    # a loss removed but the primary's win given up: reverted
+    no_win = ladder_of([fixed(Verdict.WITHIN_NOISE, 0, "hot"), fixed(Verdict.WITHIN_NOISE, 2, "hot")],
+                       [fixed(Verdict.WITHIN_NOISE, 0, "p99"), fixed(Verdict.WITHIN_NOISE, 2, "p99")])
+    assert not keep_decision(vs_best, best, no_win)[0]
+    # a Pareto keep stays a keep whatever the baseline says
+    pareto = ladder_of([fixed(Verdict.BETTER, 0, "hot")])
+    assert keep_decision(pareto, best, best) == (True, pareto.keep_reason)
+

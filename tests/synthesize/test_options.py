@@ -16,7 +16,7 @@ from threadwise.synthesize.diff import diff_profiles, render_text
 from threadwise.synthesize.layered import LayerConfig
 from threadwise.synthesize.reader import parse_profile
 from threadwise.synthesize.rules import validate
-from threadwise.synthesize.schema import CatchAll, Group, Profile, Treatment, Workload
+from threadwise.synthesize.schema import MAX_US, CatchAll, Group, Profile, Treatment, Workload
 from threadwise.synthesize.writer import dumps
 
 U64_MAX = 2**64 - 1
@@ -174,8 +174,8 @@ def test_unknown_option_keys_are_errors_with_the_allowed_keys(old: str, new: str
     (2, {"preempt": False}, "preempt_first", "should_try_preempt_first", "set preempt = true too"),
     (2, {"disallow_preempt_after_us": 5}, "disallow_preempt_after_us", "read as nanoseconds",
      "make the group exclusive"),
-    (0, {"preempt": None}, "disallow_preempt_after_us", "ignores disallow_preempt_after_us on a preempting",
-     "set preempt = false too"),
+    (0, {"preempt": True}, "disallow_preempt_after_us", "ignores disallow_preempt_after_us on a preempting",
+     "set preempt = false"),
     (0, {"protected": None}, "disallow_preempt_after_us", "no other layer preempts them at all",
      "set protected = false too"),
 ])
@@ -222,6 +222,18 @@ def test_every_option_reaches_scx_layered_unchanged(scx_binary: Path) -> None:
         assert list(back[name]) == [kind], name
         got = {key: back[name][kind].get(key, "<missing>") for key in options}
         assert got == options, name
+    assert oracle.check(config, scx_binary) == []
+
+
+@pytest.mark.scx
+def test_never_as_disallow_preempt_after_us_reaches_scx_layered_unchanged(scx_binary: Path) -> None:
+    """The search's `preemptible` operator (refine/options.py) writes MAX_US, the largest value
+    main.rs can multiply by 1000 without overflow; it must come back as sent."""
+    p = tuned()
+    hot = p.groups[0].model_copy(update={"disallow_preempt_after_us": MAX_US})
+    config = compile_profile(p.model_copy(update={"groups": [hot, *p.groups[1:]]}), SHAPE).config
+    back = oracle.print_and_exit(config, scx_binary).to_json_data()
+    assert back[0]["kind"]["Confined"]["disallow_preempt_after_us"] == MAX_US == U64_MAX // 1000
     assert oracle.check(config, scx_binary) == []
 
 
