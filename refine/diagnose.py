@@ -27,7 +27,11 @@ level and arms, so the order is deterministic.
 A failure's remedy follows its metric's direction: a lower-is-better metric
 (a latency: rolesim's worker p99, redis's get p99, cyclictest's primary) is
 fixed by who holds a CPU when its threads wake; a higher-is-better one (a
-rate) by the CPU its threads own under background (guide.py).
+rate) by the CPU its threads own under background (guide.py), except a rate
+judged worse with no background (bg=0), where nothing competes for the CPU:
+that is the cost of the confinement itself (rolesim: the exclusive layer cost
+hot 25% at bg=0 where a null profile cost it nothing), fixed by loosening the
+exclusive group's ownership.
 
 Blocker rows (ladder schema 3, written by refine/blockers.py for traced
 cells; optional: an empty table changes nothing) say who ran while a latency
@@ -90,6 +94,7 @@ class Kind(StrEnum):
 class Remedy(StrEnum):
     LATENCY = "latency"    # who holds a CPU when the metric's threads wake
     CAPACITY = "capacity"  # the CPU the metric's threads own under background
+    CONFINEMENT = "confinement"  # what owning a CPU costs the metric's threads with no background
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,11 @@ class Failure:
 
     @property
     def remedy(self) -> Remedy:
-        return Remedy.LATENCY if self.direction == "lower" else Remedy.CAPACITY
+        if self.direction == "lower":
+            return Remedy.LATENCY
+        # a rate WORSE with no background is not short of CPU (nothing competes): measured on
+        # rolesim, a null profile kept hot at 0.99x where its exclusive layer lost 25%
+        return Remedy.CONFINEMENT if self.kind is Kind.WORSE and self.level == 0 else Remedy.CAPACITY
 
     def describe(self) -> str:
         """E.g. `worker_lat_p99_us worse at bg=0 (95.7x vs baseline, floor x8.24)`."""
@@ -184,9 +193,19 @@ class TopBlocker:
                 f"{self.waiter_group}'s wait{where}")
 
 
-def top_blocker(rows: Sequence[Blocker], level: int) -> TopBlocker | None:
-    """The top blocker of the group that waited most: rows at `level` if any, else every level
-    (blockers.py traces one cell per arm, at the ladder's top level, by default)."""
+def metric_group(metric: str, groups: Iterable[str]) -> str | None:
+    """The group a metric is about, when its name says so (`worker_lat_p99_us` -> `worker`: the
+    longest group name followed by `_` that starts the metric's name); None otherwise."""
+    named = [g for g in groups if metric.startswith(f"{g}_")]
+    return max(named, key=len, default=None)
+
+
+def top_blocker(rows: Sequence[Blocker], level: int, waiter: str | None = None) -> TopBlocker | None:
+    """The top blocker of `waiter` (the group the failing metric is about) when it has rows, else
+    of the group that waited most: rows at `level` if any, else every level (blockers.py traces
+    the lowest and the top level). Why the metric's group first: in the first retrain with
+    blocker rows the feeder waited most at bg=0 (on an idle CPU waking up), while the metric that
+    failed was the workers' p99, who waited behind the feeder."""
     at_level = [r for r in rows if r.level == level]
     chosen = at_level or list(rows)
     if not chosen:
@@ -198,7 +217,8 @@ def top_blocker(rows: Sequence[Blocker], level: int) -> TopBlocker | None:
         key = (r.waiter_group, SCHEDULER if r.blocker == SCHEDULER_COMM else r.blocker_group or CATCH_ALL,
                r.blocker)
         held[key] = held.get(key, 0.0) + r.wait_s
-    waiter = min(waited, key=lambda g: (-waited[g], g))
+    if waiter not in waited:
+        waiter = min(waited, key=lambda g: (-waited[g], g))
     (_, layer, blocker), wait = min(((k, v) for k, v in held.items() if k[0] == waiter),
                                     key=lambda kv: (-kv[1], kv[0]))
     share = wait / waited[waiter] if waited[waiter] > 0 else 0.0

@@ -51,6 +51,7 @@ from threadwise.refine.diagnose import (
     Failure,
     Remedy,
     TopBlocker,
+    metric_group,
     top_blocker,
 )
 from threadwise.synthesize.presets import CATCH_ALL_OPTIONS, effective, preset_value, scheduler_interval_ms
@@ -222,6 +223,25 @@ def _capacity_aim(parent: Profile, candidate: Candidate, changes: dict[str, froz
     return None
 
 
+def _confinement_aim(parent: Profile, candidate: Candidate, changes: dict[str, frozenset[str]]) -> Aim | None:
+    """(tier, rank, reason) of a candidate for a rate lost with no background, or None: the
+    exclusive group's ownership loosened (measured on rolesim at bg=0: hot 0.75x under the preset,
+    0.89-0.97x with its CPUs unprotected, preemptible or not exclusive, 0.99x with no layer)."""
+    for layer, keys in changes.items():
+        old, new = _layer_item(parent, layer), _layer_item(candidate.profile, layer)
+        owned = isinstance(old, Group) and isinstance(new, Group) and old.treatment is Treatment.EXCLUSIVE
+        if not owned or not keys <= {"protected", "exclusive", "disallow_preempt_after_us"}:
+            continue
+        assert isinstance(old, Group) and isinstance(new, Group)
+        if _opens(old, new):
+            return 0, 0, f"{layer}'s CPUs preemptible: owning them costs its threads with no background"
+        if _option(old, "protected") and not _option(new, "protected"):
+            return 0, 1, f"{layer}'s CPUs unprotected: owning them costs its threads with no background"
+        if _option(old, "exclusive") and not _option(new, "exclusive"):
+            return 0, 2, f"{layer} not exclusive: owning its cores costs its threads with no background"
+    return None
+
+
 def order(parent: Profile, pool: Sequence[Candidate], failures: Sequence[Failure],
           blockers: Sequence[Blocker] = ()) -> list[Choice]:
     """`pool` in search order, each with why (see the module's note). Pure and deterministic."""
@@ -232,14 +252,18 @@ def order(parent: Profile, pool: Sequence[Candidate], failures: Sequence[Failure
         if failure.remedy in remedies:
             continue
         remedies.append(failure.remedy)
-        top = top_blocker(blockers, failure.level) if failure.remedy is Remedy.LATENCY else None
+        about = metric_group(failure.metric, [g.name for g in parent.groups])
+        top = top_blocker(blockers, failure.level, about) if failure.remedy is Remedy.LATENCY else None
         ranked = []
         for index, candidate in enumerate(pool):
             if index in placed:
                 continue
-            aim = (_latency_aim(parent, candidate, changes[index], top)
-                   if failure.remedy is Remedy.LATENCY
-                   else _capacity_aim(parent, candidate, changes[index]))
+            if failure.remedy is Remedy.LATENCY:
+                aim = _latency_aim(parent, candidate, changes[index], top)
+            elif failure.remedy is Remedy.CONFINEMENT:
+                aim = _confinement_aim(parent, candidate, changes[index])
+            else:
+                aim = _capacity_aim(parent, candidate, changes[index])
             if aim is not None:
                 ranked.append((aim[0], aim[1], index, aim[2]))
         note = f"; {top.describe()}" if top is not None else ""

@@ -63,6 +63,7 @@ from threadwise.refine.options import (
     preempts,
     protections,
     scheduler_intervals,
+    sharings,
 )
 from threadwise.shape import Shape
 from threadwise.synthesize import oracle
@@ -402,6 +403,7 @@ OPERATORS: tuple[OperatorSpec, ...] = (
     OperatorSpec("preemptible", "an exclusive group's CPUs preemptible by waking latency threads "
                  "(protected off, disallow_preempt_after_us never)", preemptible_owners),
     OperatorSpec("protected", "protected off for an exclusive group's Confined layer", protections),
+    OperatorSpec("exclusive", "exclusive off for an exclusive group's Confined layer", sharings),
     OperatorSpec("exclusive_slice", "slice_us 1000 or 2000 for an exclusive group",
                  exclusive_slices),
     OperatorSpec("catch_all", "the catch-all's slice_us (halved, 2000) and preempt",

@@ -31,6 +31,8 @@ non-preempting layer it is) and offers the values scx_layered 1.1.4 acts on:
   workers queued behind the feeder on the one shared CPU (blocker rows, 2,412
   waits at bg=0), with it they preempted hot-0 (2,310 waits behind it, p99 at
   bg=0 from 12x the default's to 1.7x; docs/profile-schema.md);
+- `sharings`: `exclusive` off for an exclusive group's Confined layer (what
+  owning a CPU costs its own threads with no background: rolesim's hot);
 - `exclusive_slices`: slice_us 1000 and 2000 for an exclusive group, the
   latency scale (mutate.slices' halving from 20 ms would take four steps);
 - `catch_all_options`: the catch-all's slice_us halved and 2000, and its
@@ -155,6 +157,23 @@ def preemptible_owners(profile: Profile, shape: Shape) -> list[Candidate]:
                            "(a preempting layer's waking thread may take its CPU however long the "
                            "CPU has been busy; scx_layered stops that after 80 ms by default)",
                            protected=False, disallow_preempt_after_us=MAX_US))
+    return out
+
+
+def sharings(profile: Profile, shape: Shape) -> list[Candidate]:
+    """`exclusive` off for an exclusive group's Confined layer: its CPUs' SMT siblings may run
+    other layers (measured on rolesim at bg=0 with `protected` off too: hot 0.95x of the
+    default's, against 0.89x with `exclusive` kept; benchmarks/data/rolesim-hot-variants.duckdb)."""
+    layers = compiled_layers(profile, shape)
+    out = []
+    for i, group in enumerate(profile.groups):
+        kind = layers.get(group.name)
+        if (group.treatment is not Treatment.EXCLUSIVE or kind is None or kind.name is not KindName.CONFINED
+                or not kind.options.exclusive):
+            continue
+        out.append(changed(profile, i, f"{group.name}:exclusive=false",
+                           f"group {group.name!r}: exclusive true -> false (the SMT siblings of its "
+                           "CPUs may run other layers' threads)", exclusive=False))
     return out
 
 

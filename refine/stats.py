@@ -53,8 +53,9 @@ Approach (docs/refine.md "Statistics", calibrated by benchmarks/calibration.py):
   a win; a primary gain that costs a secondary is not.
 - **Trade rule** (`keep_decision`, when the Pareto rule reverts): a candidate
   is kept anyway when, against the default scheduler in the same ladder, it
-  has no loss (metric and level judged `worse`) the best did not have, makes
-  progress on one of the best's (gone, or judged better than the best there),
+  has no loss (metric and level judged `worse`) the best did not have, is
+  judged better than the best on one of the best's losses (against the best:
+  a loss that merely reads within noise of the default is no progress),
   is worse than the best only where it still does not lose to the default (it
   gives back only part of a win), and keeps the primary better somewhere if
   the best's was. The goal
@@ -477,16 +478,18 @@ def _primary_better(comparison: LadderComparison) -> bool:
 def keep_decision(vs_best: LadderComparison, best_vs_baseline: LadderComparison,
                   candidate_vs_baseline: LadderComparison) -> tuple[bool, str]:
     """The refine loop's decision on a measured candidate (module note): the Pareto rule against
-    the best, else the trade rule against the default scheduler: no new loss, progress on one of
-    the best's losses (gone, or better than the best there), worse than the best only where it
-    still does not lose to the default, and the primary's win kept."""
+    the best, else the trade rule against the default scheduler: no new loss, better than the
+    best on one of the best's losses, worse than the best only where it still does not lose to
+    the default, and the primary's win kept."""
     if vs_best.keep:
         return True, vs_best.keep_reason
     before, after = set(losses(best_vs_baseline)), set(losses(candidate_vs_baseline))
     verdicts = {(c.metric, c.level): c.verdict for c in (*vs_best.primary, *vs_best.secondary)}
     gave_back = {key for key, verdict in verdicts.items() if verdict is Verdict.WORSE}
-    progress = sorted(key for key in before
-                      if key not in after or verdicts.get(key) is Verdict.BETTER)
+    # progress is judged against the best, in this ladder: a loss that merely reads `within noise`
+    # against the default this time is no progress (the first retrain kept a change within noise
+    # of the best everywhere that way)
+    progress = sorted(key for key in before if verdicts.get(key) is Verdict.BETTER)
     if (progress and after <= before and not (gave_back & after)
             and (_primary_better(candidate_vs_baseline) or not _primary_better(best_vs_baseline))):
         said = "; ".join(f"{metric} at bg={level} "

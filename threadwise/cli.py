@@ -11,8 +11,11 @@ stays fast.
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 import tomllib
+from types import FrameType
 
 import typer
 
@@ -97,7 +100,31 @@ def translate(exc: BaseException) -> ThreadwiseError | None:
     return None
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that every `finally` runs: the lab's qemu, a service
+    and a tracer started by this command are stopped by PID (a plain SIGTERM death left qemu
+    running, orphaned, once a `train` was stopped by its PID)."""
+
+
+def _terminate(_signum: int, _frame: FrameType | None) -> None:
+    raise Terminated("SIGTERM")
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the CLI (see `_main`) with SIGTERM turned into `Terminated` while it runs: exit 143."""
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _main(argv)
+    except Terminated:
+        print("terminated (SIGTERM): stopped what this command had started", file=sys.stderr)
+        return 143
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None = None) -> int:
     """Run the CLI; usage errors exit 2 (typer), ThreadwiseErrors exit with their code.
 
     Exceptions that stand for bad input or a refused operation (see `translate`)

@@ -19,6 +19,7 @@ from threadwise.refine.diagnose import (
     diagnose,
     load_blockers,
     load_rows,
+    metric_group,
     rows_of,
     top_blocker,
 )
@@ -270,6 +271,40 @@ def test_a_waiter_behind_a_preempting_latency_group_gets_a_cpu_it_may_take_first
     # once the CPUs are preemptible, the operator offers nothing more for the group
     opened = choices[0].candidate.profile
     assert "hot:preemptible" not in [c.name for c in all_mutations(opened, SMT4)]
+
+
+def test_the_failing_metrics_group_is_the_waiter_when_it_has_rows() -> None:
+    """The first retrain with blocker rows aimed at the feeder's wait (an idle CPU waking, the most
+    waiting at bg=0) while the failed metric was the workers' p99, who waited behind the feeder."""
+    assert metric_group("worker_lat_p99_us", ["hot", "worker", "feeder"]) == "worker"
+    assert metric_group("worker_lat_p99_us", ["work", "worker"]) == "worker"  # the longest name
+    assert metric_group("get_p99_ms", ["redis-server", "io_thd"]) is None
+    rows = [blocker(0, "feeder", "swapper", None, 1, 0.080),
+            blocker(0, "worker", "feeder", "feeder", 1, 0.020),
+            blocker(0, "worker", "hot-0", "hot", 0, 0.001)]
+    assert top_blocker(rows, 0).waiter_group == "feeder"  # type: ignore[union-attr]
+    about = top_blocker(rows, 0, "worker")
+    assert about is not None and (about.waiter_group, about.layer) == ("worker", "feeder")
+    assert top_blocker(rows, 0, "absent").waiter_group == "feeder"  # type: ignore[union-attr]
+    # the guide passes the metric's group: the feeder's wait on an idle CPU does not lead
+    choices = order(rolesim(), all_mutations(rolesim(), SMT4), [LATENCY], rows)
+    assert names(choices)[0] == "hot:preemptible"
+    assert "top blocker feeder/feeder" in choices[0].because
+
+
+def test_a_rate_lost_with_no_background_loosens_the_exclusive_groups_ownership() -> None:
+    """hot worse at bg=0 is not short of CPU (nothing competes there): the exclusive group's
+    CPUs made preemptible, unprotected or not exclusive come first, not more cores."""
+    lost = Failure(Kind.WORSE, "hot_chunks_per_s", "higher", True, 0, 0.754, 0.058, 0.22, "baseline", "best")
+    assert lost.remedy is Remedy.CONFINEMENT
+    assert CAPACITY.remedy is Remedy.CAPACITY  # not better under background: still capacity
+    under_bg = Failure(Kind.WORSE, "hot_chunks_per_s", "higher", True, 2, 0.7, 0.058, 0.3, "baseline", "best")
+    assert under_bg.remedy is Remedy.CAPACITY
+    choices = order(rolesim(), all_mutations(rolesim(), SMT4), [lost])
+    assert names(choices)[:3] == ["hot:preemptible", "hot:protected=false", "hot:exclusive=false"]
+    assert choices[2].because == ("hot_chunks_per_s worse at bg=0 (0.754x vs baseline, floor x1.06): hot not "
+                                  "exclusive: owning its cores costs its threads with no background")
+    assert choices[3].because.startswith("untargeted")
 
 
 def test_the_scheduler_step_goes_first_when_scx_layered_blocks() -> None:

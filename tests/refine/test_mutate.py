@@ -152,7 +152,8 @@ def test_the_registry_order_and_nothing_skipped() -> None:
     assert [s.name for s in OPERATORS if s.apply is None] == []
     assert [s.name for s in OPERATORS] == [
         "treatment", "hot_threads", "cpu_fraction", "slice_us", "weight", "preempt", "preempt_first",
-        "preemptible", "protected", "exclusive_slice", "catch_all", "scheduler", "merge", "split", "reserve"]
+        "preemptible", "protected", "exclusive",
+        "exclusive_slice", "catch_all", "scheduler", "merge", "split", "reserve"]
 
 
 # --- each operator does what its name says ------------------------------------------------------

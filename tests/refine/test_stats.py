@@ -570,6 +570,10 @@ def test_keep_decision_trades_a_loss_against_the_default_for_part_of_a_win() -> 
     assert not vs_best.keep  # the Pareto rule alone reverts it
     kept, why = keep_decision(vs_best, best, fixed_bg0)
     assert kept and why.startswith("keep by the trade rule") and "p99 at bg=0 no longer worse" in why
+    # the loss gone against the default but within noise of the best there: no progress, reverted
+    same = ladder_of([fixed(Verdict.WITHIN_NOISE, 0, "hot"), fixed(Verdict.WITHIN_NOISE, 2, "hot")],
+                     [fixed(Verdict.WITHIN_NOISE, 0, "p99"), fixed(Verdict.WITHIN_NOISE, 2, "p99")])
+    assert not keep_decision(same, best, fixed_bg0)[0]
     # a new loss anywhere: reverted, with the Pareto rule's reason
     new_loss = ladder_of([fixed(Verdict.WORSE, 0, "hot"), fixed(Verdict.BETTER, 2, "hot")],
                          [fixed(Verdict.WITHIN_NOISE, 0, "p99"), fixed(Verdict.BETTER, 2, "p99")])
