@@ -272,8 +272,11 @@ def write_report(con: duckdb.DuckDBPyConnection, directory: Path) -> Path:
                   f"![{name}](ladder-run{run_id}.png)", ""]
     lines += ["## Refinement steps", "",
               "Each step measured the baseline, the current best and one candidate in one interleaved "
-              "ladder; a candidate is kept only if, against the best, no objective metric is worse at any "
-              "level and at least one is better at some level (the Pareto rule, docs/refine.md). The search "
+              "ladder; a candidate is kept if, against the best, no objective metric is worse at any "
+              "level and at least one is better at some level (the Pareto rule), or else if, against the "
+              "baseline of the same ladder, it has no loss the best did not have, is better than the best "
+              "on one of the best's losses and is worse than the best only where it still does not lose "
+              "to the baseline (the trade rule; both in docs/refine.md). The search "
               "tries first what can fix the worst failure of the last ladder; \"chosen because\" names it.",
               "", *steps_table(con), ""]
     diffs = con.execute(sql("step_diffs")).fetchall()
