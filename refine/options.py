@@ -45,6 +45,7 @@ rules.py `layer_option` rejects.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from threadwise.errors import ThreadwiseError
@@ -126,55 +127,45 @@ def preempt_firsts(profile: Profile, shape: Shape) -> list[Candidate]:
     return out
 
 
-def protections(profile: Profile, shape: Shape) -> list[Candidate]:
-    """protected off for an exclusive group whose Confined layer is protected."""
+def _confined(profile: Profile, shape: Shape) -> Iterator[tuple[int, Group, LayerKind]]:
+    """(index, group, compiled kind) of each exclusive group whose layer is Confined (the options
+    below act on CPUs a layer owns; a demoted, Grouped exclusive group has its own preset)."""
     layers = compiled_layers(profile, shape)
-    out = []
     for i, group in enumerate(profile.groups):
         kind = layers.get(group.name)
-        if (group.treatment is not Treatment.EXCLUSIVE or kind is None or kind.name is not KindName.CONFINED
-                or not kind.options.protected):
-            continue
-        out.append(changed(profile, i, f"{group.name}:protected=false",
-                           f"group {group.name!r}: protected true -> false (its CPUs may run other "
-                           "layers' threads when it leaves them idle, and preempting layers may "
-                           "preempt it)", protected=False))
-    return out
+        if group.treatment is Treatment.EXCLUSIVE and kind is not None and kind.name is KindName.CONFINED:
+            yield i, group, kind
+
+
+def protections(profile: Profile, shape: Shape) -> list[Candidate]:
+    """protected off for an exclusive group whose Confined layer is protected."""
+    return [changed(profile, i, f"{group.name}:protected=false",
+                    f"group {group.name!r}: protected true -> false (its CPUs may run other "
+                    "layers' threads when it leaves them idle, and preempting layers may "
+                    "preempt it)", protected=False)
+            for i, group, kind in _confined(profile, shape) if kind.options.protected]
 
 
 def preemptible_owners(profile: Profile, shape: Shape) -> list[Candidate]:
     """An exclusive group's Confined, non-preempting layer made preemptible by waking threads of
     preempting layers at any time: protected off, disallow_preempt_after_us "never" (MAX_US)."""
-    layers = compiled_layers(profile, shape)
-    out = []
-    for i, group in enumerate(profile.groups):
-        kind = layers.get(group.name)
-        if (group.treatment is not Treatment.EXCLUSIVE or kind is None or kind.name is not KindName.CONFINED
-                or kind.options.preempt or group.disallow_preempt_after_us == MAX_US):
-            continue
-        out.append(changed(profile, i, f"{group.name}:preemptible",
-                           f"group {group.name!r}: protected false, disallow_preempt_after_us never "
-                           "(a preempting layer's waking thread may take its CPU however long the "
-                           "CPU has been busy; scx_layered stops that after 80 ms by default)",
-                           protected=False, disallow_preempt_after_us=MAX_US))
-    return out
+    return [changed(profile, i, f"{group.name}:preemptible",
+                    f"group {group.name!r}: protected false, disallow_preempt_after_us never "
+                    "(a preempting layer's waking thread may take its CPU however long the "
+                    "CPU has been busy; scx_layered stops that after 80 ms by default)",
+                    protected=False, disallow_preempt_after_us=MAX_US)
+            for i, group, kind in _confined(profile, shape)
+            if not kind.options.preempt and group.disallow_preempt_after_us != MAX_US]
 
 
 def sharings(profile: Profile, shape: Shape) -> list[Candidate]:
     """`exclusive` off for an exclusive group's Confined layer: its CPUs' SMT siblings may run
     other layers (measured on rolesim at bg=0 with `protected` off too: hot 0.95x of the
     default's, against 0.89x with `exclusive` kept; benchmarks/data/rolesim-hot-variants.duckdb)."""
-    layers = compiled_layers(profile, shape)
-    out = []
-    for i, group in enumerate(profile.groups):
-        kind = layers.get(group.name)
-        if (group.treatment is not Treatment.EXCLUSIVE or kind is None or kind.name is not KindName.CONFINED
-                or not kind.options.exclusive):
-            continue
-        out.append(changed(profile, i, f"{group.name}:exclusive=false",
-                           f"group {group.name!r}: exclusive true -> false (the SMT siblings of its "
-                           "CPUs may run other layers' threads)", exclusive=False))
-    return out
+    return [changed(profile, i, f"{group.name}:exclusive=false",
+                    f"group {group.name!r}: exclusive true -> false (the SMT siblings of its "
+                    "CPUs may run other layers' threads)", exclusive=False)
+            for i, group, kind in _confined(profile, shape) if kind.options.exclusive]
 
 
 def exclusive_slices(profile: Profile, shape: Shape) -> list[Candidate]:
