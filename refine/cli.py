@@ -161,11 +161,12 @@ def ladder_command(
     from threadwise.refine import report
     from threadwise.refine.ladder import BASELINE, Arm
     from threadwise.refine.run import SPIKY_BACKGROUND, arm_from_file, run_ladder, where
-    from threadwise.refine.store import open_ladder
+    from threadwise.refine.store import check_output, open_ladder
     from threadwise.synthesize.reader import load_profile
 
     profiles = [item for item in arm if item != "baseline"]
     _path, spec, text = _workload(workload)   # bad input is reported before the host's limits
+    check_output(output)
     for item in profiles:
         load_profile(Path(item.rpartition("=")[2]))
     levels_list = parse_levels(levels)

@@ -36,11 +36,25 @@ def sql(name: str) -> str:
     return statement("threadwise.refine", "sql/queries.sql", name)
 
 
+def check_output(path: Path) -> None:
+    """Refuse, before anything is measured, a ladder output that `open_ladder` would refuse after
+    (a missing directory, a capture, a newer schema): the lab's minutes are not spent for nothing."""
+    if path.exists():
+        open_ladder(path).close()
+    elif not path.parent.is_dir():
+        raise InputError(f"{path}: its directory {path.parent} does not exist",
+                         hint=f"create it (mkdir -p {path.parent}) or choose another -o")
+
+
 def open_ladder(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open (creating when writable) a ladder file and check its schema version."""
     if read_only and not path.is_file():
         raise InputError(f"{path}: no such ladder file", hint="threadwise ladder ... -o FILE writes one")
     existed = path.is_file()
+    if not read_only and not path.parent.is_dir():
+        # duckdb's own message for this reads like a damaged file ("not a ladder file")
+        raise InputError(f"{path}: its directory {path.parent} does not exist",
+                         hint=f"create it (mkdir -p {path.parent}) or choose another -o")
     try:
         con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as error:

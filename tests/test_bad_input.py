@@ -71,6 +71,7 @@ CASES = [
     Case("missing", ("ladder", "rolesim", "--arm", "nope.toml"), 2, "no such file"),
     Case("missing", ("train", "--workload", "nope.toml", "--name", "x"), 2, "no such file"),
     Case("missing", ("rejudge", "nope.duckdb"), 2, "no such ladder file"),
+    Case("missing", ("ladder", "rolesim", "--aa", "-o", "nodir/x.duckdb"), 2, "nodir does not exist"),
     Case("missing", ("refine", "nope.toml", "--workload", "rolesim"), 2, "no such file"),
     Case("missing", ("observe", "--recover", "nope"), 2),
     Case("missing", ("export", "nope.duckdb", "-o", "x.pftrace"), 2, "not found"),
