@@ -64,6 +64,8 @@ _OTHER_HOLDER = 7  # rank of a shorter slice / preempt off on a layer the list a
 # the option keys a latency remedy may change (a treatment change is more than an option: it moves
 # the group to another layer kind; it counts only as a change of the top blocker's layer)
 _LATENCY_KEYS = frozenset({"slice_us", "preempt", "preempt_first", "protected", "disallow_preempt_after_us"})
+# the option keys a confinement remedy may change (how much an exclusive group owns its CPUs)
+_OWNERSHIP_KEYS = frozenset({"protected", "exclusive", "disallow_preempt_after_us"})
 Aim = tuple[int, int, str]  # (tier, rank, reason)
 
 
@@ -229,10 +231,10 @@ def _confinement_aim(parent: Profile, candidate: Candidate, changes: dict[str, f
     0.89-0.97x with its CPUs unprotected, preemptible or not exclusive, 0.99x with no layer)."""
     for layer, keys in changes.items():
         old, new = _layer_item(parent, layer), _layer_item(candidate.profile, layer)
-        owned = isinstance(old, Group) and isinstance(new, Group) and old.treatment is Treatment.EXCLUSIVE
-        if not owned or not keys <= {"protected", "exclusive", "disallow_preempt_after_us"}:
+        if not isinstance(old, Group) or not isinstance(new, Group):
             continue
-        assert isinstance(old, Group) and isinstance(new, Group)
+        if old.treatment is not Treatment.EXCLUSIVE or not keys <= _OWNERSHIP_KEYS:
+            continue
         if _opens(old, new):
             return 0, 0, f"{layer}'s CPUs preemptible: owning them costs its threads with no background"
         if _option(old, "protected") and not _option(new, "protected"):
@@ -252,8 +254,10 @@ def order(parent: Profile, pool: Sequence[Candidate], failures: Sequence[Failure
         if failure.remedy in remedies:
             continue
         remedies.append(failure.remedy)
-        about = metric_group(failure.metric, [g.name for g in parent.groups])
-        top = top_blocker(blockers, failure.level, about) if failure.remedy is Remedy.LATENCY else None
+        top: TopBlocker | None = None
+        if failure.remedy is Remedy.LATENCY:
+            about = metric_group(failure.metric, (g.name for g in parent.groups))
+            top = top_blocker(blockers, failure.level, about)
         ranked = []
         for index, candidate in enumerate(pool):
             if index in placed:

@@ -26,7 +26,9 @@ Approach (docs/refine.md "Refinement"):
   rule against the best (no objective metric worse at any level, one better
   somewhere), so a change that fixes a secondary while the primary holds is
   kept; or else the trade rule against the baseline measured in the same
-  ladder (its losses a strict subset of the best's, the primary's win kept). After a
+  ladder (no new loss, better than the best on one of the best's losses,
+  worse than the best only where it does not lose to the baseline, the
+  primary's win kept). After a
   keep the candidates are generated afresh from the new best; a configuration
   (profile TOML and reserve) is never tried twice.
 - `budget` counts measured candidates; the loop also ends when no untried

@@ -41,7 +41,14 @@ def check_output(path: Path) -> None:
     (a missing directory, a capture, a newer schema): the lab's minutes are not spent for nothing."""
     if path.exists():
         open_ladder(path).close()
-    elif not path.parent.is_dir():
+    else:
+        _require_directory(path)
+
+
+def _require_directory(path: Path) -> None:
+    """A ladder file's directory must exist: duckdb's own message for a missing one reads like a
+    damaged file ("not a ladder file")."""
+    if not path.parent.is_dir():
         raise InputError(f"{path}: its directory {path.parent} does not exist",
                          hint=f"create it (mkdir -p {path.parent}) or choose another -o")
 
@@ -51,10 +58,8 @@ def open_ladder(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnec
     if read_only and not path.is_file():
         raise InputError(f"{path}: no such ladder file", hint="threadwise ladder ... -o FILE writes one")
     existed = path.is_file()
-    if not read_only and not path.parent.is_dir():
-        # duckdb's own message for this reads like a damaged file ("not a ladder file")
-        raise InputError(f"{path}: its directory {path.parent} does not exist",
-                         hint=f"create it (mkdir -p {path.parent}) or choose another -o")
+    if not read_only:
+        _require_directory(path)
     try:
         con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as error:
