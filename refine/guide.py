@@ -7,15 +7,22 @@ changes that can fix it, and say so in the record.
 
 Approach: each candidate is compared with its parent (`touched`: which
 layers, and which keys of each, it changes; a reserve change touches the
-pseudo-layer `(reserve)`). For the failures in the diagnosis's order, one
-pass per remedy (diagnose.Remedy; the worst failure of each remedy speaks for
-it), the untried candidates that can act on it are placed by tier, then
-rank, then registry order (capacity ranks: exclusive, cores, reserve):
+pseudo-layer `(reserve)`). For the failures in the diagnosis's order (its
+margins last: metrics within noise on the bad side), one pass per remedy
+(diagnose.Remedy; the worst failure of each remedy speaks for it) aims each
+untried candidate at it, or not; a candidate keeps its best aim. The
+aimed candidates are placed by tier, then pass, then rank, then registry
+order, so that what can fix any failure (tier 0) goes before what merely
+changes the top blocker's layer (tier 1): in the retrain of 2026-11-24 the
+latency pass's tier-1 treatment swaps of hot took the steps a confinement
+remedy needed. The remedies:
 - latency (a lower-is-better metric worse, e.g. worker_lat_p99_us at bg=0):
   the options (never a treatment) of layers that can hold a CPU when the
   latency group wakes, changed in the direction that frees it, ranked as
   listed: an exclusive group's `preempt` off (a preempting task is never
-  preempted), a shorter `slice_us`, its CPUs made preemptible at any time
+  preempted), a shorter `slice_us` (unless its CPUs are already preemptible
+  at any time and the waiter preempts: it takes them whatever the slice), its
+  CPUs made preemptible at any time
   (`protected` off with `disallow_preempt_after_us` never), `protected` off
   (its CPUs run nothing else); the catch-all's shorter `slice_us`, its `preempt` off; the latency
   groups' own `preempt` (either way: two preempting layers cannot preempt
@@ -29,10 +36,19 @@ rank, then registry order (capacity ranks: exclusive, cores, reserve):
   group's CPUs made preemptible) goes before it;
   then a remedy of that layer, or its
   shorter slice or preempt off whatever its treatment (tier 0), then any
-  other change of that layer (tier 1); the other remedies follow (tier 2);
+  other change of that layer (tier 1; its options before its treatment,
+  a smaller step); the other remedies follow (tier 2);
 - capacity (a higher-is-better metric worse, or the primary better nowhere
   under background): the CPU the groups own, either way: a group made
-  exclusive, an exclusive group's `hot_threads` or `cpu_fraction`, the reserve.
+  exclusive, an exclusive group's `hot_threads` or `cpu_fraction`, the reserve;
+- confinement (a rate worse with no background, diagnose.py): the exclusive
+  group's ownership loosened, ranked: its CPUs preemptible at any time,
+  unprotected, then, once they are preemptible, a longer `slice_us` (its own
+  thread re-dispatched less often on a CPU waiters take anyway: measured on
+  rolesim's trained profile at 5 repeats, hot at bg=0 0.928x the default's
+  with the 2 ms preset, 0.946x / 0.948x with 4 / 20 ms, the worker p99 within
+  noise, docs/profile-schema.md), then `exclusive` off (it idles only SMT
+  siblings: no difference measured on the lab's SMT-less vCPUs).
 Candidates no failure points to keep registry order after the targeted
 ones. Every Choice carries the sentence the step records (`chosen_because`):
 the failure, why the change can act on it, and the top blocker when known.
@@ -113,8 +129,18 @@ def _option(item: Group | CatchAll, key: str) -> int | bool:
 def _opens(old: Group, new: Group) -> bool:
     """Whether the change makes an exclusive group's CPUs preemptible at any time (options.py
     `preemptible_owners`): unprotected, and disallow_preempt_after_us raised to "never"."""
-    return (not _option(new, "protected") and new.disallow_preempt_after_us == MAX_US
-            and old.disallow_preempt_after_us != MAX_US)
+    return _open(new) and old.disallow_preempt_after_us != MAX_US
+
+
+def _open(group: Group) -> bool:
+    """Whether an exclusive group's CPUs are preemptible at any time (see `_opens`)."""
+    return not _option(group, "protected") and group.disallow_preempt_after_us == MAX_US
+
+
+def _preempts(profile: Profile, layer: str | None) -> bool:
+    """Whether `layer` is a group whose layer preempts (False when unknown)."""
+    group = _layer_item(profile, layer) if layer is not None else None
+    return isinstance(group, Group) and bool(effective(group, "preempt"))
 
 
 def _preempting_latency(parent: Profile, layer: str) -> bool:
@@ -126,7 +152,7 @@ def _preempting_latency(parent: Profile, layer: str) -> bool:
 
 
 def _frees_cpu(layer: str, old: Group | CatchAll, new: Group | CatchAll, waiter: str,
-               waiter_group: str | None) -> tuple[int, str] | None:
+               waiter_group: str | None, *, waiter_preempts: bool) -> tuple[int, str] | None:
     """(rank, why) when the change frees a CPU `waiter` wants sooner (None: it does not);
     `waiter_group` is the group that waited, when blocker rows name it."""
     shorter = _option(new, "slice_us") < _option(old, "slice_us")
@@ -140,7 +166,7 @@ def _frees_cpu(layer: str, old: Group | CatchAll, new: Group | CatchAll, waiter:
     if old.treatment is Treatment.EXCLUSIVE and isinstance(new, Group):
         if stops:
             return 0, f"{layer}'s preempt: a preempting exclusive task is not preempted when {waiter} wakes"
-        if shorter:
+        if shorter and not (_open(old) and waiter_preempts):
             return 1, f"{layer}'s slice is how long its task keeps a CPU when {waiter} wakes"
         if _opens(old, new):
             return 2, (f"{layer}'s CPUs: protected, or busy past disallow_preempt_after_us, they are "
@@ -193,7 +219,9 @@ def _latency_aim(parent: Profile, candidate: Candidate, changes: dict[str, froze
                 aims.append((0 if top is None else 2, _OTHER_HOLDER - 1, why))
             continue
         old, new = _layer_item(parent, layer), _layer_item(candidate.profile, layer)
-        frees = (_frees_cpu(layer, old, new, waiter, top.waiter_group if top is not None else None)
+        waiter_group = top.waiter_group if top is not None else None
+        frees = (_frees_cpu(layer, old, new, waiter, waiter_group,
+                            waiter_preempts=_preempts(parent, waiter_group))
                  if old is not None and new is not None and keys <= _LATENCY_KEYS else None)
         if (top is not None and top.layer != layer and _preempting_latency(parent, top.layer)
                 and isinstance(old, Group) and isinstance(new, Group) and _opens(old, new)):
@@ -204,7 +232,7 @@ def _latency_aim(parent: Profile, candidate: Candidate, changes: dict[str, froze
                                 f"{layer}'s CPUs become ones it may take"))
         elif top is not None and layer == top.layer:
             aims.append((0, frees[0], frees[1]) if frees is not None
-                        else (1, 0, f"changes {layer}, the top blocker's layer"))
+                        else (1, int("treatment" in keys), f"changes {layer}, the top blocker's layer"))
         elif frees is not None and frees[0] < _OTHER_HOLDER:
             aims.append((0 if top is None else 2, *frees))
     return min(aims, default=None)
@@ -233,50 +261,54 @@ def _confinement_aim(parent: Profile, candidate: Candidate, changes: dict[str, f
         old, new = _layer_item(parent, layer), _layer_item(candidate.profile, layer)
         if not isinstance(old, Group) or not isinstance(new, Group):
             continue
-        if old.treatment is not Treatment.EXCLUSIVE or not keys <= _OWNERSHIP_KEYS:
+        if old.treatment is not Treatment.EXCLUSIVE:
+            continue
+        if keys == {"slice_us"} and _open(old) and _option(new, "slice_us") > _option(old, "slice_us"):
+            return 0, 2, (f"{layer}'s longer slice: its CPUs preemptible, waiters take them anyway, "
+                          "and its own thread is re-dispatched less often with no background")
+        if not keys <= _OWNERSHIP_KEYS:
             continue
         if _opens(old, new):
             return 0, 0, f"{layer}'s CPUs preemptible: owning them costs its threads with no background"
         if _option(old, "protected") and not _option(new, "protected"):
             return 0, 1, f"{layer}'s CPUs unprotected: owning them costs its threads with no background"
         if _option(old, "exclusive") and not _option(new, "exclusive"):
-            return 0, 2, f"{layer} not exclusive: owning its cores costs its threads with no background"
+            return 0, 3, f"{layer} not exclusive: owning its cores costs its threads with no background"
     return None
 
 
 def order(parent: Profile, pool: Sequence[Candidate], failures: Sequence[Failure],
           blockers: Sequence[Blocker] = ()) -> list[Choice]:
     """`pool` in search order, each with why (see the module's note). Pure and deterministic."""
-    placed: dict[int, Choice] = {}
+    aimed: dict[int, tuple[tuple[int, int, int, int], str]] = {}  # index -> (sort key, because)
     changes = [touched(parent, c) for c in pool]
     remedies: list[Remedy] = []
     for failure in failures:
         if failure.remedy in remedies:
             continue
         remedies.append(failure.remedy)
+        turn = len(remedies)
         top: TopBlocker | None = None
         if failure.remedy is Remedy.LATENCY:
             about = metric_group(failure.metric, (g.name for g in parent.groups))
             top = top_blocker(blockers, failure.level, about)
-        ranked = []
+        note = f"; {top.describe()}" if top is not None else ""
         for index, candidate in enumerate(pool):
-            if index in placed:
-                continue
             if failure.remedy is Remedy.LATENCY:
                 aim = _latency_aim(parent, candidate, changes[index], top)
             elif failure.remedy is Remedy.CONFINEMENT:
                 aim = _confinement_aim(parent, candidate, changes[index])
             else:
                 aim = _capacity_aim(parent, candidate, changes[index])
-            if aim is not None:
-                ranked.append((aim[0], aim[1], index, aim[2]))
-        note = f"; {top.describe()}" if top is not None else ""
-        for _tier, _rank, index, reason in sorted(ranked):
-            placed[index] = Choice(pool[index], f"{failure.describe()}: {reason}{note}")
+            key = (aim[0], turn, aim[1], index) if aim is not None else None
+            if key is not None and (index not in aimed or key < aimed[index][0]):
+                aimed[index] = (key, f"{failure.describe()}: {aim[2]}{note}")
+    placed = {index: Choice(pool[index], because)
+              for index, (_key, because) in sorted(aimed.items(), key=lambda kv: kv[1][0])}
     if failures:
         untargeted = (f"untargeted, registry order after the {len(placed)} candidates aimed at the "
                       f"failures (worst: {failures[0].describe()})")
     else:
         untargeted = ("registry order: no failure to aim at (against the baseline the best is worse "
-                      "nowhere and its primary better somewhere; the last candidate worsened nothing)")
+                      "nowhere, its primary better somewhere, and no metric on the bad side of noise)")
     return [*placed.values(), *(Choice(c, untargeted) for i, c in enumerate(pool) if i not in placed)]

@@ -15,8 +15,8 @@ Approach (docs/refine.md "Refinement"):
   definition, and `vs_baseline.wins` says plainly whether it won).
 - Each later step takes the first untried candidate of `candidates(best,
   shape)` in the guided order (guide.py: after every ladder, the diagnosis of
-  the best against the baseline and of the failed candidate against the best,
-  diagnose.py, puts first what can fix the worst failure; `blockers(arm)`
+  the best against the baseline, diagnose.py, puts first what can fix the
+  worst failure, or with none left what sits nearest a floor; `blockers(arm)`
   gives the last ladder's blocker rows of an arm, when the cells were traced)
   and records why (`Step.chosen_because`), vets it (validate, compile,
   oracle, lint; a rejected candidate is recorded with its reason and costs
@@ -230,8 +230,8 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
                 best, best_shape = candidate.profile, cand_shape
                 failures, blocking = diagnosis(CANDIDATE, vs_base)
                 break
-            # what the best still fails in this ladder, and what the candidate made worse
-            failures, blocking = diagnosis(BEST, best_vs_base, vs_best)
+            # what the best still fails in this ladder (not what the reverted candidate broke)
+            failures, blocking = diagnosis(BEST, best_vs_base)
         if not kept:
             break  # every candidate of this best was tried, or the budget is spent
     return RefineResult(best, best_shape, tuple(steps))

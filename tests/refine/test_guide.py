@@ -110,6 +110,34 @@ def test_against_the_best_only_a_regression_fails_and_noise_and_strangers_do_not
     assert failures(rows) == []
 
 
+def test_margins_past_half_a_floor_follow_every_failure() -> None:
+    """Within noise but past half its floor on the bad side: a margin (Kind.EDGE), after every
+    failure, nearest its floor first; inside half the floor, on the good side, or against
+    another arm: none. The numbers are the rolesim retrain's run 4 (the best after step 1)."""
+    floor_hot, floor_p99 = math.log(1.112), math.log(1.82)
+    rows = [hot(0, 0.919, "within_noise", floor=floor_hot), hot(1, 1.011, "within_noise", floor=floor_hot),
+            hot(2, 1.664, "better", floor=floor_hot),
+            p99(0, 1.381, "within_noise", floor=floor_p99), p99(1, 0.165, "better", floor=floor_p99),
+            p99(4, 1.2, "within_noise", floor=floor_p99),            # 1.2x: inside half of x1.82
+            p99(2, 3.0, "worse", floor=floor_p99),
+            p99(0, 1.5, "within_noise", floor=floor_p99, reference="best", candidate="candidate")]
+    found = failures(rows)
+    assert brief(found) == [("worker_lat_p99_us", "worse", 2, "best"),
+                            ("hot_chunks_per_s", "worse within noise", 0, "best"),
+                            ("worker_lat_p99_us", "worse within noise", 0, "best")]
+    margin = found[1]
+    assert margin.kind is Kind.EDGE and margin.beyond < 0
+    assert margin.remedy is Remedy.CONFINEMENT  # a rate at bg=0: what owning the CPU costs
+    assert found[2].remedy is Remedy.LATENCY
+    assert margin.describe() == ("hot_chunks_per_s worse within noise at bg=0 (0.919x vs baseline, "
+                                 "floor x1.11)")
+    # a primary better nowhere is NOT_BETTER at its loaded levels, never a margin there too
+    flat = failures([hot(0, 0.9, "within_noise", floor=floor_hot),
+                     hot(2, 0.93, "within_noise", floor=floor_hot)])
+    assert brief(flat) == [("hot_chunks_per_s", "not better", 2, "best"),
+                           ("hot_chunks_per_s", "worse within noise", 0, "best")]
+
+
 def test_the_diagnosis_of_stored_rows_is_the_loops_from_the_samples() -> None:
     con = store.open_ladder(RECORD, read_only=True)
     try:
@@ -240,11 +268,13 @@ def test_the_top_blockers_layer_goes_first() -> None:
     assert choices[0].because == (
         "worker_lat_p99_us worse at bg=0 (95.7x vs baseline, floor x8.17): catch-all slice can hold the "
         "CPU when worker wakes; top blocker rest/bpftool 57% of worker's wait at bg=0")
-    # a group blocks: its remedies, then every other change of it (a treatment too)
+    # a group blocks: its remedies, then every other change of it, its options before its
+    # treatment (a smaller step), all before the other layers' remedies (tier 2)
     house = [blocker(0, "worker", "housekeep", "housekeep", 0, 1.0)]
     first = names(order(preempting(), pool, [LATENCY], house))
-    assert first[:2] == ["housekeep:slice_us=2500", "housekeep:treatment=exclusive"]
-    assert first.index("housekeep:slice_us=10000") < first.index("hot:preempt=false")
+    assert first[:3] == ["housekeep:slice_us=2500", "housekeep:slice_us=10000", "housekeep:preempt=true"]
+    assert first.index("housekeep:preempt=true") < first.index("housekeep:treatment=exclusive")
+    assert first.index("housekeep:treatment=batch") < first.index("hot:preempt=false")
     # the group that waited is known: its own preempt off is no longer a remedy, the other's is
     worker = names(choices)
     assert "feeder:preempt=false" in worker[:8] and worker.index("worker:preempt=false") > 8
@@ -305,6 +335,62 @@ def test_a_rate_lost_with_no_background_loosens_the_exclusive_groups_ownership()
     assert choices[2].because == ("hot_chunks_per_s worse at bg=0 (0.754x vs baseline, floor x1.06): hot not "
                                   "exclusive: owning its cores costs its threads with no background")
     assert choices[3].because.startswith("untargeted")
+
+
+def opened() -> Profile:
+    """rolesim with hot's CPUs preemptible at any time (the trained profile's step 1)."""
+    start = rolesim()
+    hot = start.groups[0].model_copy(update={"protected": False, "disallow_preempt_after_us": MAX_US})
+    return start.model_copy(update={"groups": [hot, *start.groups[1:]]})
+
+
+def test_on_preemptible_cpus_a_longer_slice_loosens_ownership_and_a_shorter_frees_nothing() -> None:
+    """Once hot's CPUs are preemptible at any time, a waking worker (which preempts) takes them
+    whatever hot's slice: a shorter slice is no latency remedy, only a change of the blocker's
+    layer (tier 1); a longer one is a confinement remedy (measured: hot at bg=0 0.928x with the
+    2 ms preset, 0.946x / 0.948x with 4 / 20 ms), ranked before `exclusive` off."""
+    parent = opened()
+    pool = all_mutations(parent, SMT4)
+    lost = Failure(Kind.EDGE, "hot_chunks_per_s", "higher", True, 0, 0.919, 0.106, -0.022, "baseline", "best")
+    p99_edge = Failure(Kind.EDGE, "worker_lat_p99_us", "lower", False, 0, 1.381, 0.6, -0.277, "baseline",
+                       "best")
+    behind_hot = [blocker(0, "worker", "hot-0", "hot", 0, 0.08),
+                  blocker(0, "worker", "feeder", "feeder", 1, 0.01)]
+    choices = order(parent, pool, [lost, p99_edge], behind_hot)
+    assert names(choices)[:2] == ["hot:slice_us=4000", "hot:exclusive=false"]
+    assert choices[0].because == (
+        "hot_chunks_per_s worse within noise at bg=0 (0.919x vs baseline, floor x1.11): hot's longer "
+        "slice: its CPUs preemptible, waiters take them anyway, and its own thread is re-dispatched "
+        "less often with no background")
+    # the latency margin's pass: hot's shorter slice only as a change of the top blocker's layer
+    shorter = next(c for c in choices if c.candidate.name == "hot:slice_us=1000")
+    assert "changes hot, the top blocker's layer" in shorter.because
+    # the same candidates with hot's CPUs protected: the shorter slice frees the CPU (tier 0)
+    protected = order(rolesim(), all_mutations(rolesim(), SMT4), [p99_edge], behind_hot)
+    assert names(protected)[0] == "hot:slice_us=1000"
+    assert "hot:slice_us=4000" not in names(protected)[:5]
+    # tiers before passes: the latency pass's tier-1 changes of hot come after the confinement
+    # pass's tier-0 remedies, whichever failure came first
+    swapped = names(order(parent, pool, [p99_edge, lost], behind_hot))
+    assert swapped.index("hot:slice_us=4000") < swapped.index("hot:slice_us=1000")
+    assert swapped.index("hot:exclusive=false") < swapped.index("hot:treatment=latency")
+
+
+def test_the_committed_rolesim_retrain_would_aim_its_second_step_at_hots_slice() -> None:
+    """The record's run 4 (step 2: the best is the kept hot:preemptible): against the baseline
+    it failed nothing, so the loop went to registry order (hot:treatment=latency, 10x worse on
+    the p99). Its margins (hot at bg=0 0.919x, worker p99 at bg=0 1.38x) now aim the step."""
+    con = store.open_ladder(ROOT / "artifacts" / "rolesim" / "ladder.duckdb", read_only=True)
+    try:
+        rows = [r for r in load_rows(con, 4) if r.reference == "baseline" and r.candidate == "best"]
+        found = diagnose(rows, primary=PRIMARY, secondary=SECONDARY)  # type: ignore[arg-type]
+    finally:
+        con.close()
+    assert [(f.kind, f.metric, f.level) for f in found] == [
+        (Kind.EDGE, "hot_chunks_per_s", 0), (Kind.EDGE, "worker_lat_p99_us", 0)]
+    best = opened()
+    choices = order(best, all_mutations(best, SMT4), found)
+    assert names(choices)[0] == "hot:slice_us=4000"
 
 
 def test_the_scheduler_step_goes_first_when_scx_layered_blocks() -> None:
