@@ -40,7 +40,9 @@ remedy needed. The remedies:
   a smaller step); the other remedies follow (tier 2);
 - capacity (a higher-is-better metric worse, or the primary better nowhere
   under background): the CPU the groups own, either way: a group made
-  exclusive, an exclusive group's `hot_threads` or `cpu_fraction`, the reserve;
+  exclusive, an exclusive group's `hot_threads` or `cpu_fraction`, a group
+  joined to an exclusive group on its cores (where a second exclusive group
+  does not fit), the reserve;
 - confinement (a rate worse with no background, diagnose.py): the exclusive
   group's ownership loosened, ranked: its CPUs preemptible at any time,
   unprotected, then, once they are preemptible, a longer `slice_us` (its own
@@ -238,8 +240,29 @@ def _latency_aim(parent: Profile, candidate: Candidate, changes: dict[str, froze
     return min(aims, default=None)
 
 
+def _joined(parent: Profile, candidate: Candidate,
+            changes: dict[str, frozenset[str]]) -> tuple[str, str] | None:
+    """(guest, owner) when the candidate joins a group to an exclusive one (mutate.joins: both
+    layers gone, one new exclusive group holding both groups' patterns), else None."""
+    gone = [name for name, keys in changes.items() if keys == {"group"} and _layer_item(parent, name)]
+    made = [_layer_item(candidate.profile, name) for name, keys in changes.items()
+            if keys == {"group"} and _layer_item(parent, name) is None]
+    if len(gone) != 2 or len(made) != 1 or not isinstance(made[0], Group):
+        return None
+    olds = [g for g in parent.groups if g.name in gone]
+    owners = [g for g in olds if g.treatment is Treatment.EXCLUSIVE]
+    if made[0].treatment is not Treatment.EXCLUSIVE or len(owners) != 1:
+        return None
+    guest = next(g for g in olds if g is not owners[0])
+    return guest.name, owners[0].name
+
+
 def _capacity_aim(parent: Profile, candidate: Candidate, changes: dict[str, frozenset[str]]) -> Aim | None:
     """(tier, rank, reason) of a candidate for a primary that lost or gained nothing, or None."""
+    joined = _joined(parent, candidate, changes)
+    if joined is not None:
+        guest, owner = joined
+        return 0, 1, f"{guest} joins {owner}'s exclusive cores against the background"
     for layer, keys in changes.items():
         if layer == RESERVE:
             return 0, 2, "the reserve decides how many cores the exclusive groups get"

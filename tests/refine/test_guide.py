@@ -251,7 +251,7 @@ def test_a_primary_that_gains_nothing_puts_exclusive_cores_and_the_reserve_first
     assert names(capacity) == ["worker:treatment=exclusive", "feeder:treatment=exclusive",
                                "housekeep:treatment=exclusive", "other:treatment=exclusive",
                                "hot:hot_threads=3", "hot:hot_threads=1", "hot:cpu_fraction=0.5",
-                               "reserve_cores=1"]
+                               "join:worker>hot", "reserve_cores=1"]
     assert choices[: len(capacity)] == capacity
     # then the latency failure's remedies, then the rest
     assert choices[len(capacity)].because.startswith("worker_lat_p99_us worse at bg=0")
@@ -320,6 +320,22 @@ def test_the_failing_metrics_group_is_the_waiter_when_it_has_rows() -> None:
     choices = order(rolesim(), all_mutations(rolesim(), SMT4), [LATENCY], rows)
     assert names(choices)[0] == "hot:preemptible"
     assert "top blocker feeder/feeder" in choices[0].because
+
+
+def test_a_primary_that_gains_nothing_joins_a_group_to_the_exclusive_cores_when_no_core_is_left() -> None:
+    """Redis on the lab's 2 vCPUs (one exclusive core, the I/O thread's): the main thread made
+    exclusive does not fit (lint refuses it, at no cost), so joining it to the I/O thread's core
+    is the first capacity change the lab measures."""
+    from tests.refine.test_mutate import redis_like
+
+    lab = parse_shape("cores=2,threads-per-core=1")
+    start = redis_like()
+    lost = Failure(Kind.NOT_BETTER, "get_rps", "higher", True, 2, 1.0, 0.5, -0.5, "baseline", "best")
+    choices = order(start, all_mutations(start, lab), [lost])
+    assert names(choices)[:4] == ["redis-server:treatment=exclusive", "bio:treatment=exclusive",
+                                  "io_thd:hot_threads=2", "join:redis-server>io_thd"]
+    assert choices[3].because == ("get_rps not better at bg=2 (1x vs baseline, floor x1.65): redis-server "
+                                  "joins io_thd's exclusive cores against the background")
 
 
 def test_a_rate_lost_with_no_background_loosens_the_exclusive_groups_ownership() -> None:

@@ -21,6 +21,7 @@ from threadwise.refine.mutate import (
     compile_config,
     cpu_fractions,
     hot_threads,
+    joins,
     merges,
     profile_arm,
     reserves,
@@ -153,7 +154,7 @@ def test_the_registry_order_and_nothing_skipped() -> None:
     assert [s.name for s in OPERATORS] == [
         "treatment", "hot_threads", "cpu_fraction", "slice_us", "weight", "preempt", "preempt_first",
         "preemptible", "protected", "exclusive",
-        "exclusive_slice", "catch_all", "scheduler", "merge", "split", "reserve"]
+        "exclusive_slice", "catch_all", "scheduler", "merge", "join", "split", "reserve"]
 
 
 # --- each operator does what its name says ------------------------------------------------------
@@ -233,6 +234,42 @@ def test_merge_concatenates_adjacent_groups_of_one_treatment() -> None:
         *rolesim.groups[:2], group(rolesim, "feeder").model_copy(update={"slice_us": 5000}),
         *rolesim.groups[3:]]})
     assert merges(slow, SMT4) == []
+
+
+def redis_like() -> Profile:
+    """Redis as synthesized on the lab's 2 vCPUs: the polling I/O thread exclusive, the main thread
+    latency without preempt (a poller), housekeeping after them."""
+    io = Group(name="io_thd", match=["io_thd_*"], treatment=Treatment.EXCLUSIVE, hot_threads=1,
+               evidence=Evidence(names=["io_thd_1"], threads=1, cpu_share=0.91))
+    main = Group(name="redis-server", match=["redis-server"], treatment=Treatment.LATENCY, preempt=False,
+                 evidence=Evidence(names=["redis-server"], threads=1, cpu_share=0.37))
+    bio = Group(name="bio", match=["bio_*"], treatment=Treatment.HOUSEKEEPING)
+    return Profile(schema_version=1, name="redis", workload=Workload(process="redis-server"),
+                   group=[io, main, bio])
+
+
+def test_join_puts_an_adjacent_group_on_the_exclusive_groups_cores() -> None:
+    (joined,) = joins(redis_like(), synthetic(2, 1))
+    assert joined.name == "join:redis-server>io_thd"
+    assert [g.name for g in joined.profile.groups] == ["io_thd-redis-server", "bio"]
+    both = group(joined.profile, "io_thd-redis-server")
+    # the exclusive group's settings and size; the guest's own options gone; patterns in order
+    assert (both.treatment, both.hot_threads, both.exclusive_cores()) == (Treatment.EXCLUSIVE, 1, 1)
+    assert both.match == ["io_thd_*", "redis-server"] and both.preempt is None
+    assert both.evidence is not None and both.evidence.names == ["io_thd_1", "redis-server"]
+    assert both.evidence.cpu_share == pytest.approx(1.28)
+    assert not validation_errors(joined.profile)
+    assert compile_config(joined.profile, synthetic(2, 1))  # it compiles for the lab's shape
+    # rolesim: the workers may join hot (adjacent); the feeder is not adjacent to hot
+    assert [c.name for c in joins(golden("rolesim"), SMT4)] == ["join:worker>hot"]
+    # two exclusive groups, or none, adjacent: nothing to join; a catch-all pattern never joins
+    no_exclusive = redis_like().model_copy(update={"groups": [
+        redis_like().groups[0].model_copy(update={"treatment": Treatment.LATENCY, "hot_threads": 0}),
+        *redis_like().groups[1:]]})
+    assert joins(no_exclusive, SMT4) == []
+    star = redis_like().model_copy(update={"groups": [
+        redis_like().groups[0], Group(name="other", match=["*"], treatment=Treatment.DEFAULT)]})
+    assert joins(star, SMT4) == []
 
 
 def test_split_makes_one_group_per_pattern_and_shares_hot_threads() -> None:
