@@ -392,21 +392,23 @@ def test_on_preemptible_cpus_a_longer_slice_loosens_ownership_and_a_shorter_free
     assert swapped.index("hot:exclusive=false") < swapped.index("hot:treatment=latency")
 
 
-def test_the_committed_rolesim_retrain_would_aim_its_second_step_at_hots_slice() -> None:
-    """The record's run 4 (step 2: the best is the kept hot:preemptible): against the baseline
-    it failed nothing, so the loop went to registry order (hot:treatment=latency, 10x worse on
-    the p99). Its margins (hot at bg=0 0.919x, worker p99 at bg=0 1.38x) now aim the step."""
+def test_the_committed_rolesim_record_aims_its_second_step_at_hots_margin() -> None:
+    """The record of 2026-11-25: step 1 (hot:preemptible, ladder run 3) was kept and won, so
+    nothing failed against the baseline; hot at bg=0 sat at 0.913x (floor x1.17), a margin, and
+    step 2 was hot:slice_us=4000 (kept). Recomputed here from the stored rows."""
     con = store.open_ladder(ROOT / "artifacts" / "rolesim" / "ladder.duckdb", read_only=True)
     try:
-        rows = [r for r in load_rows(con, 4) if r.reference == "baseline" and r.candidate == "best"]
-        found = diagnose(rows, primary=PRIMARY, secondary=SECONDARY)  # type: ignore[arg-type]
+        rows = [r for r in load_rows(con, 3) if r.reference == "baseline" and r.candidate == "candidate"]
+        step2 = con.execute("SELECT candidate, chosen_because FROM step WHERE step = 2").fetchone()
     finally:
         con.close()
-    assert [(f.kind, f.metric, f.level) for f in found] == [
-        (Kind.EDGE, "hot_chunks_per_s", 0), (Kind.EDGE, "worker_lat_p99_us", 0)]
+    found = diagnose(rows, primary=PRIMARY, secondary=SECONDARY)  # type: ignore[arg-type]
+    assert [(f.kind, f.metric, f.level) for f in found] == [(Kind.EDGE, "hot_chunks_per_s", 0)]
     best = opened()
     choices = order(best, all_mutations(best, SMT4), found)
     assert names(choices)[0] == "hot:slice_us=4000"
+    assert step2 is not None and step2[0] == "hot:slice_us=4000"
+    assert step2[1] == choices[0].because
 
 
 def test_the_scheduler_step_goes_first_when_scx_layered_blocks() -> None:

@@ -48,14 +48,14 @@ def test_invalid_cells_are_summarised_per_kind_once_per_cell() -> None:
         summary = report.invalid_summary(con, 2)
     finally:
         con.close()
-    # the committed Redis record: 6 profile cells cut by the agent's load timeout (two reasons each)
-    assert summary.startswith("6 of 18 cells invalid: load in 6 (e.g. load: ")
+    # the committed Redis record (2026-11-25): 3 profile cells whose spinners never ran
+    assert summary.startswith("3 of 40 cells invalid: spinners in 3 (e.g. spinners: ")
 
 
 def test_a_start_profile_without_pairs_fails_the_training_and_says_why(tmp_path: Path) -> None:
     ladder_file = tmp_path / "ladder.duckdb"
     shutil.copy(REDIS_RECORD, ladder_file)
-    _require_pairs(tmp_path, ladder_file, 2, "get_rps")   # 3 pairs at bg=0: enough
+    _require_pairs(tmp_path, ladder_file, 2, "get_rps")   # 5 pairs at bg=0: enough
     con = store.open_ladder(ladder_file)
     con.execute("UPDATE comparison SET pairs = 1 WHERE run_id = 2")
     con.close()
@@ -64,7 +64,7 @@ def test_a_start_profile_without_pairs_fails_the_training_and_says_why(tmp_path:
     assert failed.value.exit_code == 11 and "no profile was written" in (failed.value.hint or "")
     text = (tmp_path / "FAILED.md").read_text()
     assert text.startswith("# Training failed: the start profile has 1 valid pairs")
-    assert "Run 2: 6 of 18 cells invalid" in text and text.count("- run 2 cell ") == 6
+    assert "Run 2: 3 of 40 cells invalid" in text and text.count("- run 2 cell ") == 3
 
 
 def test_the_trained_profile_names_its_capture_relative_to_its_own_folder() -> None:
