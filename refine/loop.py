@@ -162,10 +162,9 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
         return compare_arms(measured, reference, candidate, primary=primary, secondary=secondary,
                             floors=floors)
 
-    def diagnosis(arm: str, *comparisons: LadderComparison) -> tuple[list[Failure], list[Blocker]]:
-        """The failures of these comparisons, and the best's (`arm`'s) blocker rows."""
-        rows = [row for comparison in comparisons for row in rows_of(comparison)]
-        return (diagnose(rows, primary=primary, secondary=secondary),
+    def diagnosis(arm: str, vs_baseline: LadderComparison) -> tuple[list[Failure], list[Blocker]]:
+        """The failures of the best (`arm`) against the baseline, and its blocker rows."""
+        return (diagnose(rows_of(vs_baseline), primary=primary, secondary=secondary),
                 list(blockers(arm)) if blockers is not None else [])
 
     checked = vet(Candidate(START, "the start profile", start), shape)

@@ -297,31 +297,41 @@ def merges(profile: Profile, shape: Shape) -> list[Candidate]:
     ranges or settings differ are not merged: one layer cannot keep both.
     """
     out = []
-    names = {g.name for g in profile.groups}
     for i in range(len(profile.groups) - 1):
         a, b = profile.groups[i], profile.groups[i + 1]
         if any(getattr(a, key) != getattr(b, key) for key in _MERGE_SAME):
             continue
         if (a.request_millicores is None) != (b.request_millicores is None):
             continue
-        name = f"{a.name}-{b.name}"
-        if len(name) > 64 or name in names:
+        fused = _fused(profile, i, a, f"refine: groups {a.name!r} and {b.name!r} merged",
+                       hot_threads=a.hot_threads + b.hot_threads,
+                       request_millicores=(a.request_millicores + b.request_millicores
+                                           if a.request_millicores and b.request_millicores else None))
+        if fused is None:
             continue
-        merged = a.model_copy(update={
-            "name": name, "match": list(dict.fromkeys([*a.match, *b.match])),
-            "hot_threads": a.hot_threads + b.hot_threads,
-            "request_millicores": (a.request_millicores + b.request_millicores
-                                   if a.request_millicores and b.request_millicores else None),
-            "comment": f"refine: groups {a.name!r} and {b.name!r} merged",
-            "evidence": _merged_evidence(a.evidence, b.evidence),
-        })
-        candidate = replace_groups(profile, i, i + 2, [merged])
-        if validation_errors(candidate):
-            continue  # e.g. more patterns than one layer takes
+        merged, candidate = fused
         out.append(Candidate(f"merge:{a.name}+{b.name}",
                              f"groups {a.name!r} and {b.name!r} ({a.treatment.value}) merged into "
-                             f"{name!r} with patterns {merged.match}", candidate))
+                             f"{merged.name!r} with patterns {merged.match}", candidate))
     return out
+
+
+def _fused(profile: Profile, i: int, base: Group, comment: str,
+           **update: object) -> tuple[Group, Profile] | None:
+    """Groups i and i+1 as one group (`base`'s settings with `update`; both groups' patterns in
+    order and their evidence together, named `a-b`), and the profile with it in their place; None
+    when that name is too long or taken, or the profile does not validate (e.g. more patterns
+    than one layer takes). Adjacent, so first-match order is unchanged (merges, joins)."""
+    a, b = profile.groups[i], profile.groups[i + 1]
+    name = f"{a.name}-{b.name}"
+    if len(name) > 64 or name in {g.name for g in profile.groups}:
+        return None
+    group = base.model_copy(update={
+        "name": name, "match": list(dict.fromkeys([*a.match, *b.match])), "comment": comment,
+        "evidence": _merged_evidence(a.evidence, b.evidence), **update,
+    })
+    candidate = replace_groups(profile, i, i + 2, [group])
+    return None if validation_errors(candidate) else (group, candidate)
 
 
 def joins(profile: Profile, shape: Shape) -> list[Candidate]:
@@ -339,7 +349,6 @@ def joins(profile: Profile, shape: Shape) -> list[Candidate]:
     excludes or runtime ranges are left alone (one layer cannot keep both).
     """
     out = []
-    names = {g.name for g in profile.groups}
     for i in range(len(profile.groups) - 1):
         a, b = profile.groups[i], profile.groups[i + 1]
         if (a.treatment is Treatment.EXCLUSIVE) == (b.treatment is Treatment.EXCLUSIVE):
@@ -347,21 +356,15 @@ def joins(profile: Profile, shape: Shape) -> list[Candidate]:
         owner, guest = (a, b) if a.treatment is Treatment.EXCLUSIVE else (b, a)
         if guest.exclude or guest.avg_runtime_us is not None or guest.match == ["*"]:
             continue  # a catch-all pattern would take every thread onto the exclusive cores
-        name = f"{a.name}-{b.name}"
-        if len(name) > 64 or name in names:
+        fused = _fused(profile, i, owner,
+                       f"refine: group {guest.name!r} joins exclusive group {owner.name!r} on its cores")
+        if fused is None:
             continue
-        joined = owner.model_copy(update={
-            "name": name, "match": list(dict.fromkeys([*a.match, *b.match])),
-            "comment": f"refine: group {guest.name!r} joins exclusive group {owner.name!r} on its cores",
-            "evidence": _merged_evidence(a.evidence, b.evidence),
-        })
-        candidate = replace_groups(profile, i, i + 2, [joined])
-        if validation_errors(candidate):
-            continue
+        joined, candidate = fused
         out.append(Candidate(f"join:{guest.name}>{owner.name}",
                              f"group {guest.name!r} ({guest.treatment.value}) joins exclusive group "
-                             f"{owner.name!r} on its {owner.exclusive_cores()} core(s): {name!r} with "
-                             f"patterns {joined.match}", candidate))
+                             f"{owner.name!r} on its {owner.exclusive_cores()} core(s): {joined.name!r} "
+                             f"with patterns {joined.match}", candidate))
     return out
 
 
