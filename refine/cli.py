@@ -224,6 +224,10 @@ def train_command(
     artifacts: Annotated[Path, typer.Option("--artifacts", help="Where training records go.")]
     = Path("artifacts"),
     force: Annotated[bool, typer.Option("--force", help="Replace an existing profile and record.")] = False,
+    skip: Annotated[list[str] | None, typer.Option("--skip", help="A candidate not to measure, by its "
+                                                   "name as a record's steps print it (e.g. "
+                                                   "`io_thd:treatment=latency`): one a previous record "
+                                                   "measured (repeatable).")] = None,
 ) -> None:
     """Train a profile: observe, analyze, synthesize, then keep only measured wins.
 
@@ -248,7 +252,7 @@ def train_command(
     options = TrainOptions(path, name, place, levels_list, repeats, budget, seed=seed,
                            observe_s=observe_s, window_s=window, profiles_dir=profiles,
                            artifacts_dir=artifacts, force=force,
-                           command=shlex.join(["threadwise", *sys.argv[1:]]))
+                           command=shlex.join(["threadwise", *sys.argv[1:]]), skip=tuple(skip or ()))
     _train_and_show(options)
 
 
@@ -270,6 +274,10 @@ def refine_command(
     artifacts: Annotated[Path, typer.Option("--artifacts", help="Where the record goes.")]
     = Path("artifacts"),
     force: Annotated[bool, typer.Option("--force", help="Replace an existing profile and record.")] = False,
+    skip: Annotated[list[str] | None, typer.Option("--skip", help="A candidate not to measure, by its "
+                                                   "name as a record's steps print it (e.g. "
+                                                   "`io_thd:treatment=latency`): one a previous record "
+                                                   "measured (repeatable).")] = None,
 ) -> None:
     """Refine a profile: keep only mutations that win a ladder against it.
 
@@ -297,7 +305,7 @@ def refine_command(
     options = TrainOptions(path, name or start.name, place, levels_list, repeats, budget,
                            seed=seed, window_s=window, profiles_dir=profiles, artifacts_dir=artifacts,
                            force=force, command=shlex.join(["threadwise", *sys.argv[1:]]),
-                           start_profile=profile)
+                           start_profile=profile, skip=tuple(skip or ()))
     _train_and_show(options)
 
 

@@ -42,7 +42,7 @@ from threadwise.refine.rows import StepRow, TrainingRow
 from threadwise.refine.run import Where, run_ladder
 from threadwise.refine.service import RunningService
 from threadwise.refine.workload import Workload, load_workload, render_argv
-from threadwise.shape import parse_shape
+from threadwise.shape import Shape, parse_shape
 from threadwise.synthesize.from_capture import synthesize_capture
 from threadwise.synthesize.reader import load_profile
 from threadwise.synthesize.writer import dumps
@@ -50,6 +50,7 @@ from threadwise.synthesize.writer import dumps
 if TYPE_CHECKING:   # the profile model loads with synthesize, inside train()
     import duckdb
 
+    from threadwise.refine.candidate import Candidate
     from threadwise.refine.loop import RefineResult
     from threadwise.synthesize.schema import Profile
 
@@ -71,6 +72,7 @@ class TrainOptions:
     command: str = ""
     candidates: Callable | None = None  # mutation source (default: every operator)
     start_profile: Path | None = None  # refine this profile instead of observing and synthesizing
+    skip: tuple[str, ...] = ()  # candidate names not to measure (a previous record measured them)
 
 
 def _threadwise(args: list[str], progress: Callable[[str], None]) -> None:
@@ -214,14 +216,19 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
     progress(f"train 4/4 refine: the start profile against the default scheduler, then up to "
              f"{options.budget} measured mutations (levels {options.levels}, {options.repeats} repeats, "
              + ("in the lab, TCG" if options.place.lab else "on this host") + ")")
+    offered = _Skipping(options.candidates or loop.all_mutations, options.skip)
     result = loop.refine(start, shape=shape, measure=measure,
                          primary=(workload.objective.primary.metric, workload.objective.primary.direction),
                          secondary=[(s.metric, s.direction) for s in workload.objective.secondary],
                          floors=floors, budget=options.budget,
-                         candidates=options.candidates or loop.all_mutations, blockers=blockers,
+                         candidates=offered, blockers=blockers,
                          on_step=lambda step: progress(f"train: step {step.index} {step.candidate} "
                                                        f"(chosen because {step.chosen_because}): "
                                                        f"{step.decision.value}: {step.reason}"))
+    unmatched = [name for name in options.skip if name not in offered.skipped]
+    if unmatched:
+        progress("train: --skip named no candidate the search was offered: " + ", ".join(unmatched)
+                 + " (names as the record's steps print them)")
     progress("train: writing the record: profile, REPORT.md, plots, data")
     staging = work / "record"
     staging.mkdir()
@@ -317,6 +324,22 @@ def profile_header(command: str, record: Path, verdict: str, *, when: str | None
         "", ""])
 
 
+class _Skipping:
+    """A candidate source without the named candidates; remembers which names it left out."""
+
+    def __init__(self, source: loop.Candidates, names: tuple[str, ...]) -> None:
+        self.source, self.names, self.skipped = source, frozenset(names), set[str]()
+
+    def __call__(self, profile: Profile, shape: Shape) -> list[Candidate]:
+        offered = []
+        for candidate in self.source(profile, shape):
+            if candidate.name in self.names:
+                self.skipped.add(candidate.name)
+            else:
+                offered.append(candidate)
+        return offered
+
+
 def limitations(options: TrainOptions, workload: Workload) -> list[str]:
     items = []
     if options.place.lab:
@@ -331,4 +354,7 @@ def limitations(options: TrainOptions, workload: Workload) -> list[str]:
                  f"{workload.objective.warmup_s:g} s warm-up.")
     if options.budget == 0:
         items.append("No mutations were measured (budget 0): the profile is the synthesized one.")
+    if options.skip:
+        items.append("Not measured on request (--skip; a previous record measured them): "
+                     + ", ".join(f"`{name}`" for name in options.skip) + ".")
     return items

@@ -75,6 +75,28 @@ def times_children_s(text: str) -> float:
     return total
 
 
+def times_total_s(text: str) -> float:
+    """The shell's own and its children's user+sys seconds from the POSIX `times` output."""
+    return sum(times_children_s(line) for line in text.strip().splitlines())
+
+
+def _probe_cpu_s(directory: Path) -> float:
+    """The mid-window membership probe's CPU, which the shell's child times include.
+
+    `times.probe` is the probe subshell's own `times` (agent.sh), whatever else the shell reaped
+    meanwhile. Raw directories from before it (`times.mid0`/`times.mid1` around the probe) give
+    the change of the shell's child times, which also holds a generator that exited during the
+    probe: 30 of the 260 cells of the Redis record of 2026-11-25 read 0.01-0.02 s that way.
+    """
+    probe = _read(directory / "times.probe")
+    if probe:
+        return times_total_s(probe)
+    mid0, mid1 = _read(directory / "times.mid0"), _read(directory / "times.mid1")
+    if mid0 and mid1:
+        return times_children_s(mid1) - times_children_s(mid0)
+    return 0.0
+
+
 def stat_cpu_s(before: str, after: str, clk_tck: int) -> float:
     """utime+stime growth of a /proc/PID/stat pair, in seconds."""
     def ticks(stat: str) -> int:
@@ -113,10 +135,10 @@ def read_cell(directory: Path, *, source: str) -> CellRaw:
     busy = _read(directory / "procstat.before"), _read(directory / "procstat.after")
     if busy[0] and busy[1]:
         raw.busy_cpu_s = procstat_busy_s(busy[0], busy[1], clk)
-    stamps = [_read(directory / f"times.{tag}") for tag in ("before", "mid0", "mid1", "after")]
-    if source == "command" and all(stamps):
-        b, m0, m1, a = (times_children_s(s) for s in stamps if s)
-        raw.generator_cpu_s = max((a - b) - (m1 - m0), 0.0)  # minus the membership probe's CPU
+    before_s, after_s = _read(directory / "times.before"), _read(directory / "times.after")
+    if source == "command" and before_s and after_s:
+        generator = times_children_s(after_s) - times_children_s(before_s)
+        raw.generator_cpu_s = max(generator - _probe_cpu_s(directory), 0.0)
     raw.state_before = _read(directory / "state.before")
     raw.state_after = _read(directory / "state.after")
     raw.alive_before = _read(directory / "service.alive.before")

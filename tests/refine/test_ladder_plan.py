@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,7 @@ from threadwise.refine.ladder import plan_cells
 from threadwise.refine.validity import (
     SPINNER_ALIVE_CPUS,
     CellRaw,
+    read_cell,
     reasons,
     spinner_floor_s,
     stat_cpu_s,
@@ -60,6 +62,45 @@ def test_bad_plans_are_refused(arms, levels, repeats, order):
 def test_times_output_of_dash_and_busybox():
     assert times_children_s("0m0.004000s 0m0.000000s\n1m2.500000s 0m0.250000s\n") == pytest.approx(62.75)
     assert times_children_s("0m0.00s 0m0.00s\n0m3.21s 0m0.09s") == pytest.approx(3.30)
+
+
+def _cell_dir(tmp_path: Path, times: dict[str, str]) -> Path:
+    """A finished cell's raw directory as agent.sh writes it, with the given `times` files."""
+    (tmp_path / "cell").write_text("10 redis 2 1\n")
+    (tmp_path / "done").write_text("ok\n")
+    (tmp_path / "wall").write_text("100.0 105.5\n")
+    for tag, text in times.items():
+        (tmp_path / f"times.{tag}").write_text(text)
+    return tmp_path
+
+
+# busybox ash's `times` of a lab cell (run 1 of 2026-11-25, cell 10, Redis at bg=2): the generator
+# (3.9 s of CPU) exited while a starved membership probe ran, so this shell reaped it between the
+# two stamps around the probe.
+_BEFORE = "0m0.080s 0m0.580s\n0m53.980s 0m21.450s\n"
+_AFTER = "0m0.080s 0m0.590s\n0m54.630s 0m24.840s\n"
+
+
+def test_the_generator_keeps_its_cpu_when_it_is_reaped_during_the_membership_probe(tmp_path: Path):
+    # the probe's subshell reports its own CPU: 0.01 s itself, 0.03 s its bpftool and /proc scan
+    raw = read_cell(_cell_dir(tmp_path, {"before": _BEFORE, "after": _AFTER,
+                                         "probe": "0m0.000s 0m0.010s\n0m0.020s 0m0.010s\n"}),
+                    source="command")
+    assert raw.generator_cpu_s == pytest.approx(0.65 + 3.39 - 0.04)
+
+
+def test_old_raw_cells_subtract_the_child_times_around_the_probe(tmp_path: Path):
+    # before times.probe: the change around the probe, which swallowed that generator (0.01 s)
+    raw = read_cell(_cell_dir(tmp_path, {"before": _BEFORE, "mid0": _BEFORE,
+                                         "mid1": "0m0.080s 0m0.590s\n0m54.630s 0m24.830s\n",
+                                         "after": _AFTER}), source="command")
+    assert raw.generator_cpu_s == pytest.approx(0.01)
+
+
+def test_a_cell_without_a_probe_counts_every_reaped_child_as_the_generator(tmp_path: Path):
+    raw = read_cell(_cell_dir(tmp_path, {"before": _BEFORE, "after": _AFTER}), source="command")
+    assert raw.generator_cpu_s == pytest.approx(4.04)
+    assert read_cell(tmp_path, source="service").generator_cpu_s is None
 
 
 def test_stat_cpu_reads_utime_and_stime_after_a_comm_with_spaces():

@@ -143,3 +143,24 @@ def test_a_failed_synthesis_is_a_failed_train_step(tmp_path: Path, monkeypatch: 
     with pytest.raises(ThreadwiseError, match="train step failed: threadwise synthesize ") as failed:
         synthesize_start(capture, "rs", "cores=zero", tmp_path / "s.toml", lambda line: None)
     assert failed.value.exit_code == 1 and not (tmp_path / "s.toml").exists()
+
+
+def test_skip_leaves_the_named_candidates_out_and_knows_which_names_matched(tmp_path: Path) -> None:
+    """--skip: a search resumed after a record measured some candidates leaves them out; a name
+    that matches no offered candidate (a typo) is known, so train can say so."""
+    from threadwise.refine.mutate import all_mutations
+    from threadwise.refine.train import _Skipping, limitations
+    from threadwise.shape import parse_shape
+    from threadwise.synthesize.reader import load_profile
+
+    profile, _ = load_profile(Path(__file__).parents[2] / "profiles" / "redis.toml")
+    shape = parse_shape("cores=2,threads-per-core=1,reserve=1")
+    every = [c.name for c in all_mutations(profile, shape)]
+    skip = ("join:redis-server>io_thd", "io_thd:treatment=latency", "io_thd:treatmnet=batch")
+    offered = _Skipping(all_mutations, skip)
+    names = [c.name for c in offered(profile, shape)]
+    assert names == [n for n in every if n not in skip[:2]]
+    assert offered.skipped == set(skip[:2])           # the typo matched nothing
+    workload = SimpleNamespace(objective=SimpleNamespace(window_s=5.0, warmup_s=1.0))
+    said = limitations(options(tmp_path, skip=skip), workload)  # type: ignore[arg-type]
+    assert said[-1].startswith("Not measured on request (--skip") and "`io_thd:treatment=latency`" in said[-1]

@@ -174,7 +174,8 @@ detach() {
 }
 
 # The POSIX `times` builtin of THIS shell (its second line: reaped children's user and sys time).
-# Never in a subshell: a forked shell starts with zero child times.
+# Never in a subshell for the generator's CPU: a forked shell starts with zero child times (which
+# is why the membership probe's subshell can report its own CPU, `times.probe`).
 
 # Where the CPU went: per-CPU busy time, the scheduler's own process, the service.
 snapshot() {
@@ -256,12 +257,15 @@ cell() {
     # attached: the probe costs CPU in the window, and measured, running it in the second
     # baseline arm (`baseline-aa`, once tested by name) made that arm ~10% slower at bg >= 1.
     sleep "$MEMBERSHIP_AT"
-    times > "$d/times.mid0"
     if [ -n "$ATTACHED" ]; then
-        target_threads > "$d/threads.txt"
-        bpftool -j map dump name layer_match_dbg > "$d/membership.json" 2> "$d/membership.err"
+        # In a subshell that writes its own `times` (itself, then its children): the generator
+        # may exit while the probe runs and this shell reaps it then, so the change of this
+        # shell's child times around the probe is not the probe's CPU (measured: a probe starved
+        # for seconds under background took the generator's whole CPU with it).
+        ( target_threads > "$d/threads.txt"
+          bpftool -j map dump name layer_match_dbg > "$d/membership.json" 2> "$d/membership.err"
+          times > "$d/times.probe" )
     fi
-    times > "$d/times.mid1"
     wait "$LPID"; echo $? > "$d/load.rc"
     times > "$d/times.after"
     kill "$WATCHDOG" 2>/dev/null; wait "$WATCHDOG" 2>/dev/null
