@@ -108,6 +108,9 @@ def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
         f"TARGET={q(workload.target.process)}",
         f"WARMUP={objective.warmup_s:g}",
         f"WINDOW={window:g}",
+        # the membership probe runs after the window while the target outlives it (a service), in
+        # the window only when the load command is itself the target (agent.sh, docs/lab.md)
+        f"PROBE_AT={'after' if workload.service is not None else 'mid'}",
         f"MEMBERSHIP_AT={min(1.0, window / 2):g}",
         # a load generator that hangs (redis-benchmark retries forever without a server) is
         # stopped after this long; its cell is then invalid (load exit status)

@@ -354,6 +354,10 @@ def limitations(options: TrainOptions, workload: Workload) -> list[str]:
                  f"{workload.objective.warmup_s:g} s warm-up.")
     if options.budget == 0:
         items.append("No mutations were measured (budget 0): the profile is the synthesized one.")
+    if workload.service is None and workload.load.source == "command":
+        items.append("The load command is the target, so each profile cell checked its threads' layers "
+                     "inside the window (a /proc scan and a bpftool dump); baseline cells carry no such "
+                     "probe (docs/lab.md).")
     if options.skip:
         items.append("Not measured on request (--skip; a previous record measured them): "
                      + ", ".join(f"`{name}`" for name in options.skip) + ".")

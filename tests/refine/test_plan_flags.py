@@ -181,3 +181,40 @@ def test_the_initramfs_packer_carries_chrt_and_the_generator_by_its_path(
     chrt_packed = [path for path, why in packed if why == "plan.sh's load_cmd" and Path(path).name == "chrt"]
     applet = "chrt" in initramfs.busybox_applets(initramfs.find_busybox())
     assert bool(chrt_packed) is not applet                  # busybox's chrt, or the host's packed
+
+
+# --- the membership probe's place: out of the measured window when the target outlives it ------
+
+
+def test_a_service_workload_probes_after_the_window_and_a_load_that_is_the_target_within_it() -> None:
+    assert "PROBE_AT=after" in _script(_plan()).splitlines()
+    no_service = WORKLOAD.split("[service]", 1)[0] + "[target]" + WORKLOAD.split("[target]", 1)[1]
+    assert "PROBE_AT=mid" in _script(_plan(workload=no_service)).splitlines()
+
+
+@pytest.mark.parametrize("probe_at", ["after", "mid"])
+@pytest.mark.parametrize("shell", ["sh", "busybox"])
+def test_the_agent_runs_the_membership_probe_where_the_plan_says(tmp_path: Path, shell: str,
+                                                                  probe_at: str) -> None:
+    """One attached cell of agent.sh with a stand-in bpftool that stamps /proc/uptime when the probe
+    calls it: after the cell's window (`wall`) for a service, inside it for a load that is the target."""
+    if shutil.which(shell) is None:
+        pytest.skip(f"needs {shell}")
+    out, bin_dir = tmp_path / "out", tmp_path / "bin"
+    out.mkdir()
+    bin_dir.mkdir()
+    stamp = tmp_path / "probed"
+    _executable(bin_dir / "bpftool", f"cut -d' ' -f1 /proc/uptime > '{stamp}'\necho '[]'\n")
+    (out / "plan.sh").write_text(
+        "TARGET=sh\nWARMUP=0\nWINDOW=1\nMEMBERSHIP_AT=0.3\nLOAD_TIMEOUT=30\nLOAD_SOURCE=service\n"
+        f"PROBE_AT={probe_at}\nSPIN=/bin/true\nSPIN_ARGS=\nATTACHED=stand-in\ncell 0 arm 0 1\n")
+    argv = [shell, "sh"] if shell == "busybox" else [shell]
+    env = {"PATH": f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin"}
+    done = subprocess.run([*argv, str(ladder.agent_path()), str(out)], capture_output=True, text=True,
+                          timeout=60, check=False, env=env)
+    assert done.returncode == 0, (done.stdout, done.stderr, (out / "agent.log").read_text())
+    start, end = (float(v) for v in (out / "cells" / "0" / "wall").read_text().split())
+    probed = float(stamp.read_text())
+    assert (probed >= end) if probe_at == "after" else (start <= probed <= end), (start, probed, end)
+    assert (out / "cells" / "0" / "membership.json").read_text().strip() == "[]"
+    assert (out / "cells" / "0" / "times.probe").exists() is (probe_at == "mid")

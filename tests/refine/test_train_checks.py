@@ -161,6 +161,8 @@ def test_skip_leaves_the_named_candidates_out_and_knows_which_names_matched(tmp_
     names = [c.name for c in offered(profile, shape)]
     assert names == [n for n in every if n not in skip[:2]]
     assert offered.skipped == set(skip[:2])           # the typo matched nothing
-    workload = SimpleNamespace(objective=SimpleNamespace(window_s=5.0, warmup_s=1.0))
+    workload = SimpleNamespace(objective=SimpleNamespace(window_s=5.0, warmup_s=1.0), service=None,
+                               load=SimpleNamespace(source="command"))
     said = limitations(options(tmp_path, skip=skip), workload)  # type: ignore[arg-type]
     assert said[-1].startswith("Not measured on request (--skip") and "`io_thd:treatment=latency`" in said[-1]
+    assert said[-2].startswith("The load command is the target")   # its probe stays in the window

@@ -177,6 +177,17 @@ detach() {
 # Never in a subshell for the generator's CPU: a forked shell starts with zero child times (which
 # is why the membership probe's subshell can report its own CPU, `times.probe`).
 
+# probe DIR TIMES: the target's threads and the layer each one matched (membership), in a subshell
+# that writes its own `times` (itself, then its children) to TIMES: the generator may exit while a
+# mid-window probe runs and this shell reaps it then, so the change of this shell's child times
+# around the probe is not the probe's CPU (measured: a probe starved for seconds under background
+# took the generator's whole CPU with it).
+probe() {
+    ( target_threads > "$1/threads.txt"
+      bpftool -j map dump name layer_match_dbg > "$1/membership.json" 2> "$1/membership.err"
+      times > "$2" )
+}
+
 # Where the CPU went: per-CPU busy time, the scheduler's own process, the service.
 snapshot() {
     grep '^cpu' /proc/stat > "$1/procstat.$2"
@@ -253,18 +264,15 @@ cell() {
     fi
     ( sleep "$LOAD_TIMEOUT"; kill "$LPID" 2>/dev/null ) > /dev/null 2>&1 &
     WATCHDOG=$!
-    # Membership mid-window (a load command may itself be the target), only while a profile is
-    # attached: the probe costs CPU in the window, and measured, running it in the second
-    # baseline arm (`baseline-aa`, once tested by name) made that arm ~10% slower at bg >= 1.
-    sleep "$MEMBERSHIP_AT"
-    if [ -n "$ATTACHED" ]; then
-        # In a subshell that writes its own `times` (itself, then its children): the generator
-        # may exit while the probe runs and this shell reaps it then, so the change of this
-        # shell's child times around the probe is not the probe's CPU (measured: a probe starved
-        # for seconds under background took the generator's whole CPU with it).
-        ( target_threads > "$d/threads.txt"
-          bpftool -j map dump name layer_match_dbg > "$d/membership.json" 2> "$d/membership.err"
-          times > "$d/times.probe" )
+    # Membership only while a profile is attached, and out of the window where it can be: the probe
+    # costs CPU (measured: in one baseline arm it made that arm ~10% slower at bg >= 1) and its
+    # bpftool and /proc scan ran in the catch-all beside the workload (rolesim's workers waited
+    # 100-1,400 us behind them at bg=0), a cost no baseline cell pays. After the window while the
+    # target outlives it (a service: PROBE_AT=after); mid-window only when the load command is
+    # itself the target, whose threads exist only while it runs.
+    if [ "${PROBE_AT:-mid}" = mid ]; then
+        sleep "$MEMBERSHIP_AT"
+        [ -n "$ATTACHED" ] && probe "$d" "$d/times.probe"
     fi
     wait "$LPID"; echo $? > "$d/load.rc"
     times > "$d/times.after"
@@ -273,6 +281,8 @@ cell() {
     [ -n "$SPID" ] && cat "/proc/$SPID/stat" > "$d/spin.stat.after"
     snapshot "$d" after
     [ -n "$TRACING" ] && trace_stop "$d"
+    # the window (and its trace) is over, the background still runs: the threads and their layers
+    [ "${PROBE_AT:-mid}" = after ] && [ -n "$ATTACHED" ] && probe "$d" /dev/null
     [ -n "$SPID" ] && { kill "$SPID"; wait "$SPID" 2>/dev/null; }
     echo "$start $end" > "$d/wall"; echo "$lines0 $lines1" > "$d/service.lines"
     sched_state > "$d/state.after"; alive > "$d/service.alive.after"
