@@ -77,6 +77,7 @@ class Decision(StrEnum):
     KEPT = "kept"
     REVERTED = "reverted"
     REJECTED = "rejected"
+    FAILED = "failed"  # its ladder did not finish (the lab failed): the search stops there
 
 
 Measure = Callable[[list[Arm]], Measured]
@@ -129,7 +130,7 @@ class RefineResult:
 
     @property
     def measured_candidates(self) -> int:
-        return sum(1 for s in self.steps[1:] if s.decision is not Decision.REJECTED)
+        return sum(1 for s in self.steps[1:] if s.decision in (Decision.KEPT, Decision.REVERTED))
 
 
 def toml_diff(before: Profile | None, after: Profile, before_name: str, after_name: str) -> str:
@@ -210,8 +211,19 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
                             cand_shape.reserve_cores, chosen_because=choice.because))
                 index += 1
                 continue
-            measured = measure([Arm(BASELINE), profile_arm(BEST, best, best_shape),
-                                profile_arm(CANDIDATE, candidate.profile, cand_shape)])
+            try:
+                measured = measure([Arm(BASELINE), profile_arm(BEST, best, best_shape),
+                                    profile_arm(CANDIDATE, candidate.profile, cand_shape)])
+            except ThreadwiseError as error:
+                # The lab failed under this candidate (a guest crash, a cut run). Nothing measured
+                # is lost: the steps so far stand, and this one says where and why the search
+                # stopped (a Redis search of 2026-11-25 lost seven measured steps to one crash).
+                why = error.message.splitlines()[0]
+                record(Step(index, candidate.name, candidate.description, diff, Decision.FAILED,
+                            f"not measured: its ladder did not finish ({why}); the search stopped here",
+                            cand_shape.reserve_cores, config=checked.config,
+                            notes=checked.notes, chosen_because=choice.because))
+                return RefineResult(best, best_shape, tuple(steps))
             used += 1
             vs_best = ladder(measured, BEST, CANDIDATE)
             vs_base = ladder(measured, BASELINE, CANDIDATE)

@@ -32,14 +32,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from threadwise.errors import NothingMeasured, ThreadwiseError, UsageError
+from threadwise.errors import LabError, NothingMeasured, ThreadwiseError, UsageError
 from threadwise.paths import write_output
 from threadwise.refine import judge, loop, report, stats, store
 from threadwise.refine.diagnose import Blocker, load_blockers
 from threadwise.refine.ladder import AA_ARM, BASELINE, Arm
 from threadwise.refine.mutate import toml_text
 from threadwise.refine.rows import StepRow, TrainingRow
-from threadwise.refine.run import Where, run_ladder
+from threadwise.refine.run import LadderRun, Where, run_ladder
 from threadwise.refine.service import RunningService
 from threadwise.refine.workload import Workload, load_workload, render_argv
 from threadwise.shape import Shape, parse_shape
@@ -119,12 +119,31 @@ def synthesize_start(capture: Path, name: str, shape: str, out: Path,
     return profile
 
 
+TCG_PATCHING_OOPS = "Oops: int3"  # a console line of the emulator's race (runtime/lab/initramfs.py)
+
+
+def once_more_after_tcg_oops(ladder: Callable[[str], LadderRun], step: int,
+                             progress: Callable[[str], None]) -> LadderRun:
+    """Step `step`'s ladder (`ladder(raw folder)`), run once more in a new boot when the guest died
+    of multi-threaded TCG's code-patching race (docs/lab.md: an `int3` oops while static keys are
+    patched, seen when sched_ext is enabled or disabled), which is the emulator's, not the
+    candidate's. The partial run stays in the ladder file; any other failure is raised."""
+    try:
+        return ladder(f"raw-step{step}")
+    except LabError as error:
+        if TCG_PATCHING_OOPS not in error.message:
+            raise
+        progress(f"train: the lab guest oopsed ({TCG_PATCHING_OOPS}: TCG's code-patching race, "
+                 f"docs/lab.md); step {step}'s ladder runs once more in a new boot")
+        return ladder(f"raw-step{step}-again")
+
+
 def store_steps(con: duckdb.DuckDBPyConnection, result: RefineResult, runs: list[int], *,
                 floors: stats.Floors, repeats: int, primary: str) -> None:
     """The loop's steps, with the ladder run that measured each (rejected steps have none)."""
     rows, measured_steps = [], iter(runs)
     for step in result.steps:
-        run_id = None if step.decision.value == "rejected" else next(measured_steps)
+        run_id = None if step.decision.value in ("rejected", "failed") else next(measured_steps)
         floor = floors.floor(primary, repeats)
         rows.append(StepRow(step=step.index, run_id=run_id, candidate=step.candidate,
                             description=step.description, decision=step.decision.value,
@@ -187,12 +206,15 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
 
     def measure(arms: list[Arm]) -> dict:
         step = len(runs)
-        result = run_ladder(workload, workload_toml, arms,
-                            ladder_file=ladder_file, place=options.place, levels=options.levels,
-                            repeats=options.repeats, seed=options.seed + 1 + step,
-                            purpose=f"refine-step-{step}", command=options.command, progress=progress,
-                            floors=floors,
-                            keep_raw=work / f"raw-step{step}")
+
+        def ladder(raw: str) -> LadderRun:
+            return run_ladder(workload, workload_toml, arms,
+                              ladder_file=ladder_file, place=options.place, levels=options.levels,
+                              repeats=options.repeats, seed=options.seed + 1 + step,
+                              purpose=f"refine-step-{step}", command=options.command,
+                              progress=progress, floors=floors, keep_raw=work / raw)
+
+        result = once_more_after_tcg_oops(ladder, step, progress)
         runs.append(result.run_id)
         if step == 0:
             _require_pairs(work, ladder_file, result.run_id, workload.objective.primary.metric)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from threadwise.errors import ThreadwiseError
+from threadwise.errors import LabError, ThreadwiseError
 from threadwise.refine import mutate
 from threadwise.refine.diagnose import Blocker
 from threadwise.refine.loop import (
@@ -512,3 +512,27 @@ def test_a_record_older_than_the_guided_search_shows_a_dash() -> None:
     finally:
         con.close()
     assert table[3].startswith("| 1 | `hot:treatment=latency` | - | 3 | **reverted** |")
+
+
+def test_a_ladder_that_fails_under_a_candidate_ends_the_search_and_keeps_every_step_before_it() -> None:
+    """A lab failure (a guest crash) under the second candidate: the first candidate's measured step
+    and the best stay, the failed one is a step that says why, and nothing after it is measured."""
+    ladder = FakeLadder(rps={"a": dict.fromkeys(LEVELS, 1.0)})
+
+    def measure(arms: list[Arm]) -> Measured:
+        if len(ladder.calls) == 2:
+            ladder.calls.append(list(arms))
+            raise LabError("the initramfs guest ended (qemu exited 0) before sending the results "
+                           "archive; ...\n  [   80.6] Kernel panic - not syncing")
+        return ladder(arms)
+
+    result = refine(start_profile(), shape=SHAPE, measure=measure, primary=PRIMARY, secondary=SECONDARY,
+                    floors=FLOORS, budget=5, candidates=fixed_candidates("a", "b", "c"),
+                    vet=vet_without_oracle)
+    assert [(s.candidate, s.decision) for s in result.steps] == [
+        (START, Decision.KEPT), ("a", Decision.REVERTED), ("b", Decision.FAILED)]
+    failed = step(result, "b")
+    assert failed.reason == ("not measured: its ladder did not finish (the initramfs guest ended (qemu "
+                             "exited 0) before sending the results archive; ...); the search stopped here")
+    assert failed.vs_best is None and failed.measured is None
+    assert result.measured_candidates == 1 and len(ladder.calls) == 3

@@ -166,3 +166,37 @@ def test_skip_leaves_the_named_candidates_out_and_knows_which_names_matched(tmp_
     said = limitations(options(tmp_path, skip=skip), workload)  # type: ignore[arg-type]
     assert said[-1].startswith("Not measured on request (--skip") and "`io_thd:treatment=latency`" in said[-1]
     assert said[-2].startswith("The load command is the target")   # its probe stays in the window
+
+
+def test_a_step_ladder_runs_once_more_after_tcgs_patching_oops_and_only_then() -> None:
+    from threadwise.errors import LabError
+    from threadwise.refine.train import once_more_after_tcg_oops
+
+    oops = LabError("the initramfs guest ended (qemu exited 0) before sending the results archive; "
+                    "last console lines:\n  [   80.645828] Oops: int3: 0000 [#1] SMP NOPTI")
+    calls: list[str] = []
+    said: list[str] = []
+
+    def crashes_once(raw: str) -> object:
+        calls.append(raw)
+        if len(calls) == 1:
+            raise oops
+        return "run"
+
+    assert once_more_after_tcg_oops(crashes_once, 5, said.append) == "run"  # type: ignore[arg-type]
+    assert calls == ["raw-step5", "raw-step5-again"] and "runs once more" in said[0]
+
+    def always(error: LabError):  # type: ignore[no-untyped-def]
+        def ladder(raw: str) -> object:
+            calls.append(raw)
+            raise error
+        return ladder
+
+    calls.clear()
+    with pytest.raises(LabError, match="Oops: int3"):           # twice: the search stops there
+        once_more_after_tcg_oops(always(oops), 2, said.append)  # type: ignore[arg-type]
+    assert calls == ["raw-step2", "raw-step2-again"]
+    calls.clear()
+    with pytest.raises(LabError, match="timed out"):            # not the emulator's race: no retry
+        once_more_after_tcg_oops(always(LabError("the guest timed out")), 3, said.append)  # type: ignore[arg-type]
+    assert calls == ["raw-step3"]
