@@ -102,6 +102,8 @@ GUEST_HELP = ("Lab guest: initramfs (self-contained kernel + initramfs holding s
               "the agent; the default: measurements stay in RAM) or vng (this machine's root shared "
               "read-only; its file I/O stalls under exclusive layers, see docs/refine.md).")
 LAB_HELP = "Run every cell in ONE lab VM boot (for hosts without sched_ext; TCG, see docs/lab.md)."
+SKIP_HELP = ("A candidate not to measure, by its name as a record's steps print it (e.g. "
+             "`io_thd:treatment=latency`): one a previous record measured (repeatable).")
 
 
 def parse_levels(text: str) -> list[int]:
@@ -224,10 +226,7 @@ def train_command(
     artifacts: Annotated[Path, typer.Option("--artifacts", help="Where training records go.")]
     = Path("artifacts"),
     force: Annotated[bool, typer.Option("--force", help="Replace an existing profile and record.")] = False,
-    skip: Annotated[list[str] | None, typer.Option("--skip", help="A candidate not to measure, by its "
-                                                   "name as a record's steps print it (e.g. "
-                                                   "`io_thd:treatment=latency`): one a previous record "
-                                                   "measured (repeatable).")] = None,
+    skip: Annotated[list[str] | None, typer.Option("--skip", help=SKIP_HELP)] = None,
 ) -> None:
     """Train a profile: observe, analyze, synthesize, then keep only measured wins.
 
@@ -274,10 +273,7 @@ def refine_command(
     artifacts: Annotated[Path, typer.Option("--artifacts", help="Where the record goes.")]
     = Path("artifacts"),
     force: Annotated[bool, typer.Option("--force", help="Replace an existing profile and record.")] = False,
-    skip: Annotated[list[str] | None, typer.Option("--skip", help="A candidate not to measure, by its "
-                                                   "name as a record's steps print it (e.g. "
-                                                   "`io_thd:treatment=latency`): one a previous record "
-                                                   "measured (repeatable).")] = None,
+    skip: Annotated[list[str] | None, typer.Option("--skip", help=SKIP_HELP)] = None,
 ) -> None:
     """Refine a profile: keep only mutations that win a ladder against it.
 

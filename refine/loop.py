@@ -113,6 +113,11 @@ class Step:
     notes: tuple[str, ...] = ()
     chosen_because: str = ""  # why the search tried it now (guide.Choice.because)
 
+    @property
+    def measured_run(self) -> bool:
+        """Whether a ladder run measured it (rejected and failed steps have none)."""
+        return self.decision in (Decision.KEPT, Decision.REVERTED)
+
 
 @dataclass(frozen=True)
 class RefineResult:
@@ -130,7 +135,7 @@ class RefineResult:
 
     @property
     def measured_candidates(self) -> int:
-        return sum(1 for s in self.steps[1:] if s.decision in (Decision.KEPT, Decision.REVERTED))
+        return sum(1 for s in self.steps[1:] if s.measured_run)
 
 
 def toml_diff(before: Profile | None, after: Profile, before_name: str, after_name: str) -> str:

@@ -42,6 +42,7 @@ from threadwise.refine.rows import StepRow, TrainingRow
 from threadwise.refine.run import LadderRun, Where, run_ladder
 from threadwise.refine.service import RunningService
 from threadwise.refine.workload import Workload, load_workload, render_argv
+from threadwise.runtime.lab.agent import TCG_PATCHING_OOPS
 from threadwise.shape import Shape, parse_shape
 from threadwise.synthesize.from_capture import synthesize_capture
 from threadwise.synthesize.reader import load_profile
@@ -119,9 +120,6 @@ def synthesize_start(capture: Path, name: str, shape: str, out: Path,
     return profile
 
 
-TCG_PATCHING_OOPS = "Oops: int3"  # a console line of the emulator's race (runtime/lab/initramfs.py)
-
-
 def once_more_after_tcg_oops(ladder: Callable[[str], LadderRun], step: int,
                              progress: Callable[[str], None]) -> LadderRun:
     """Step `step`'s ladder (`ladder(raw folder)`), run once more in a new boot when the guest died
@@ -140,10 +138,10 @@ def once_more_after_tcg_oops(ladder: Callable[[str], LadderRun], step: int,
 
 def store_steps(con: duckdb.DuckDBPyConnection, result: RefineResult, runs: list[int], *,
                 floors: stats.Floors, repeats: int, primary: str) -> None:
-    """The loop's steps, with the ladder run that measured each (rejected steps have none)."""
+    """The loop's steps, with the ladder run that measured each (rejected and failed steps have none)."""
     rows, measured_steps = [], iter(runs)
     for step in result.steps:
-        run_id = None if step.decision.value in ("rejected", "failed") else next(measured_steps)
+        run_id = next(measured_steps) if step.measured_run else None
         floor = floors.floor(primary, repeats)
         rows.append(StepRow(step=step.index, run_id=run_id, candidate=step.candidate,
                             description=step.description, decision=step.decision.value,

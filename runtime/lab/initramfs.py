@@ -59,7 +59,7 @@ from pathlib import Path
 
 from threadwise.errors import InitramfsError, LabError, MissingTool, ThreadwiseError
 from threadwise.runtime.lab import hostload
-from threadwise.runtime.lab.agent import Execution, agent_path, init_path
+from threadwise.runtime.lab.agent import TCG_PATCHING_OOPS, Execution, agent_path, init_path
 
 # What the image carries and how it is packed live in carry.py; these names stay importable here.
 from threadwise.runtime.lab.carry import (  # noqa: F401
@@ -88,7 +88,7 @@ VIRTIO_BLK = "/lib/modules/virtio_blk.ko"
 QEMU_APPEND = "console=ttyS0 rdinit=/init quiet panic=1"
 # Boots that died before the agent said anything, for reasons of the emulation, are retried
 # (multi-threaded TCG's code-patching race, runtime/lab/vng.py).
-TRANSIENT = ("Oops: int3", "Kernel panic")
+TRANSIENT = (TCG_PATCHING_OOPS, "Kernel panic")
 BOOT_ATTEMPTS = 2
 ICOUNT_ENV = "THREADWISE_LAB_ICOUNT"
 

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from threadwise.errors import GuestCommandFailed, LabError, LabTimeout, MissingTool, UsageError
 from threadwise.runtime.lab import labtee
+from threadwise.runtime.lab.agent import TCG_PATCHING_OOPS
 from threadwise.runtime.lab.kernel import LabKernel, find_lab_kernel
 
 VIRTIOFSD_PATHS = ("/usr/libexec/virtiofsd",)
@@ -54,7 +55,7 @@ NOT_MOUNTED = "threadwise-lab: the results directory is not mounted"
 # - multi-threaded TCG has a code-patching race: the kernel's int3-based text
 #   patching (static keys flip when sched_ext enables) can oops with `int3`,
 #   seen with 4 vCPUs on 2 host cores (LAB.md saw it with qemu 7.2 at boot).
-TRANSIENT = ("fallback to 9p", NOT_MOUNTED, "Oops: int3")
+TRANSIENT = ("fallback to 9p", NOT_MOUNTED, TCG_PATCHING_OOPS)
 BOOT_ATTEMPTS = 3
 
 
