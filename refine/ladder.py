@@ -45,6 +45,7 @@ from threadwise.refine.plan import (  # noqa: F401
 from threadwise.runtime.lab.agent import Execution, agent_path
 from threadwise.runtime.lab.initramfs import run_initramfs
 from threadwise.runtime.lab.vng import run_in_lab
+from threadwise.scx import step_interval_ms
 
 if TYPE_CHECKING:
     from threadwise.refine.workload import Workload
@@ -146,7 +147,8 @@ def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
     for turn, (arm_name, cells) in enumerate(plan.turns):
         arm = plan.arm(arm_name)
         if not arm.is_baseline:
-            lines.append(f"attach {q(arm.name)}")
+            # the first userspace step sizes the layers: the agent waits for it (docs/lab.md)
+            lines.append(f"attach {q(arm.name)} {round(step_interval_ms(arm.scx_args))}")
         lines += [f"cell {c.idx} {q(c.arm)} {c.level} {c.repeat}" for c in cells]
         lines += [f"trace_cell {c.idx} {q(c.arm)} {c.level} {c.repeat}" for c in traced.get(turn, ())]
         if not arm.is_baseline:

@@ -6,7 +6,8 @@ its command line lives here, so no caller spells a flag or runs the binary
 itself:
 
 - `scx_layered_path` finds it ($THREADWISE_SCX_LAYERED, else the cache);
-- `interval_args` spells its `--interval` flag (a profile's [scheduler] table);
+- `interval_args` spells its `--interval` flag (a profile's [scheduler] table), and
+  `step_interval_ms` reads it back (how long after an attach the layers get their CPUs);
 - `print_and_exit` is the one runner of `--print-and-exit` (it parses and
   normalises a layer config, needs no sched_ext, and prints `specs=<JSON>`):
   compile --check, apply and refine all go through it, so a refusal reads the
@@ -77,9 +78,26 @@ def error_chain(text: str) -> str:
     return ""
 
 
+# scx_layered 1.1.4's own step when no --interval is given (main.rs `Opts.interval`, 0.1 s)
+DEFAULT_INTERVAL_MS = 100.0
+
+
 def interval_args(interval_ms: float) -> tuple[str, ...]:
     """scx_layered's `--interval` flag (its userspace step, in seconds) for `interval_ms`."""
     return ("--interval", f"{interval_ms / 1000:g}")
+
+
+def step_interval_ms(args: Sequence[str]) -> float:
+    """The userspace step (ms) scx_layered runs with under `args`: their `--interval S`
+    (or `--interval=S`), else its default. Its first step, this long after it attached, is the
+    first that gives Confined and Grouped layers their CPUs (docs/lab.md, "The first step")."""
+    value: str | None = None
+    for at, arg in enumerate(args):
+        if arg == "--interval" and at + 1 < len(args):
+            value = args[at + 1]
+        elif arg.startswith("--interval="):
+            value = arg.split("=", 1)[1]
+    return DEFAULT_INTERVAL_MS if value is None else float(value) * 1000
 
 
 def _argv(binary: Path, flags: Sequence[str], config: Path | str) -> list[str]:

@@ -178,9 +178,9 @@ def test_the_plan_runs_the_trace_cell_attached_after_the_turns_measured_cells(mo
                                 tcp_probe="nc", tracer=tracer)
     steps = [line for line in script.splitlines() if line.split(" ")[0] in
              ("attach", "detach", "cell", "trace_cell")]
-    assert steps[steps.index("attach tiny"):steps.index("detach tiny") + 1] == [
-        "attach tiny", "cell 2 tiny 0 1", "cell 3 tiny 1 1", "trace_cell 6 tiny 0 1", "trace_cell 7 tiny 1 1",
-        "detach tiny"]
+    assert steps[steps.index("attach tiny 100"):steps.index("detach tiny") + 1] == [
+        "attach tiny 100", "cell 2 tiny 0 1", "cell 3 tiny 1 1", "trace_cell 6 tiny 0 1",
+        "trace_cell 7 tiny 1 1", "detach tiny"]
     assert f"TRACER={tracer}" in script.splitlines()
     # without a tracer (the vng guest, a host, or none built) nothing is traced
     plain = ladder.plan_script(plan, attach_mode="runtime", spin=Path("/x/spin"), scx=None)

@@ -20,6 +20,7 @@ from threadwise.refine import ladder
 from threadwise.refine.ladder import BASELINE, Arm
 from threadwise.refine.workload import parse_workload
 from threadwise.runtime.lab import initramfs
+from threadwise.scx import DEFAULT_INTERVAL_MS, interval_args, step_interval_ms
 from threadwise.synthesize.layered import LayerConfig
 
 SPECS = [{"name": "rest", "matches": [[]], "kind": {"Open": {}}}]
@@ -81,7 +82,17 @@ def test_write_plan_writes_one_flag_a_line_only_for_arms_that_have_flags(tmp_pat
     assert not (tmp_path / "arms" / "plain.args").exists()
     assert not (tmp_path / "arms" / f"{BASELINE}.args").exists()
     assert json.loads((tmp_path / "arms" / "tuned.json").read_text()) == SPECS
-    assert "attach tuned" in (tmp_path / "plan.sh").read_text().splitlines()
+    # each attach names the arm's userspace step (ms): the agent waits for the first one, which
+    # gives the layers their CPUs; an arm without flags runs at scx_layered's own 0.1 s
+    steps = (tmp_path / "plan.sh").read_text().splitlines()
+    assert "attach tuned 5000" in steps and "attach plain 100" in steps
+
+
+def test_step_interval_reads_the_interval_flag_back_in_either_spelling() -> None:
+    assert step_interval_ms(interval_args(5000)) == 5000
+    assert step_interval_ms(("--interval=0.25", "--other")) == 250
+    assert step_interval_ms(("--interval", "1", "--interval", "2")) == 2000   # clap: the last wins
+    assert step_interval_ms(()) == DEFAULT_INTERVAL_MS == 100
 
 
 def _sched_ext_enabled() -> bool:
@@ -218,3 +229,31 @@ def test_the_agent_runs_the_membership_probe_where_the_plan_says(tmp_path: Path,
     assert (probed >= end) if probe_at == "after" else (start <= probed <= end), (start, probed, end)
     assert (out / "cells" / "0" / "membership.json").read_text().strip() == "[]"
     assert (out / "cells" / "0" / "times.probe").exists() is (probe_at == "mid")
+
+
+# --- the first userspace step: the layers get their CPUs only then ------------------------------
+
+
+@pytest.mark.parametrize("shell", ["sh", "busybox"])
+def test_the_agent_waits_for_the_first_step_since_scx_layered_started_running(tmp_path: Path,
+                                                                              shell: str) -> None:
+    """first_step sleeps until STEP_MS + 1 s have passed since the given start (uptime s), and not
+    at all when they already have: a Confined layer has no CPU before scx_layered's first step."""
+    if shutil.which(shell) is None:
+        pytest.skip(f"needs {shell}")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "plan.sh").write_text(
+        't0=$(uptime_s); first_step fresh 1500 "$t0"; t1=$(uptime_s)\n'
+        'first_step old 1500 "$(awk -v t="$t1" \'BEGIN { print t - 10 }\')"; t2=$(uptime_s)\n'
+        'echo "$t0 $t1 $t2" > "$OUT/stamps"\n')
+    argv = [shell, "sh"] if shell == "busybox" else [shell]
+    done = subprocess.run([*argv, str(ladder.agent_path()), str(out)], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    t0, t1, t2 = (float(v) for v in (out / "stamps").read_text().split())
+    assert t1 - t0 >= 2.4          # 1.5 s step + 1 s margin, less /proc/uptime's and %.1f's rounding
+    assert t2 - t1 < 1.0           # started 10 s ago: its first step is long past
+    log = (out / "agent.log").read_text()
+    assert "attach fresh: first step (every 1500 ms) in 2.5 s" in log
+    assert "attach old: first step (every 1500 ms) in 0.0 s" in log

@@ -7,7 +7,7 @@
 # parses, judges and stores them, so the same agent serves every kind of guest. POSIX sh only: it
 # must run under busybox ash as well as dash. plan.sh defines the workload's commands as functions
 # (service_cmd, load_cmd, ready_cmd) and variables, then calls the steps below in order:
-#   service_start | attach ARM | cell IDX ARM LEVEL REPEAT | trace_cell IDX ARM LEVEL REPEAT
+#   service_start | attach ARM STEP_MS | cell IDX ARM LEVEL REPEAT | trace_cell IDX ARM LEVEL REPEAT
 #   | detach ARM | service_stop
 set -u
 OUT=${1:?usage: agent.sh OUT}
@@ -75,7 +75,8 @@ service_stop() {
     say "service: stopped"
 }
 
-# attach ARM: start scx_layered with arms/ARM.json; wait for the kernel to say it is attached.
+# attach ARM STEP_MS: start scx_layered with arms/ARM.json; wait for the kernel to say it is
+# attached, then for its first userspace step (STEP_MS, its --interval, after it started running).
 attach() {
     say "attach $1: starting"
     t0=$(date +%s)
@@ -100,11 +101,32 @@ attach() {
             fi
             sleep 0.5
         done
+        # its main loop starts once init has printed this (main.rs, just before `run`)
+        i=0
+        while ! grep -q "Scheduler Attached" "$OUT/arms/$1.scx.log" 2>/dev/null && [ "$i" -lt 100 ]; do
+            sleep 0.2; i=$((i + 1))
+        done
     fi
+    running_at=$(uptime_s)
     echo "$(( $(date +%s) - t0 ))" > "$OUT/arms/$1.attach_s"
     ATTACHED=$1
     say "attach $1: attached after $(cat "$OUT/arms/$1.attach_s") s ($(sched_state))"
     settle "$1"
+    first_step "$1" "${2:-100}" "$running_at"
+}
+
+# first_step ARM STEP_MS SINCE: sleep until STEP_MS (+ 1 s for a slow guest) have passed since
+# SINCE (uptime s). scx_layered gives Confined and Grouped layers their CPUs only in its userspace
+# step, the first one an --interval after its main loop starts (1.1.4 main.rs `run`; its init does
+# not size the layers before attaching). Before that a Confined layer owns no CPU and its threads
+# run from the fallback queue on any CPU: rolesim's hot-0 ran on the shared vCPU for ~4 s of the
+# window that followed each attach with --interval 5, and every profile arm's first cell (bg=0)
+# measured that instead of the profile (docs/lab.md, "The first step").
+first_step() {
+    wait_s=$(awk -v since="$3" -v ms="$2" -v now="$(uptime_s)" \
+        'BEGIN { w = since + ms / 1000 + 1 - now; printf "%.1f", (w > 0 ? w : 0) }')
+    say "attach $1: first step (every ${2} ms) in $wait_s s"
+    sleep "$wait_s"
 }
 
 # 0 when every thread of the given processes is stopped (state T or t).
