@@ -7,6 +7,7 @@ import time
 from threadwise.runtime.config import ResolvedConfig
 from threadwise.runtime.launcher import StatusReport, StopReport
 from threadwise.runtime.state import Phase, RunState
+from threadwise.scx import step_interval_ms
 
 
 def _cpus(cpus: list[int]) -> str:
@@ -45,7 +46,23 @@ def applied(state: RunState, resolved: ResolvedConfig) -> str:
         f"pids:     supervisor {state.supervisor_pid}, scx_layered {state.scx_pid}",
         "next:     threadwise status | threadwise stop",
     ]
-    return "\n".join(lines)
+    sized = first_step(resolved)
+    return "\n".join(lines if sized is None else [*lines[:4], sized, *lines[4:]])
+
+
+def first_step(resolved: ResolvedConfig) -> str | None:
+    """When the layers that own CPUs get them: at scx_layered's first userspace step, one
+    --interval after the attach (docs/lab.md "The first step after an attach"); None without such
+    layers (Open layers need no sizing)."""
+    # deferred: synthesize's modules, which `threadwise --help` (importing this one) does without
+    from threadwise.synthesize.layered import KindName
+
+    owning = [spec.name for spec in resolved.config if spec.kind.name is not KindName.OPEN]
+    if not owning:
+        return None
+    step_s = step_interval_ms(resolved.scx_args) / 1000
+    return (f"sized:    {', '.join(owning)} get their CPUs at scx_layered's first step, {step_s:g} s "
+            f"after the attach (--interval); until then their threads run on any CPU")
 
 
 def status(result: StatusReport) -> str:

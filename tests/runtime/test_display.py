@@ -30,3 +30,26 @@ def test_without_membership_the_tasks_note_still_shows() -> None:
     lines = display.layer_table([LayerFigures("hot", 0, 2, 196.9, [0, 1], True)], None)
     assert lines[0].split() == ["layer", "tasks", "util%", "cpus"]
     assert lines[-1].startswith("note:      tasks: scx_layered's own count")
+
+
+def test_apply_says_when_layers_that_own_cpus_get_them() -> None:
+    """scx_layered sizes Confined and Grouped layers only at its first step, an --interval after the
+    attach (docs/lab.md): apply says so for them, and says nothing for a config of Open layers."""
+    from pathlib import Path
+
+    from threadwise.runtime.config import ResolvedConfig
+    from threadwise.shape import parse_shape
+    from threadwise.synthesize.compile import compile_profile
+    from threadwise.synthesize.reader import parse_profile
+
+    golden = Path(__file__).parents[1] / "synthesize" / "fixtures" / "golden" / "rolesim-capture.toml"
+    profile, _ = parse_profile(golden.read_text())
+    config = compile_profile(profile, parse_shape("cores=2,threads-per-core=1")).config
+    resolved = ResolvedConfig(config=config, source="rolesim.toml", kind="profile", shape="cores=2",
+                              scx_args=("--interval", "5"))
+    assert display.first_step(resolved) == (
+        "sized:    hot get their CPUs at scx_layered's first step, 5 s after the attach (--interval); "
+        "until then their threads run on any CPU")
+    open_only = ResolvedConfig(config=type(config)(config.specs[1:]), source="x.json", kind="json",
+                               shape=None)
+    assert display.first_step(open_only) is None
