@@ -26,9 +26,15 @@ from pathlib import Path
 # lab, scx_layered 1.1.4 with one exclusive CPU gave two runnable spinners 0.23-0.37 CPU. That
 # starvation is the profile's own effect, a result shown in "background CPUs got", so a profile
 # cell is invalid only when its spinners did not run at all (no reading, or below
-# SPINNER_ALIVE_CPUS of CPU: a process that started and spun burns far more in a window).
+# SPINNER_ALIVE_CPUS of CPU: a process that started and spun burns far more in a window), unless
+# their threads' schedstat shows them runnable for most of the window (at least
+# SPINNER_RUNNABLE_SHARE of level x window, run + run-queue wait): then the profile starved a
+# background that was there, which is its result too. Measured: Redis profiles that give its
+# threads the CPU left the spinners 0.05-0.11 s of CPU in 8-9 s (2026-11-26), which the CPU rule
+# alone called "never ran".
 SPINNER_MIN_CPUS_SHARE = 0.25
 SPINNER_ALIVE_CPUS = 0.02
+SPINNER_RUNNABLE_SHARE = 0.5
 GENERATOR_MAX_SHARE = 0.90  # generator CPU < 90% of one CPU over the window
 
 
@@ -44,6 +50,7 @@ class CellRaw:
     wall_s: float | None = None
     window: tuple[float, float] | None = None  # the window's start and end, guest uptime seconds
     spinner_cpu_s: float | None = None
+    spinner_runnable_s: float | None = None  # the spinners' threads: ran + waited runnable (schedstat)
     generator_cpu_s: float | None = None
     state_before: str | None = None
     state_after: str | None = None
@@ -105,6 +112,15 @@ def stat_cpu_s(before: str, after: str, clk_tck: int) -> float:
     return (ticks(after) - ticks(before)) / clk_tck
 
 
+def schedstat_runnable_s(before: str, after: str) -> float:
+    """Growth of ran + waited-runnable time summed over the threads of two /proc/PID/task/*/schedstat
+    listings (one `run_ns wait_ns slices` line per thread), in seconds."""
+    def total(text: str) -> int:
+        return sum(int(fields[0]) + int(fields[1]) for fields in (line.split() for line in text.splitlines())
+                   if len(fields) >= 2)
+    return (total(after) - total(before)) / 1e9
+
+
 def procstat_busy_s(before: str, after: str, clk_tck: int) -> float:
     """Non-idle time over all CPUs between two copies of /proc/stat's aggregate `cpu` line."""
     def busy(text: str) -> int:
@@ -128,6 +144,9 @@ def read_cell(directory: Path, *, source: str) -> CellRaw:
         raw.spinner_cpu_s = stat_cpu_s(before, after, clk)
     elif raw.level == 0:
         raw.spinner_cpu_s = 0.0
+    sched = _read(directory / "spin.schedstat.before"), _read(directory / "spin.schedstat.after")
+    if sched[0] and sched[1]:
+        raw.spinner_runnable_s = schedstat_runnable_s(sched[0], sched[1])
     for name, attr in (("scx", "scx_cpu_s"), ("service", "service_cpu_s")):
         pair = _read(directory / f"{name}.stat.before"), _read(directory / f"{name}.stat.after")
         if pair[0] and pair[1]:
@@ -170,7 +189,9 @@ def reasons(raw: CellRaw, *, baseline: bool, vcpus: int, window_s: float,
         want = (spinner_floor_s(raw.level, vcpus, wall, duty) if baseline
                 else SPINNER_ALIVE_CPUS * wall)
         got = raw.spinner_cpu_s
-        if got is None or got < want:
+        starved = (not baseline and raw.spinner_runnable_s is not None
+                   and raw.spinner_runnable_s >= SPINNER_RUNNABLE_SHARE * raw.level * wall)
+        if (got is None or got < want) and not starved:
             shown = "no reading" if got is None else f"{got:.2f} s"
             rule = "" if baseline else ": the background never ran"
             found.append(f"spinners: {raw.level} spinners burned {shown} of CPU in {wall:.1f} s "

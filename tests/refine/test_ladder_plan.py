@@ -14,6 +14,7 @@ from threadwise.refine.validity import (
     CellRaw,
     read_cell,
     reasons,
+    schedstat_runnable_s,
     spinner_floor_s,
     stat_cpu_s,
     times_children_s,
@@ -201,6 +202,27 @@ def test_a_background_that_never_ran_is_an_invalid_profile_cell(spinner_cpu_s: f
     assert len(found) == 1 and found[0].startswith("spinners:"), found
     assert found[0].endswith(f"(need >= {SPINNER_ALIVE_CPUS * WALL_S:.2f} s: the background never ran)")
     assert ("no reading" in found[0]) == (spinner_cpu_s is None)
+
+
+def test_spinners_starved_while_runnable_are_a_valid_profile_cell_and_never_a_baseline_one() -> None:
+    """A profile that gives its threads the CPU can leave the spinners almost none (Redis: 0.05 s in
+    8-9 s); their schedstat says they waited runnable the whole window, so the background was there
+    and its starvation is the profile's result. Runnable for less than half of level x window, or a
+    baseline cell: the CPU rules stand."""
+    starved = _raw(level=2, spinner_cpu_s=0.05, spinner_runnable_s=2 * WALL_S * 0.98)
+    assert reasons(starved, baseline=False, vcpus=2, window_s=WALL_S, metrics_error=None) == []
+    idle = _raw(level=2, spinner_cpu_s=0.05, spinner_runnable_s=2 * WALL_S * 0.4)
+    assert reasons(idle, baseline=False, vcpus=2, window_s=WALL_S, metrics_error=None)[0].endswith(
+        "the background never ran)")
+    in_baseline = _baseline_raw(level=2, spinner_cpu_s=0.05, spinner_runnable_s=2 * WALL_S)
+    assert reasons(in_baseline, baseline=True, vcpus=2, window_s=WALL_S,
+                   metrics_error=None)[0].startswith("spinners:")
+
+
+def test_schedstat_runnable_time_sums_ran_and_waited_over_the_spinners_threads() -> None:
+    before = "100 50 3\n2000000000 1000000000 40\n1000000000 3000000000 41\n"
+    after = "100 50 3\n2100000000 5900000000 45\n1050000000 7950000000 44\n"
+    assert schedstat_runnable_s(before, after) == pytest.approx(0.1 + 4.9 + 0.05 + 4.95)
 
 
 def test_the_alive_threshold_scales_with_the_cells_wall_time() -> None:

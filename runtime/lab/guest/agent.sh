@@ -264,6 +264,14 @@ trace_cell() {
     say "trace $1: $(du -sk "$OUT/cells/$1/trace" | cut -f1) KB; sent after $(( $(date +%s) - t0 )) s"
 }
 
+# spin_stats DIR WHEN: the spinner process's CPU (/proc/PID/stat) and, per thread, the time it ran
+# and waited runnable (/proc/PID/task/*/schedstat): a background that a profile starved waited
+# runnable for the whole window, one that never ran did not (refine/validity.py).
+spin_stats() {
+    cat "/proc/$SPID/stat" > "$1/spin.stat.$2"
+    cat /proc/"$SPID"/task/[0-9]*/schedstat > "$1/spin.schedstat.$2" 2>/dev/null
+}
+
 # cell IDX ARM LEVEL REPEAT: background level, warm-up, one measurement window, raw results.
 cell() {
     d="$OUT/cells/$1"; mkdir -p "$d"
@@ -274,7 +282,7 @@ cell() {
     if [ "$3" -gt 0 ]; then "$SPIN" "$3" $SPIN_ARGS & SPID=$!; fi
     sleep "$WARMUP"
     [ -n "$TRACING" ] && trace_start "$d"
-    [ -n "$SPID" ] && cat "/proc/$SPID/stat" > "$d/spin.stat.before"
+    [ -n "$SPID" ] && spin_stats "$d" before
     snapshot "$d" before
     times > "$d/times.before"
     start=$(uptime_s); lines0=$(wc -l < "$OUT/service.log" 2>/dev/null || echo 0)
@@ -300,7 +308,7 @@ cell() {
     times > "$d/times.after"
     kill "$WATCHDOG" 2>/dev/null; wait "$WATCHDOG" 2>/dev/null
     end=$(uptime_s); lines1=$(wc -l < "$OUT/service.log" 2>/dev/null || echo 0)
-    [ -n "$SPID" ] && cat "/proc/$SPID/stat" > "$d/spin.stat.after"
+    [ -n "$SPID" ] && spin_stats "$d" after
     snapshot "$d" after
     [ -n "$TRACING" ] && trace_stop "$d"
     # the window (and its trace) is over, the background still runs: the threads and their layers
