@@ -27,8 +27,8 @@ from pathlib import Path
 # starvation is the profile's own effect, a result shown in "background CPUs got", so a profile
 # cell is invalid only when its spinners did not run at all (no reading, or below
 # SPINNER_ALIVE_CPUS of CPU: a process that started and spun burns far more in a window), unless
-# their threads' schedstat shows them runnable for most of the window (at least
-# SPINNER_RUNNABLE_SHARE of level x window, run + run-queue wait): then the profile starved a
+# their threads were runnable for most of the window (at least SPINNER_RUNNABLE_SHARE of level x
+# window: state R at both ends, or ran + waited by schedstat): then the profile starved a
 # background that was there, which is its result too. Measured: Redis profiles that give its
 # threads the CPU left the spinners 0.05-0.11 s of CPU in 8-9 s (2026-11-26), which the CPU rule
 # alone called "never ran".
@@ -50,7 +50,7 @@ class CellRaw:
     wall_s: float | None = None
     window: tuple[float, float] | None = None  # the window's start and end, guest uptime seconds
     spinner_cpu_s: float | None = None
-    spinner_runnable_s: float | None = None  # the spinners' threads: ran + waited runnable (schedstat)
+    spinner_runnable_s: float | None = None  # the spinners' threads: runnable time in the window, summed
     generator_cpu_s: float | None = None
     state_before: str | None = None
     state_after: str | None = None
@@ -112,13 +112,29 @@ def stat_cpu_s(before: str, after: str, clk_tck: int) -> float:
     return (ticks(after) - ticks(before)) / clk_tck
 
 
-def schedstat_runnable_s(before: str, after: str) -> float:
-    """Growth of ran + waited-runnable time summed over the threads of two /proc/PID/task/*/schedstat
-    listings (one `run_ns wait_ns slices` line per thread), in seconds."""
-    def total(text: str) -> int:
-        return sum(int(fields[0]) + int(fields[1]) for fields in (line.split() for line in text.splitlines())
-                   if len(fields) >= 2)
-    return (total(after) - total(before)) / 1e9
+def _spin_threads(text: str) -> dict[int, tuple[str, int]]:
+    """tid -> (state, ran + waited ns) of agent.sh's spin.threads listing ("tid state run_ns wait_ns")."""
+    threads = {}
+    for fields in (line.split() for line in text.splitlines()):
+        if len(fields) == 4:
+            threads[int(fields[0])] = (fields[1], int(fields[2]) + int(fields[3]))
+    return threads
+
+
+def spinners_runnable_s(before: str, after: str, wall_s: float) -> float:
+    """How long the spinners' threads were runnable in the window, summed over threads: the whole
+    window for a thread runnable (state R) at both ends (a spinner never blocks), else its growth
+    of ran + waited time by schedstat. Not schedstat alone: it adds a wait only when the thread next
+    runs, so a thread starved for the whole window shows none (seen: 3 of 4 spinners of a Redis
+    profile cell unchanged over 8.7 s)."""
+    first, last = _spin_threads(before), _spin_threads(after)
+    total = 0.0
+    for tid, (state, ns) in last.items():
+        was = first.get(tid)
+        if was is None:
+            continue
+        total += wall_s if state == was[0] == "R" else (ns - was[1]) / 1e9
+    return total
 
 
 def procstat_busy_s(before: str, after: str, clk_tck: int) -> float:
@@ -144,9 +160,9 @@ def read_cell(directory: Path, *, source: str) -> CellRaw:
         raw.spinner_cpu_s = stat_cpu_s(before, after, clk)
     elif raw.level == 0:
         raw.spinner_cpu_s = 0.0
-    sched = _read(directory / "spin.schedstat.before"), _read(directory / "spin.schedstat.after")
-    if sched[0] and sched[1]:
-        raw.spinner_runnable_s = schedstat_runnable_s(sched[0], sched[1])
+    threads = _read(directory / "spin.threads.before"), _read(directory / "spin.threads.after")
+    if threads[0] and threads[1] and raw.wall_s:
+        raw.spinner_runnable_s = spinners_runnable_s(threads[0], threads[1], raw.wall_s)
     for name, attr in (("scx", "scx_cpu_s"), ("service", "service_cpu_s")):
         pair = _read(directory / f"{name}.stat.before"), _read(directory / f"{name}.stat.after")
         if pair[0] and pair[1]:

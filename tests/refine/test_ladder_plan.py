@@ -14,8 +14,8 @@ from threadwise.refine.validity import (
     CellRaw,
     read_cell,
     reasons,
-    schedstat_runnable_s,
     spinner_floor_s,
+    spinners_runnable_s,
     stat_cpu_s,
     times_children_s,
 )
@@ -219,10 +219,15 @@ def test_spinners_starved_while_runnable_are_a_valid_profile_cell_and_never_a_ba
                    metrics_error=None)[0].startswith("spinners:")
 
 
-def test_schedstat_runnable_time_sums_ran_and_waited_over_the_spinners_threads() -> None:
-    before = "100 50 3\n2000000000 1000000000 40\n1000000000 3000000000 41\n"
-    after = "100 50 3\n2100000000 5900000000 45\n1050000000 7950000000 44\n"
-    assert schedstat_runnable_s(before, after) == pytest.approx(0.1 + 4.9 + 0.05 + 4.95)
+def test_spinner_threads_runnable_at_both_ends_count_the_whole_window() -> None:
+    """A spinner starved all window has no schedstat growth (its wait is added when it next runs):
+    state R at both ends counts the window; other threads count their ran + waited growth; the
+    process's sleeping main thread and a thread missing at one end count nothing."""
+    before = "100 S 7329200 1216641\n101 R 98616286 574581890\n102 R 301100855 686845840\n103 R 1 1\n"
+    after = "100 S 7329200 1216641\n101 R 135757538 9585710193\n102 R 301100855 686845840\n104 R 5 5\n"
+    assert spinners_runnable_s(before, after, 8.7) == pytest.approx(8.7 + 8.7)
+    sleeping = "101 S 1000000000 0\n"
+    assert spinners_runnable_s("101 R 0 0\n", sleeping, 8.7) == pytest.approx(1.0)
 
 
 def test_the_alive_threshold_scales_with_the_cells_wall_time() -> None:

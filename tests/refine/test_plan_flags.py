@@ -257,3 +257,24 @@ def test_the_agent_waits_for_the_first_step_since_scx_layered_started_running(tm
     log = (out / "agent.log").read_text()
     assert "attach fresh: first step (every 1500 ms) in 2.5 s" in log
     assert "attach old: first step (every 1500 ms) in 0.0 s" in log
+
+
+@pytest.mark.parametrize("shell", ["sh", "busybox"])
+def test_the_agent_lists_each_spinner_thread_with_its_state_and_schedstat(tmp_path: Path, shell: str) -> None:
+    """spin_stats writes "tid state run_ns wait_ns" per thread of $SPID (validity.py reads it): here
+    a sleeping `sleep`, one thread in state S."""
+    if shutil.which(shell) is None:
+        pytest.skip(f"needs {shell}")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "plan.sh").write_text('sleep 30 & SPID=$!; spin_stats "$OUT" before; kill "$SPID"; '
+                                 'echo "$SPID" > "$OUT/spid"\n')
+    argv = [shell, "sh"] if shell == "busybox" else [shell]
+    done = subprocess.run([*argv, str(ladder.agent_path()), str(out)], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    spid = (out / "spid").read_text().strip()
+    [line] = (out / "spin.threads.before").read_text().splitlines()
+    tid, state, run_ns, wait_ns = line.split()
+    assert tid == spid and state in ("S", "R") and int(run_ns) >= 0 and int(wait_ns) >= 0
+    assert (out / "spin.stat.before").read_text().startswith(f"{spid} (sleep) ")

@@ -264,12 +264,18 @@ trace_cell() {
     say "trace $1: $(du -sk "$OUT/cells/$1/trace" | cut -f1) KB; sent after $(( $(date +%s) - t0 )) s"
 }
 
-# spin_stats DIR WHEN: the spinner process's CPU (/proc/PID/stat) and, per thread, the time it ran
-# and waited runnable (/proc/PID/task/*/schedstat): a background that a profile starved waited
-# runnable for the whole window, one that never ran did not (refine/validity.py).
+# spin_stats DIR WHEN: the spinner process's CPU (/proc/PID/stat) and, per thread, a line
+# "tid state run_ns wait_ns" (/proc/PID/task/TID/stat and schedstat): a background that a profile
+# starved was runnable (state R) for the whole window, one that never ran was not
+# (refine/validity.py). `read` builtins: no fork per thread.
 spin_stats() {
     cat "/proc/$SPID/stat" > "$1/spin.stat.$2"
-    cat /proc/"$SPID"/task/[0-9]*/schedstat > "$1/spin.schedstat.$2" 2>/dev/null
+    for t in /proc/"$SPID"/task/[0-9]*; do
+        read -r run wait _ < "$t/schedstat" 2>/dev/null || continue
+        read -r line < "$t/stat" 2>/dev/null || continue
+        state=${line##*) }
+        echo "${t##*/} ${state%% *} $run $wait"
+    done > "$1/spin.threads.$2"
 }
 
 # cell IDX ARM LEVEL REPEAT: background level, warm-up, one measurement window, raw results.
