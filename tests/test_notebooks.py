@@ -93,8 +93,13 @@ def test_compare_ladder_on_the_ladder_refine_wrote(monkeypatch):
 def test_compare_ladder_shows_invalid_cells_and_their_reasons(monkeypatch):
     text, _ = _run("compare_ladder.ipynb", monkeypatch, THREADWISE_LADDER=str(REDIS_LADDER))
     assert str(REDIS_LADDER) in text and "get_rps" in text
-    # the Redis record's profile cells whose load never finished under the profile (committed data)
-    assert "invalid cell(s) in the file" in text and "status 143" in text
+    # the Redis record's profile cell whose spinners never ran (committed data), with its reason
+    con = duckdb.connect(str(REDIS_LADDER), read_only=True)
+    invalid = con.execute("SELECT reasons FROM cell WHERE NOT valid").fetchall()
+    con.close()
+    assert invalid, "the committed Redis record has an invalid cell to show"
+    assert f"{len(invalid)} invalid cell(s) in the file" in text
+    assert invalid[0][0][:60] in text
 
 
 def test_review_profile_on_a_synthesized_profile(synthetic_capture, tmp_path, monkeypatch):

@@ -392,23 +392,47 @@ def test_on_preemptible_cpus_a_longer_slice_loosens_ownership_and_a_shorter_free
     assert swapped.index("hot:exclusive=false") < swapped.index("hot:treatment=latency")
 
 
-def test_the_committed_rolesim_record_aims_its_second_step_at_hots_margin() -> None:
-    """The record of 2026-11-25: step 1 (hot:preemptible, ladder run 3) was kept and won, so
-    nothing failed against the baseline; hot at bg=0 sat at 0.913x (floor x1.17), a margin, and
-    step 2 was hot:slice_us=4000 (kept). Recomputed here from the stored rows."""
-    con = store.open_ladder(ROOT / "artifacts" / "rolesim" / "ladder.duckdb", read_only=True)
+def recorded_start(record: Path) -> tuple[list[Row], list[Blocker], Profile, list[tuple[str, str]]]:
+    """A committed record's step-0 rows against the baseline, the start arm's blocker rows, the
+    start profile (read back from step 0's diff, which adds the whole file) and the later steps'
+    (candidate, chosen_because)."""
+    con = store.open_ladder(record, read_only=True)
     try:
-        rows = [r for r in load_rows(con, 3) if r.reference == "baseline" and r.candidate == "candidate"]
-        step2 = con.execute("SELECT candidate, chosen_because FROM step WHERE step = 2").fetchone()
+        rows = [r for r in load_rows(con, 2) if r.reference == "baseline" and r.candidate == "start"]
+        blocking = load_blockers(con, 2, "start")
+        steps = con.execute("SELECT candidate, chosen_because, toml_diff FROM step ORDER BY step").fetchall()
     finally:
         con.close()
-    found = diagnose(rows, primary=PRIMARY, secondary=SECONDARY)  # type: ignore[arg-type]
-    assert [(f.kind, f.metric, f.level) for f in found] == [(Kind.EDGE, "hot_chunks_per_s", 0)]
-    best = opened()
-    choices = order(best, all_mutations(best, SMT4), found)
-    assert names(choices)[0] == "hot:slice_us=4000"
-    assert step2 is not None and step2[0] == "hot:slice_us=4000"
-    assert step2[1] == choices[0].because
+    added = [line[1:] for line in steps[0][2].splitlines()[3:] if line.startswith("+")]
+    start, _ = parse_profile("\n".join(added) + "\n")
+    return rows, blocking, start, [(name, because) for name, because, _ in steps[1:]]
+
+
+LAB_SHAPE = parse_shape("cores=2,threads-per-core=1,reserve=1")   # train's lab shape
+
+
+def test_the_committed_redis_record_aims_its_steps_at_get_rps_under_background() -> None:
+    """The Redis record of 2026-11-26, recomputed from its stored rows: the start profile's GET/s
+    was not better at bg 1, 2 and 4, so the search offered what gives the service cores under
+    background: three exclusive candidates (lint refused them: one core to give) and then the join
+    that was kept. Same names, same order, same recorded sentences."""
+    rows, blocking, start, steps = recorded_start(ROOT / "artifacts" / "redis" / "ladder.duckdb")
+    found = diagnose(rows, primary=("get_rps", "higher"), secondary=[("get_p99_ms", "lower")])
+    assert [(f.kind, f.metric, f.level) for f in found][:3] == [
+        (Kind.NOT_BETTER, "get_rps", 1), (Kind.NOT_BETTER, "get_rps", 2), (Kind.NOT_BETTER, "get_rps", 4)]
+    choices = order(start, all_mutations(start, LAB_SHAPE), found, blocking)
+    assert [(c.candidate.name, c.because) for c in choices[:4]] == steps[:4]
+    assert steps[3][0] == "join:redis-server>io_thd"
+
+
+def test_the_committed_rolesim_record_found_nothing_to_aim_at_and_said_so() -> None:
+    """The rolesim record of 2026-11-26: the start profile won (nothing worse, hot better under
+    background, no margin), so its three steps came in registry order and say why."""
+    rows, blocking, start, steps = recorded_start(ROOT / "artifacts" / "rolesim" / "ladder.duckdb")
+    assert failures(rows) == []
+    choices = order(start, all_mutations(start, LAB_SHAPE), [], blocking)
+    assert [(c.candidate.name, c.because) for c in choices[:3]] == steps[:3]
+    assert all(because.startswith("registry order: no failure to aim at") for _, because in steps)
 
 
 def test_the_scheduler_step_goes_first_when_scx_layered_blocks() -> None:

@@ -44,12 +44,14 @@ def test_bad_options_are_refused_before_anything_runs_or_is_erased(
 def test_invalid_cells_are_summarised_per_kind_once_per_cell() -> None:
     con = store.open_ladder(REDIS_RECORD, read_only=True)
     try:
-        assert report.invalid_summary(con, 1) == "every cell valid"
-        summary = report.invalid_summary(con, 2)
+        assert report.invalid_summary(con, 2) == "every cell valid"
+        summary = report.invalid_summary(con, 3)
+        reasons = con.execute("SELECT reasons FROM cell WHERE run_id = 3 AND NOT valid").fetchall()
     finally:
         con.close()
-    # the committed Redis record (2026-11-25): 3 profile cells whose spinners never ran
-    assert summary.startswith("3 of 40 cells invalid: spinners in 3 (e.g. spinners: ")
+    # the committed Redis record (2026-11-26): one profile cell whose spinners never ran
+    assert len(reasons) == 1 and reasons[0][0].startswith("spinners: ")
+    assert summary == f"1 of 60 cells invalid: spinners in 1 (e.g. {reasons[0][0]})"
 
 
 def test_a_start_profile_without_pairs_fails_the_training_and_says_why(tmp_path: Path) -> None:
@@ -64,7 +66,7 @@ def test_a_start_profile_without_pairs_fails_the_training_and_says_why(tmp_path:
     assert failed.value.exit_code == 11 and "no profile was written" in (failed.value.hint or "")
     text = (tmp_path / "FAILED.md").read_text()
     assert text.startswith("# Training failed: the start profile has 1 valid pairs")
-    assert "Run 2: 3 of 40 cells invalid" in text and text.count("- run 2 cell ") == 3
+    assert "Run 2: every cell valid." in text and "- run 2 cell " not in text
 
 
 def test_the_trained_profile_names_its_capture_relative_to_its_own_folder() -> None:
@@ -156,7 +158,8 @@ def test_skip_leaves_the_named_candidates_out_and_knows_which_names_matched(tmp_
     profile, _ = load_profile(Path(__file__).parents[2] / "profiles" / "redis.toml")
     shape = parse_shape("cores=2,threads-per-core=1,reserve=1")
     every = [c.name for c in all_mutations(profile, shape)]
-    skip = ("join:redis-server>io_thd", "io_thd:treatment=latency", "io_thd:treatmnet=batch")
+    skip = ("io_thd-redis-server:preemptible", "io_thd-redis-server:treatment=latency",
+            "io_thd-redis-server:treatmnet=batch")
     offered = _Skipping(all_mutations, skip)
     names = [c.name for c in offered(profile, shape)]
     assert names == [n for n in every if n not in skip[:2]]
@@ -164,7 +167,8 @@ def test_skip_leaves_the_named_candidates_out_and_knows_which_names_matched(tmp_
     workload = SimpleNamespace(objective=SimpleNamespace(window_s=5.0, warmup_s=1.0), service=None,
                                load=SimpleNamespace(source="command"))
     said = limitations(options(tmp_path, skip=skip), workload)  # type: ignore[arg-type]
-    assert said[-1].startswith("Not measured on request (--skip") and "`io_thd:treatment=latency`" in said[-1]
+    assert said[-1].startswith("Not measured on request (--skip")
+    assert "`io_thd-redis-server:treatment=latency`" in said[-1]
     assert said[-2].startswith("The load command is the target")   # its probe stays in the window
 
 
