@@ -7,7 +7,22 @@ names to `LayerStats` (`tasks`, `util` in percent of one CPU, `cpus` as a
 bitmask of u64 words, ...; see scx_layered `src/stats.rs`). Each connection
 has its own baseline: the first answer covers the time since the scheduler's
 last refresh, so `read_layers` asks twice, `interval_s` apart, and reports the
-second (utilisation over that interval).
+second.
+
+Utilisation is ours, not scx_layered's. Its stats loop (1.1.4 main.rs `run`)
+takes `now` at the top of each iteration, then blocks in `select!` for up to
+one `--interval` (the preset is 5 s) until a request comes, and refreshes the
+client's figures with that stale `now`: the elapsed time it divides by is the
+gap between the previous request's handling and the loop's restart (about
+nothing), while the usage counters cover the whole wait. Its `util` then reads
+the layer's CPU-seconds over the interval times ln 2 / 0.1 s (its 100-ms usage
+half-life): one busy CPU showed 692.5% on a one-CPU layer in the lab
+(2026-11-26). So `read_layers` measures each layer's utilisation itself: the
+on-CPU nanoseconds of every thread (`/proc/*/task/*/schedstat`, first field)
+before and after the interval, summed per layer by scx_layered's tid -> layer
+map (`membership.read_match_map`), over the interval's wall time. Where the
+map cannot be read, or the interval is 0, the figure is scx_layered's and the
+`util_source` says so.
 """
 
 from __future__ import annotations
@@ -15,12 +30,15 @@ from __future__ import annotations
 import json
 import socket
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from threadwise.errors import StatsUnavailable
+from threadwise.errors import MembershipUnavailable, MissingTool, StatsUnavailable
 
 STATS_SOCKET = Path("/var/run/scx/root/stats")
+PROC = Path("/proc")
+THREADS = "threads"
 REQUEST = b'{"req":"stats","args":{"target":"top"}}\n'
 
 
@@ -32,6 +50,7 @@ class LayerFigures:
     util_pct: float  # 100 = one CPU busy
     cpus: list[int]
     exclusive: bool
+    util_source: str = "scx_layered"  # or THREADS: measured here from the threads' CPU time
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -91,5 +110,49 @@ def read_sys_stats(path: Path = STATS_SOCKET, *, interval_s: float = 1.0, timeou
         ) from error
 
 
-def read_layers(path: Path = STATS_SOCKET, *, interval_s: float = 1.0) -> list[LayerFigures]:
-    return layers_from_stats(read_sys_stats(path, interval_s=interval_s))
+def cpu_ns_by_tid(proc: Path = PROC) -> dict[int, int]:
+    """Every thread's time on a CPU so far, in ns (schedstat's first field); threads that end
+    while being read are left out."""
+    found: dict[int, int] = {}
+    for path in proc.glob("[0-9]*/task/[0-9]*/schedstat"):
+        try:
+            found[int(path.parent.name)] = int(path.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def utilisation(before: dict[int, int], after: dict[int, int], layer_of: dict[int, int],
+                seconds: float) -> dict[int, float]:
+    """{layer index: percent of one CPU} from two readings of the threads' CPU time; a thread
+    born in between counts from 0, a thread in no layer counts nowhere."""
+    used: dict[int, int] = {}
+    for tid, ns in after.items():
+        layer = layer_of.get(tid)
+        if layer is not None:
+            used[layer] = used.get(layer, 0) + max(0, ns - before.get(tid, 0))
+    return {layer: ns / 1e9 / seconds * 100.0 for layer, ns in used.items()}
+
+
+def _read_match_map() -> dict[int, int]:
+    from threadwise.runtime.membership import read_match_map  # bpftool; only when asked
+
+    return read_match_map()
+
+
+def read_layers(path: Path = STATS_SOCKET, *, interval_s: float = 1.0, proc: Path = PROC,
+                layer_map: Callable[[], dict[int, int]] = _read_match_map) -> list[LayerFigures]:
+    """Per-layer figures over `interval_s`: tasks and CPUs from scx_layered, utilisation measured
+    from the threads' CPU time (see the module note)."""
+    if interval_s <= 0:
+        return layers_from_stats(read_sys_stats(path, interval_s=interval_s))
+    before, started = cpu_ns_by_tid(proc), time.monotonic()
+    figures = layers_from_stats(read_sys_stats(path, interval_s=interval_s))
+    after, seconds = cpu_ns_by_tid(proc), time.monotonic() - started
+    try:
+        layer_of = layer_map()
+    except (MembershipUnavailable, MissingTool):
+        return figures
+    measured = utilisation(before, after, layer_of, seconds)
+    return [replace(figure, util_pct=round(measured.get(figure.index, 0.0), 1), util_source=THREADS)
+            for figure in figures]

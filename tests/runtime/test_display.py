@@ -29,7 +29,11 @@ def test_layer_counts_come_with_their_meaning() -> None:
 def test_without_membership_the_tasks_note_still_shows() -> None:
     lines = display.layer_table([LayerFigures("hot", 0, 2, 196.9, [0, 1], True)], None)
     assert lines[0].split() == ["layer", "tasks", "util%", "cpus"]
-    assert lines[-1].startswith("note:      tasks: scx_layered's own count")
+    assert lines[-2].startswith("note:      tasks: scx_layered's own count")
+    assert lines[-1].startswith("note:      util%: scx_layered's own figure")   # no map: said so
+    measured = LayerFigures("hot", 0, 2, 99.6, [0], True, util_source="threads")
+    assert display.layer_table([measured], None)[-1].startswith(
+        "note:      util%: the CPU time of the layer's threads")
 
 
 def test_apply_says_when_layers_that_own_cpus_get_them() -> None:

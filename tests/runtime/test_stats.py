@@ -5,8 +5,17 @@ from __future__ import annotations
 import json
 import socket
 import threading
+from pathlib import Path
 
-from threadwise.runtime.stats import cpus_from_mask, layers_from_stats, read_layers
+from threadwise.errors import MembershipUnavailable
+from threadwise.runtime.stats import (
+    cpu_ns_by_tid,
+    cpus_from_mask,
+    layers_from_stats,
+    read_layers,
+    read_sys_stats,
+    utilisation,
+)
 
 SYS_STATS = {
     "at": 1.0,
@@ -53,7 +62,65 @@ def serve(path, answers):
 def test_read_layers_asks_twice_and_reports_the_second(tmp_path):
     first = {"layers": {"hot": {"index": 0, "tasks": 1, "util": 2.0, "cpus": [1]}}}
     thread, requests = serve(tmp_path / "stats", [first, SYS_STATS])
-    layers = read_layers(tmp_path / "stats", interval_s=0.01)
+    layers = read_layers(tmp_path / "stats", interval_s=0.01, layer_map=dict)   # an empty map
     thread.join(5)
     assert requests == [{"req": "stats", "args": {"target": "top"}}] * 2
-    assert layers[0].util_pct == 100.9
+    assert layers[0].tasks == 1 and layers[0].util_source == "threads"
+
+
+def fake_proc(root, threads: dict[int, int]) -> None:
+    """/proc/PID/task/TID/schedstat with `ns` on CPU for each tid (one process per tid)."""
+    for tid, ns in threads.items():
+        task = root / str(tid) / "task" / str(tid)
+        task.mkdir(parents=True, exist_ok=True)
+        (task / "schedstat").write_text(f"{ns} 1000 7\n")
+
+
+def test_utilisation_sums_each_layers_threads_over_the_wall_time():
+    before = {10: 1_000_000_000, 11: 0, 12: 5}
+    after = {10: 1_500_000_000, 11: 250_000_000, 12: 5, 13: 100_000_000}   # 13 born in between
+    layer_of = {10: 0, 11: 1, 13: 1}                                       # 12 in no layer
+    assert utilisation(before, after, layer_of, 0.5) == {0: 100.0, 1: 70.0}
+    assert cpu_ns_by_tid(Path("/proc/self/..")) != {}    # the real /proc reads
+
+
+def test_read_layers_measures_utilisation_itself_not_scx_layereds(tmp_path):
+    """scx_layered 1.1.4 answered 692.5% for one busy CPU in the lab (stale `now`, runtime/stats.py):
+    the figure shown is the threads' own CPU time per layer over the interval."""
+    proc = tmp_path / "proc"
+    fake_proc(proc, {10: 0, 11: 0})
+    answered = {"layers": {"hot": {"index": 0, "tasks": 1, "util": 692.5, "cpus": [1], "is_excl": 1},
+                           "rest": {"index": 1, "tasks": 1, "util": 40.0, "cpus": [2]}}}
+
+    def busy_while_asked() -> dict[int, int]:
+        return {10: 0, 11: 1}   # tid -> layer index
+
+    thread, _ = serve(tmp_path / "stats", [answered, answered])
+    original = read_sys_stats
+
+    def stats_then_run(path, *, interval_s):   # the threads run during the interval
+        result = original(path, interval_s=interval_s)
+        fake_proc(proc, {10: int(interval_s * 1e9), 11: int(interval_s * 0.25e9)})
+        return result
+
+    import threadwise.runtime.stats as stats
+    stats.read_sys_stats, saved = stats_then_run, stats.read_sys_stats
+    try:
+        layers = read_layers(tmp_path / "stats", interval_s=0.2, proc=proc, layer_map=busy_while_asked)
+    finally:
+        stats.read_sys_stats = saved
+    thread.join(5)
+    hot, rest = layers
+    assert hot.util_source == rest.util_source == "threads"
+    assert 80 <= hot.util_pct <= 100 and 20 <= rest.util_pct <= 25   # wall time a little longer
+    assert (hot.tasks, hot.cpus, hot.exclusive) == (1, [0], True)      # the rest stays scx_layered's
+
+
+def test_without_the_layer_map_the_figure_is_scx_layereds_and_says_so(tmp_path):
+    def no_map() -> dict[int, int]:
+        raise MembershipUnavailable("cannot read scx_layered's layer_match_dbg map: not attached")
+
+    thread, _ = serve(tmp_path / "stats", [SYS_STATS, SYS_STATS])
+    layers = read_layers(tmp_path / "stats", interval_s=0.01, proc=tmp_path, layer_map=no_map)
+    thread.join(5)
+    assert [(f.util_pct, f.util_source) for f in layers] == [(100.9, "scx_layered"), (13.4, "scx_layered")]
