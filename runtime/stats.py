@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from threadwise.errors import MembershipUnavailable, MissingTool, StatsUnavailable
+from threadwise.runtime.membership import read_match_map
 
 STATS_SOCKET = Path("/var/run/scx/root/stats")
 PROC = Path("/proc")
@@ -134,14 +135,8 @@ def utilisation(before: dict[int, int], after: dict[int, int], layer_of: dict[in
     return {layer: ns / 1e9 / seconds * 100.0 for layer, ns in used.items()}
 
 
-def _read_match_map() -> dict[int, int]:
-    from threadwise.runtime.membership import read_match_map  # bpftool; only when asked
-
-    return read_match_map()
-
-
 def read_layers(path: Path = STATS_SOCKET, *, interval_s: float = 1.0, proc: Path = PROC,
-                layer_map: Callable[[], dict[int, int]] = _read_match_map) -> list[LayerFigures]:
+                layer_map: Callable[[], dict[int, int]] = read_match_map) -> list[LayerFigures]:
     """Per-layer figures over `interval_s`: tasks and CPUs from scx_layered, utilisation measured
     from the threads' CPU time (see the module note)."""
     if interval_s <= 0:
