@@ -7,6 +7,7 @@ import time
 from threadwise.runtime.config import ResolvedConfig
 from threadwise.runtime.launcher import StatusReport, StopReport
 from threadwise.runtime.state import Phase, RunState
+from threadwise.runtime.stats import SCX_LAYERED, THREADS
 from threadwise.scx import step_interval_ms
 
 
@@ -97,9 +98,9 @@ TASKS_NOTE = ("tasks: scx_layered's own count (its stats): tasks of any process 
               "(layered_runnable), so a thread that has slept since then is in no layer and not "
               "counted yet")
 UTIL_NOTES = {
-    "threads": ("util%: the CPU time of the layer's threads over the status interval (their "
+    THREADS: ("util%: the CPU time of the layer's threads over the status interval (their "
                 "schedstat, by scx_layered's tid -> layer map; 100 = one CPU)"),
-    "scx_layered": ("util%: scx_layered's own figure (no tid -> layer map, or no interval); with "
+    SCX_LAYERED: ("util%: scx_layered's own figure (no tid -> layer map, or no interval); with "
                     "its --interval longer than the status interval, 1.1.4 reads about 6.9 x the "
                     "layer's CPU-seconds over the interval (runtime/stats.py)"),
 }
@@ -125,8 +126,8 @@ def layer_table(layers: list, found: dict | None) -> list[str]:
         lines.append(f"{layer.name:<16} {layer.tasks:>6}{mine} {layer.util_pct:>7.1f}  "
                      f"{_cpus(layer.cpus)}{excl}")
     lines.append(f"note:      {TASKS_NOTE}")
-    for source in sorted({getattr(layer, "util_source", "scx_layered") for layer in layers}):
-        lines.append(f"note:      {UTIL_NOTES.get(source, source)}")
+    for source in sorted({layer.util_source for layer in layers}):
+        lines.append(f"note:      {UTIL_NOTES[source]}")
     if with_workload:
         lines.append(f"note:      {WORKLOAD_NOTE}")
     return lines

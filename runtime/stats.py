@@ -35,11 +35,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from threadwise.errors import MembershipUnavailable, MissingTool, StatsUnavailable
-from threadwise.runtime.membership import read_match_map
+from threadwise.runtime.membership import PROC, read_match_map
 
 STATS_SOCKET = Path("/var/run/scx/root/stats")
-PROC = Path("/proc")
-THREADS = "threads"
+THREADS = "threads"          # util_pct measured here from the threads' CPU time
+SCX_LAYERED = "scx_layered"  # util_pct as scx_layered's stats answered it
 REQUEST = b'{"req":"stats","args":{"target":"top"}}\n'
 
 
@@ -51,7 +51,7 @@ class LayerFigures:
     util_pct: float  # 100 = one CPU busy
     cpus: list[int]
     exclusive: bool
-    util_source: str = "scx_layered"  # or THREADS: measured here from the threads' CPU time
+    util_source: str = SCX_LAYERED  # or THREADS
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -136,14 +136,15 @@ def utilisation(before: dict[int, int], after: dict[int, int], layer_of: dict[in
 
 
 def read_layers(path: Path = STATS_SOCKET, *, interval_s: float = 1.0, proc: Path = PROC,
-                layer_map: Callable[[], dict[int, int]] = read_match_map) -> list[LayerFigures]:
+                layer_map: Callable[[], dict[int, int]] = read_match_map,
+                clock: Callable[[], float] = time.monotonic) -> list[LayerFigures]:
     """Per-layer figures over `interval_s`: tasks and CPUs from scx_layered, utilisation measured
     from the threads' CPU time (see the module note)."""
     if interval_s <= 0:
         return layers_from_stats(read_sys_stats(path, interval_s=interval_s))
-    before, started = cpu_ns_by_tid(proc), time.monotonic()
+    before, started = cpu_ns_by_tid(proc), clock()
     figures = layers_from_stats(read_sys_stats(path, interval_s=interval_s))
-    after, seconds = cpu_ns_by_tid(proc), time.monotonic() - started
+    after, seconds = cpu_ns_by_tid(proc), clock() - started
     try:
         layer_of = layer_map()
     except (MembershipUnavailable, MissingTool):

@@ -84,9 +84,11 @@ def test_utilisation_sums_each_layers_threads_over_the_wall_time():
     assert cpu_ns_by_tid(Path("/proc/self/..")) != {}    # the real /proc reads
 
 
-def test_read_layers_measures_utilisation_itself_not_scx_layereds(tmp_path):
+def test_read_layers_measures_utilisation_itself_not_scx_layereds(tmp_path, monkeypatch):
     """scx_layered 1.1.4 answered 692.5% for one busy CPU in the lab (stale `now`, runtime/stats.py):
-    the figure shown is the threads' own CPU time per layer over the interval."""
+    the figure shown is the threads' own CPU time per layer over the interval's wall time."""
+    import threadwise.runtime.stats as stats
+
     proc = tmp_path / "proc"
     fake_proc(proc, {10: 0, 11: 0})
     answered = {"layers": {"hot": {"index": 0, "tasks": 1, "util": 692.5, "cpus": [1], "is_excl": 1},
@@ -95,24 +97,20 @@ def test_read_layers_measures_utilisation_itself_not_scx_layereds(tmp_path):
     def busy_while_asked() -> dict[int, int]:
         return {10: 0, 11: 1}   # tid -> layer index
 
-    thread, _ = serve(tmp_path / "stats", [answered, answered])
-    original = read_sys_stats
-
     def stats_then_run(path, *, interval_s):   # the threads run during the interval
-        result = original(path, interval_s=interval_s)
+        result = read_sys_stats(path, interval_s=interval_s)
         fake_proc(proc, {10: int(interval_s * 1e9), 11: int(interval_s * 0.25e9)})
         return result
 
-    import threadwise.runtime.stats as stats
-    stats.read_sys_stats, saved = stats_then_run, stats.read_sys_stats
-    try:
-        layers = read_layers(tmp_path / "stats", interval_s=0.2, proc=proc, layer_map=busy_while_asked)
-    finally:
-        stats.read_sys_stats = saved
+    readings = iter([100.0, 100.2])   # the wall clock at both reads: exactly the interval
+    thread, _ = serve(tmp_path / "stats", [answered, answered])
+    monkeypatch.setattr(stats, "read_sys_stats", stats_then_run)
+    layers = read_layers(tmp_path / "stats", interval_s=0.2, proc=proc, layer_map=busy_while_asked,
+                         clock=lambda: next(readings))
     thread.join(5)
     hot, rest = layers
     assert hot.util_source == rest.util_source == "threads"
-    assert 80 <= hot.util_pct <= 100 and 20 <= rest.util_pct <= 25   # wall time a little longer
+    assert (hot.util_pct, rest.util_pct) == (100.0, 25.0)
     assert (hot.tasks, hot.cpus, hot.exclusive) == (1, [0], True)      # the rest stays scx_layered's
 
 
