@@ -102,7 +102,10 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
     pattern_of_name = nm.patterns_of(threads["name"].fill_null("?").to_list())
     first_patterns = {u: pattern_of_name[n or "?"] for u, n in zip(threads["utid"], threads["name"],
                                                                   strict=True)}
-    wake_cv = dict(zip(threads["utid"].to_list(), threads["wake_interval_cv"].to_list(), strict=True))
+    # the pool rule keeps reading the gaps alone: a pool's steady cadence can make its wakee's
+    # sleeps regular enough to pass for a timer (the JVM pool's writer on a quiet host: sleeps'
+    # CV 0.41, gaps' 0.96; pool_min_cv is 0.5)
+    wake_cv = dict(zip(threads["utid"].to_list(), threads["wake_gap_cv"].to_list(), strict=True))
     edges = wg.classify_edges(edges_raw, who, duration_ns=info.duration_ns, spinners=spinners,
                               pattern_of=first_patterns, wake_cv=wake_cv)
     chains = wg.find_chains(edges, first_patterns)

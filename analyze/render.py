@@ -53,8 +53,10 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
                "max over the group"),
     ("preempted", "share of its slices that ended while still runnable (preempted or yielded), not by "
                   "sleeping"),
-    ("wake-cv", "coefficient of variation of the time between wakeups (median over the group's threads "
-                "with 3 or more): low (< 0.3) = periodic, ~1 = random"),
+    ("wake-cv", "coefficient of variation of the time between wakeups or of the sleeps they end, "
+                "whichever is lower (median over the group's threads with 3 or more wakeups; a sleep "
+                "holds no wait for a CPU, so a busy host does not move a timer's): low (< 0.3) = "
+                "periodic, ~1 = random"),
     ("rq-behind-other", "share of its run-queue wait spent behind threads of other processes "
                         "(background load), not its own"),
     ("pollers", f"threads of the group that stay busy with few wakeups (>= {POLLER_SHARE} CPU and >= "

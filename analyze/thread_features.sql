@@ -26,7 +26,11 @@
 --   rq_latency_p50_ns, rq_latency_p99_ns, rq_latency_max_ns BIGINT
 --   wakeups BIGINT             wakeups received (sched_waking, not first wakeups of forks)
 --   wakeups_per_s DOUBLE       wakeups / life
---   wake_interval_cv DOUBLE    coefficient of variation of the time between wakeups (low = periodic)
+--   wake_interval_cv DOUBLE    how regular its wakeups are (low = periodic, ~1 = random): the
+--                              coefficient of variation of the time between its wakeups or of its
+--                              sleeps (asleep until woken), whichever is lower (_regularity)
+--   wake_gap_cv DOUBLE         the coefficient of variation of the time between its wakeups alone
+--                              (the wake graph's pool rule: wakegraph.py)
 --   migrations BIGINT, migrations_per_s DOUBLE
 --   demand DOUBLE              (cpu_ns + wait_ns) / life_ns: 1.0 = always running or runnable
 WITH win AS (
@@ -47,20 +51,35 @@ WITH win AS (
            count(*) FILTER (WHERE end_state IN ('R', 'R+')) AS involuntary,
            count(DISTINCT cpu) AS cpus_used
     FROM sched_slice WHERE utid IN (SELECT utid FROM threads) AND ts < $end_ts GROUP BY utid
+), _off_cpu AS (
+    SELECT utid, state, ts, dur FROM thread_state
+    WHERE state <> 'Running' AND utid IN (SELECT utid FROM threads) AND ts < $end_ts
 ), waits AS (
-    SELECT utid, count(*) AS waits, sum(LEAST(dur, $end_ts - ts)) AS wait_ns,
-           quantile_disc(dur, [0.5, 0.99]) AS q, max(dur) AS wait_max
-    FROM thread_state
-    WHERE state IN ('R', 'R+') AND utid IN (SELECT utid FROM threads) AND ts < $end_ts
-    GROUP BY utid
+    -- one scan of the off-CPU intervals: run-queue waits, and sleeps for _regularity
+    SELECT utid, count(*) FILTER (WHERE state IN ('R', 'R+')) AS waits,
+           sum(LEAST(dur, $end_ts - ts)) FILTER (WHERE state IN ('R', 'R+')) AS wait_ns,
+           quantile_disc(dur, [0.5, 0.99]) FILTER (WHERE state IN ('R', 'R+')) AS q,
+           max(dur) FILTER (WHERE state IN ('R', 'R+')) AS wait_max,
+           stddev_pop(dur) FILTER (WHERE state NOT IN ('R', 'R+'))
+               / NULLIF(avg(dur) FILTER (WHERE state NOT IN ('R', 'R+')), 0) AS sleep_cv
+    FROM _off_cpu GROUP BY utid
 ), _wake_gaps AS (
     SELECT wakee_utid AS utid, ts - LAG(ts) OVER (PARTITION BY wakee_utid ORDER BY ts) AS gap
     FROM wakeup WHERE NOT is_new AND wakee_utid IN (SELECT utid FROM threads)
 ), wakes AS (
-    SELECT utid, count(*) AS wakeups,
-           -- rounded: a parallel float aggregate varies in its last bits from run to run
-           round(stddev_pop(gap) / NULLIF(avg(gap), 0), 6) AS wake_interval_cv
+    SELECT utid, count(*) AS wakeups, stddev_pop(gap) / NULLIF(avg(gap), 0) AS gap_cv
     FROM _wake_gaps GROUP BY utid
+), _regularity AS (
+    -- A timer's period shows in the gaps between its wakeups (an absolute timer) or in its
+    -- sleeps (a relative one: nanosleep, a poll timeout). The gaps alone measured the host: each
+    -- also holds the run-queue wait before the thread slept again. rolesim's housekeep
+    -- (nanosleep 100 ms) beside a lab VM: gaps of 100-1,098 ms (a 972-ms wait), CV 1.24; its
+    -- sleeps 100.0-101.5 ms, CV 0.003 (docs/analyze.md, Periodicity).
+    SELECT utid,
+           -- rounded: a parallel float aggregate varies in its last bits from run to run
+           round(LEAST(k.gap_cv, w.sleep_cv), 6) AS wake_interval_cv,
+           round(k.gap_cv, 6) AS wake_gap_cv
+    FROM wakes k FULL JOIN waits w USING (utid)
 ), migs AS (
     SELECT utid, count(*) AS migrations FROM migration
     WHERE utid IN (SELECT utid FROM threads) GROUP BY utid
@@ -81,7 +100,8 @@ SELECT
     w.wait_max::BIGINT AS rq_latency_max_ns,
     COALESCE(k.wakeups, 0)::BIGINT AS wakeups,
     COALESCE(k.wakeups, 0) * 1e9 / NULLIF(t.life_ns, 0)::DOUBLE AS wakeups_per_s,
-    k.wake_interval_cv::DOUBLE AS wake_interval_cv,
+    r.wake_interval_cv::DOUBLE AS wake_interval_cv,
+    r.wake_gap_cv::DOUBLE AS wake_gap_cv,
     COALESCE(m.migrations, 0)::BIGINT AS migrations,
     COALESCE(m.migrations, 0) * 1e9 / NULLIF(t.life_ns, 0)::DOUBLE AS migrations_per_s,
     LEAST((COALESCE(s.cpu_ns, 0) + COALESCE(w.wait_ns, 0)) / NULLIF(t.life_ns, 0), 1.0)::DOUBLE AS demand
@@ -89,5 +109,6 @@ FROM threads t
 LEFT JOIN slices s USING (utid)
 LEFT JOIN waits w USING (utid)
 LEFT JOIN wakes k USING (utid)
+LEFT JOIN _regularity r USING (utid)
 LEFT JOIN migs m USING (utid)
 ORDER BY cpu_ns DESC, utid;

@@ -27,9 +27,10 @@ has). So wakers are also judged by pattern group (`pattern_of`, the
 workload's own threads): the members of one group together wake a thread
 of another group (`judged_by = "pool"`) when two or more members carry at
 least `pool_min_share` of its wakeups at `pool_min_rate` or more, and the
-wakee is not a periodic sleeper (its wake-interval CV >= `pool_min_cv`):
-timer wakeups that land on a busy pool arrive at the timer's period, a
-queue's wakeups arrive when the producers finish work.
+wakee is not a periodic sleeper (the CV of the gaps between its wakeups,
+`wake_gap_cv`, >= `pool_min_cv`): timer wakeups that land on a busy pool
+arrive at the timer's period, a queue's wakeups arrive when the producers
+finish work.
 
 Chains are the simple paths of the causal graph (depth-limited,
 cycles cut; a chain inside a longer one is kept only when it carries more
@@ -68,7 +69,7 @@ class WakeParams:
     pool_min_members: int = 2      # wakers of one pattern group that share the wakee's wakeups
     pool_min_share: float = 0.5    # of the wakee's wakeups, all members together
     pool_min_rate: float = 10.0    # wakeups per second, all members together
-    pool_min_cv: float = 0.5       # wakee's wake-interval CV: below this it sleeps on a timer
+    pool_min_cv: float = 0.5       # wakee's wake_gap_cv: below this it sleeps on a timer
 
 
 def classify_edges(edges: pl.DataFrame, names: pl.DataFrame, *, duration_ns: int,

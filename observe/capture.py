@@ -7,7 +7,11 @@ Order matters for honesty:
    tracing is live, and the end snapshot before tracing stops, so every
    thread's runtime in the capture can be checked against the kernel's;
 3. the file is finalized and renamed into place last; Ctrl-C ends tracing
-   early but still finalizes; any failure after data arrived still keeps it.
+   early but still finalizes; any failure after data arrived still keeps it;
+4. a duration is the traced window's length: it counts from the moment
+   tracing went live, and the loop checks it before each round's work, so a
+   busy host that slows the observer's own work (ingest, scans, a tracer's
+   backlog) does not stretch the window.
 """
 
 from __future__ import annotations
@@ -159,6 +163,7 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
     end_reason = "duration"
     warnings: list[str] = []
     started = time.monotonic()
+    deadline = _deadline(live_ts, duration_s)
     next_scan = next_report = started
     next_backstop = started + SCAN_BACKSTOP_S
     # one scan first in any case: processes that joined between choosing the target and tracing
@@ -171,7 +176,9 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
     previous = signal.signal(signal.SIGINT, lambda signum, _frame: interrupted.append(signum))
     try:
         while not interrupted:
-            time.sleep(POLL_INTERVAL_S)
+            time.sleep(_pause(deadline))
+            if deadline is not None and time.monotonic() >= deadline:
+                break   # before this round's work: ingest and scans can take seconds on a busy host
             chunk = backend.poll()
             events += _ingest(writer, chunk)
             lost_reported += sum(chunk.lost)
@@ -186,7 +193,7 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
                 next_backstop = now + SCAN_BACKSTOP_S
             if now >= next_report + 5:
                 next_report = now
-                progress(f"observe: {now - started:5.1f} s, {events + backend.pending():,} events, "
+                progress(f"observe: {now - live_ts / 1e9:5.1f} s, {events + backend.pending():,} events, "
                          f"{lost_reported:,} reported lost so far")
             if not backend.alive():
                 end_reason = "tracer-failed"
@@ -194,8 +201,6 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
                 break
             if not target.alive():
                 end_reason = "target-exited"
-                break
-            if duration_s is not None and now - started >= duration_s:
                 break
     finally:
         # From here on the capture must complete: a second Ctrl-C would lose it.
@@ -220,6 +225,24 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
                        target_threads=len(snapper.seen_tids))
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def _deadline(live_ts: int, duration_s: float | None) -> float | None:
+    """When a capture of `duration_s` ends, on time.monotonic()'s clock (None: no duration).
+
+    Counted from the moment tracing went live (`live_ts`, CLOCK_MONOTONIC ns, the capture's
+    start_ts), not from when the loop began: launching the command and the first /proc snapshot
+    happen inside the traced window, and on a busy host they took 1.4-8.7 s, which every capture
+    then recorded on top of the duration asked for.
+    """
+    return None if duration_s is None else live_ts / 1e9 + duration_s
+
+
+def _pause(deadline: float | None) -> float:
+    """The loop's sleep: a poll interval, never past the deadline."""
+    if deadline is None:
+        return POLL_INTERVAL_S
+    return min(POLL_INTERVAL_S, max(deadline - time.monotonic(), 0.0))
 
 
 def _ingest(writer: CaptureWriter, chunk: ParsedChunk) -> int:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from threadwise.errors import UsageError
+from threadwise.runtime.cli import HostPriority, Switch
 from threadwise.runtime.scx import sched_ext_state
 
 if TYPE_CHECKING:
@@ -102,6 +103,9 @@ GUEST_HELP = ("Lab guest: initramfs (self-contained kernel + initramfs holding s
               "the agent; the default: measurements stay in RAM) or vng (this machine's root shared "
               "read-only; its file I/O stalls under exclusive layers, see docs/refine.md).")
 LAB_HELP = "Run every cell in ONE lab VM boot (for hosts without sched_ext; TCG, see docs/lab.md)."
+EARLY_STOP_HELP = ("Stop a step's ladder after a repeat once its candidate is clearly worse than both the "
+                   "best and the default scheduler (one-sided alpha 0.001: it could be kept by neither "
+                   "rule); the cells so far are kept and judged. --no-early-stop measures every repeat.")
 SKIP_HELP = ("A candidate not to measure, by its name as a record's steps print it (e.g. "
              "`io_thd:treatment=latency`): one a previous record measured (repeatable).")
 
@@ -133,17 +137,20 @@ def ladder_command(
     repeats: Annotated[int, typer.Option("--repeats", help="Repeats per arm and level.")] = 3,
     window: Annotated[float | None, typer.Option("--window", help="Seconds per measurement window "
                                                  "(default: the workload file's).")] = None,
-    order: Annotated[str, typer.Option("--order", help="abba (reversed every repeat) or shuffle.")] = "abba",
+    order: Annotated[str, typer.Option("--order", help="rotate (each repeat starts one arm later, so "
+                                       "each arm takes each position equally often; ABBA for two "
+                                       "arms), abba (reversed every repeat) or shuffle.")] = "rotate",
     seed: Annotated[int, typer.Option("--seed", help="Shuffle and bootstrap seed.")] = 1,
     spiky: Annotated[bool, typer.Option("--spiky", help="Duty-cycled background: each spinner busy 50% "
                                         "of every 100 ms (the noisy neighbour's pattern).")] = False,
     aa: Annotated[bool, typer.Option("--aa/--no-aa", help="A/A: measure the baseline against itself "
-                                     "too, the per-metric floors every verdict must clear (on by "
-                                     "default: without them the calibration measured 8-58% false "
-                                     "verdicts between identical arms, benchmarks/RESULTS.md).")] = True,
+                                     "too, interleaved: each level's noise every verdict of this run "
+                                     "pools (on by default; without it a verdict rests on its own "
+                                     "pairs' spread alone, far wider at 3 repeats: docs/refine.md).")] = True,
     lab: Annotated[bool, typer.Option("--lab", help=LAB_HELP)] = False,
     cpus: Annotated[int, typer.Option("--cpus", help="Lab vCPUs (keep at or below the host's cores).")] = 2,
     guest: Annotated[str, typer.Option("--guest", help=GUEST_HELP)] = "initramfs",
+    host_priority: HostPriority = Switch.on,
     output: Annotated[Path, typer.Option("--output", "-o", help="The ladder file (DuckDB; runs are added).")]
     = Path("ladder.duckdb"),
     keep_raw: Annotated[Path | None, typer.Option("--keep-raw", help="Keep the agent's raw files here.")]
@@ -154,8 +161,9 @@ def ladder_command(
     Every cell lands in the ladder file with its validity (spinners ran, generator not saturated,
     service alive, scheduler attached, threads in their layers); per level the paired ratio
     against the baseline with its 95% interval and a verdict are printed and stored. The run
-    also measures the baseline against itself (--aa, on by default) and judges the profiles
-    with those per-metric floors; --no-aa saves that arm, and its verdicts are not calibrated.
+    also measures the baseline against itself (--aa, on by default), interleaved, and each
+    verdict pools that level's A/A pairs with its own; --no-aa saves that arm, and its
+    verdicts rest on their own pairs alone.
 
       threadwise ladder rolesim --arm profiles/rolesim.toml --lab --levels 0,2,4 --repeats 3
     """
@@ -172,7 +180,7 @@ def ladder_command(
     for item in profiles:
         load_profile(Path(item.rpartition("=")[2]))
     levels_list = parse_levels(levels)
-    place = where(lab, cpus, guest, profiles=bool(profiles))
+    place = where(lab, cpus, guest, profiles=bool(profiles), host_priority=host_priority == "on")
     _checked(workload, place.guest if place.lab else None)   # what it would fail on later, now
     spec = spec.with_window(window)
     arms = [Arm(BASELINE)]
@@ -191,7 +199,7 @@ def ladder_command(
                         progress=lambda line: typer.echo(line, err=True))
     con = open_ladder(output, read_only=True)
     try:
-        typer.echo("\n" + report.floors_line(con, result.floors.run_id, repeats))
+        typer.echo("\n" + report.floors_line(con, result.run_id, repeats))
         host = report.host_line(con, result.run_id)
         if host:
             typer.echo(host)
@@ -214,6 +222,7 @@ def train_command(
     lab: Annotated[bool, typer.Option("--lab", help=LAB_HELP)] = False,
     cpus: Annotated[int, typer.Option("--cpus", help="Lab vCPUs (keep at or below the host's cores).")] = 2,
     guest: Annotated[str, typer.Option("--guest", help=GUEST_HELP)] = "initramfs",
+    host_priority: HostPriority = Switch.on,
     levels: Annotated[str, typer.Option("--levels", help=LEVELS_HELP)] = "0,1,2,4",
     repeats: Annotated[int, typer.Option("--repeats", help="Repeats per arm and level.")] = 3,
     budget: Annotated[int, typer.Option("--budget", help="Mutations to measure after the synthesized "
@@ -227,12 +236,13 @@ def train_command(
     = Path("artifacts"),
     force: Annotated[bool, typer.Option("--force", help="Replace an existing profile and record.")] = False,
     skip: Annotated[list[str] | None, typer.Option("--skip", help=SKIP_HELP)] = None,
+    early_stop: Annotated[bool, typer.Option("--early-stop/--no-early-stop", help=EARLY_STOP_HELP)] = True,
 ) -> None:
     """Train a profile: observe, analyze, synthesize, then keep only measured wins.
 
     The synthesized profile is measured against the kernel's default scheduler in a
     background-load ladder; then up to --budget mutations are each measured against the
-    current best (baseline always an arm) and kept only if they win. Writes
+    current best (the baseline and its A/A repeat always arms) and kept only if they win. Writes
     profiles/NAME.toml and artifacts/NAME/ (REPORT.md, plots, ladder.duckdb).
 
       threadwise train --workload rolesim --name rolesim --lab
@@ -246,12 +256,13 @@ def train_command(
     path, _spec, _text = _workload(workload)
     levels_list = parse_levels(levels)
     _refuse_existing(profiles, artifacts, name, force)
-    place = where(lab, cpus, guest)
+    place = where(lab, cpus, guest, host_priority=host_priority == "on")
     _checked(workload, place.guest if place.lab else None)   # what it would fail on later, now
     options = TrainOptions(path, name, place, levels_list, repeats, budget, seed=seed,
                            observe_s=observe_s, window_s=window, profiles_dir=profiles,
                            artifacts_dir=artifacts, force=force,
-                           command=shlex.join(["threadwise", *sys.argv[1:]]), skip=tuple(skip or ()))
+                           command=shlex.join(["threadwise", *sys.argv[1:]]), skip=tuple(skip or ()),
+                           early_stop=early_stop)
     _train_and_show(options)
 
 
@@ -263,6 +274,7 @@ def refine_command(
     lab: Annotated[bool, typer.Option("--lab", help=LAB_HELP)] = False,
     cpus: Annotated[int, typer.Option("--cpus", help="Lab vCPUs (keep at or below the host's cores).")] = 2,
     guest: Annotated[str, typer.Option("--guest", help=GUEST_HELP)] = "initramfs",
+    host_priority: HostPriority = Switch.on,
     levels: Annotated[str, typer.Option("--levels", help=LEVELS_HELP)] = "0,1,2,4",
     repeats: Annotated[int, typer.Option("--repeats", help="Repeats per arm and level.")] = 3,
     budget: Annotated[int, typer.Option("--budget", help="Mutations to measure (each one ladder run).")] = 2,
@@ -274,13 +286,15 @@ def refine_command(
     = Path("artifacts"),
     force: Annotated[bool, typer.Option("--force", help="Replace an existing profile and record.")] = False,
     skip: Annotated[list[str] | None, typer.Option("--skip", help=SKIP_HELP)] = None,
+    early_stop: Annotated[bool, typer.Option("--early-stop/--no-early-stop", help=EARLY_STOP_HELP)] = True,
 ) -> None:
     """Refine a profile: keep only mutations that win a ladder against it.
 
-    Measures an A/A ladder (the noise floor), the profile against the kernel's default
-    scheduler, then up to --budget mutations (treatment, hot threads, CPU fraction, slice,
-    weight, merge/split, reserve), each validated, compiled, checked by scx_layered and linted
-    before it is measured against the current best; every step is recorded with its TOML diff.
+    Measures the profile against the kernel's default scheduler (and that scheduler against
+    itself, interleaved: the noise), then up to --budget mutations (treatment, hot threads,
+    CPU fraction, slice, weight, merge/split, reserve), each validated, compiled, checked by
+    scx_layered and linted before it is measured against the current best; every step is
+    recorded with its TOML diff.
 
       threadwise refine profiles/redis.toml --workload redis --lab --budget 3
     """
@@ -296,12 +310,12 @@ def refine_command(
     start, _ = load_profile(profile)
     levels_list = parse_levels(levels)
     _refuse_existing(profiles, artifacts, name or start.name, force)
-    place = where(lab, cpus, guest)
+    place = where(lab, cpus, guest, host_priority=host_priority == "on")
     _checked(workload, place.guest if place.lab else None)   # what it would fail on later, now
     options = TrainOptions(path, name or start.name, place, levels_list, repeats, budget,
                            seed=seed, window_s=window, profiles_dir=profiles, artifacts_dir=artifacts,
                            force=force, command=shlex.join(["threadwise", *sys.argv[1:]]),
-                           start_profile=profile, skip=tuple(skip or ()))
+                           start_profile=profile, skip=tuple(skip or ()), early_stop=early_stop)
     _train_and_show(options)
 
 

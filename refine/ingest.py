@@ -143,7 +143,7 @@ def ingest(con: duckdb.DuckDBPyConnection, plan: Plan, out: Path, execution: Exe
         seed=plan.seed, window_s=objective.window_s, warmup_s=objective.warmup_s,
         host_kernel=platform.release(), guest_kernel=execution.guest_kernel,
         vcpus=execution.vcpus, tcg=execution.tcg, scx_version=scx_version, shape=plan.shape,
-        completed=finished, stopped_reason=stopped,
+        completed=finished, stopped_reason=stopped, host_priority=execution.host_priority,
     )])
     store.insert(con, "arm", [ArmRow(
         run_id=run_id, arm=arm.name, kind="baseline" if arm.is_baseline else "profile",
@@ -176,7 +176,12 @@ def _attach_s(out: Path, arm: str) -> float | None:
         return None
 
 
+EARLY_STOP = "stopped early by the host"  # how an early stop reads in run.stopped_reason
+
+
 def _where_stopped(out: Path, plan: Plan, cells_seen: int, execution: Execution) -> str:
+    if execution.stopped_by_host:
+        return f"{EARLY_STOP} after {cells_seen} of {len(plan.cells)} cells: {execution.stopped_by_host}"
     failed = out / "failed"
     why = failed.read_text().strip() if failed.is_file() else f"agent exit status {execution.status}"
     last = ""

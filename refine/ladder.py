@@ -209,7 +209,8 @@ GUESTS = ("vng", "initramfs")
 
 
 def execute(out: Path, *, lab: bool, cpus: int, timeout_s: float,
-            progress: Callable[[str], None], guest: str = "vng") -> Execution:
+            progress: Callable[[str], None], guest: str = "vng", host_priority: bool = True,
+            on_cell: Callable[[str], str | None] | None = None) -> Execution:
     """Run the agent on `out` (plan.sh written), in the lab VM or on this host.
 
     `guest` (with `lab`): "vng" shares this host's root filesystem; "initramfs" boots a
@@ -221,13 +222,16 @@ def execute(out: Path, *, lab: bool, cpus: int, timeout_s: float,
         raise UsageError(f"unknown guest {guest!r}", hint=f"one of {', '.join(GUESTS)}")
     if lab and guest == "initramfs":
         # It streams the agent's lines from the console itself; agent.log arrives only at the end.
-        return run_initramfs(out, cpus=cpus, timeout_s=timeout_s, progress=progress)
+        return run_initramfs(out, cpus=cpus, timeout_s=timeout_s, progress=progress,
+                             host_priority=host_priority, on_cell=on_cell)
     argv = ["sh", str(agent_path()), str(out.resolve())]  # the agent cd-s; a relative OUT would move
     started = time.monotonic()
     with _Tail(out / "agent.log", progress):
         if lab:
-            result = run_in_lab(argv, cpus=cpus, timeout_s=timeout_s, out_dir=out)
-            return Execution(result.release, cpus, True, time.monotonic() - started, result.status)
+            result = run_in_lab(argv, cpus=cpus, timeout_s=timeout_s, out_dir=out,
+                                host_priority=host_priority)
+            return Execution(result.release, cpus, True, time.monotonic() - started, result.status,
+                             result.host_priority)
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, check=False,
                               stdout=(out / "stdout").open("wb"), stderr=(out / "stderr").open("wb"))
     return Execution(None, os.cpu_count() or 1, False, time.monotonic() - started, done.returncode)

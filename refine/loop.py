@@ -9,6 +9,8 @@ came from, so that a report can recompute it and a regression is never
 hidden.
 
 Approach (docs/refine.md "Refinement"):
+- Every ladder also measures `baseline-aa`, the default scheduler again: its pairs with the
+  baseline are the noise every verdict of that ladder takes, level by level (stats.py).
 - Step 0 measures `baseline` (no profile: the kernel's default scheduler)
   and the start profile in one ladder; the start becomes the first best
   whether or not it beats the baseline (step 0's decision is `kept` by
@@ -21,7 +23,7 @@ Approach (docs/refine.md "Refinement"):
   and records why (`Step.chosen_because`), vets it (validate, compile,
   oracle, lint; a rejected candidate is recorded with its reason and costs
   no measurement), then measures
-  `baseline`, `best` and `candidate` in ONE call (one interleaved ladder) and
+  `baseline`, `baseline-aa`, `best` and `candidate` in ONE call (one interleaved ladder) and
   keeps the candidate only if `stats.keep_decision` says so: the Pareto
   rule against the best (no objective metric worse at any level, one better
   somewhere), so a change that fixes a secondary while the primary holds is
@@ -39,8 +41,8 @@ Approach (docs/refine.md "Refinement"):
   the baseline with nothing attached); the loop does no I/O besides its
   callbacks: `on_step`, which gets every Step as soon as it is decided, and
   `blockers`, which reads the last ladder's blocker rows. Verdicts depend
-  on the samples and the A/A floors only (stats.py derives its resampling seed
-  from the data), and the samples are kept in the Step, so every interval,
+  on the samples only (the A/A arm's are among them), and the samples are kept in the Step,
+  so every interval,
   verdict and decision can be recomputed from the record.
 """
 
@@ -54,13 +56,11 @@ from enum import StrEnum
 from threadwise.errors import ThreadwiseError
 from threadwise.refine.diagnose import Blocker, Failure, diagnose, rows_of
 from threadwise.refine.guide import Choice, order
-from threadwise.refine.ladder import Arm
+from threadwise.refine.ladder import AA_ARM, Arm
 from threadwise.refine.mutate import Candidate, Rejected, Vetted, all_mutations, profile_arm, toml_text
 from threadwise.refine.mutate import vet as default_vet
 from threadwise.refine.stats import (
-    NO_FLOORS,
     Direction,
-    Floors,
     LadderComparison,
     Measured,
     compare_arms,
@@ -150,7 +150,7 @@ def _key(profile: Profile, shape: Shape) -> tuple[str, int]:
 
 
 def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
-           secondary: Sequence[Metric] = (), floors: Floors = NO_FLOORS, budget: int,
+           secondary: Sequence[Metric] = (), budget: int,
            candidates: Candidates = all_mutations, vet: Vet = default_vet, guide: Guide = order,
            blockers: Blockers | None = None,
            on_step: Callable[[Step], None] | None = None) -> RefineResult:
@@ -165,8 +165,9 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
             on_step(step)
 
     def ladder(measured: Measured, reference: str, candidate: str) -> LadderComparison:
+        twins = (BASELINE, AA_ARM) if AA_ARM in measured else None  # the run's own A/A noise
         return compare_arms(measured, reference, candidate, primary=primary, secondary=secondary,
-                            floors=floors)
+                            twins=twins)
 
     def diagnosis(arm: str, vs_baseline: LadderComparison) -> tuple[list[Failure], list[Blocker]]:
         """The failures of the best (`arm`) against the baseline, and its blocker rows."""
@@ -182,7 +183,7 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
                 hint="check it with `threadwise validate` and `threadwise compile --check`")
         note = (f"; it has lint errors on {shape.describe()} ({checked.reason}) and is measured "
                 "anyway: it is the profile being trained")
-    measured = measure([Arm(BASELINE), profile_arm(START, start, shape)])
+    measured = measure([Arm(BASELINE), Arm(AA_ARM), profile_arm(START, start, shape)])
     vs_baseline = ladder(measured, BASELINE, START)
     record(Step(
         0, START, "the start profile", toml_diff(None, start, "/dev/null", f"{START}.toml"),
@@ -217,7 +218,7 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
                 index += 1
                 continue
             try:
-                measured = measure([Arm(BASELINE), profile_arm(BEST, best, best_shape),
+                measured = measure([Arm(BASELINE), Arm(AA_ARM), profile_arm(BEST, best, best_shape),
                                     profile_arm(CANDIDATE, candidate.profile, cand_shape)])
             except ThreadwiseError as error:
                 # The lab failed under this candidate (a guest crash, a cut run). Nothing measured

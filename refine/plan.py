@@ -5,8 +5,12 @@ blockers.py adds its trace cells to it, ingest and the store record it. Kept ins
 blockers.py (which ladder.py calls while rendering) had to import ladder.py back.
 
 Approach: the plan's types (`Arm`, `Cell`, `Plan`) and how cells are laid out (`plan_cells`:
-per repeat, the arms take turns, ABBA or shuffled with a recorded seed; in its turn an arm runs
-every level once, ascending) live here, below both; ladder.py keeps rendering and running.
+per repeat, the arms take turns; in its turn an arm runs every level once, ascending) live here,
+below both; ladder.py keeps rendering and running. The turns' order `rotate` (the default) starts
+repeat r at arm r (cyclically), so over as many repeats as arms each arm takes each position
+once: with three or more arms ABBA kept the middle arms in the middle (a step's candidate always
+ran between the baseline and the best, confounding arm with position and time since attach).
+With two arms it is ABBA. `abba` (reversed every repeat) and `shuffle` (seeded) remain.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ if TYPE_CHECKING:
 
 BASELINE = "baseline"
 AA_ARM = "baseline-aa"  # a second, identical baseline arm: the A/A noise floors
-ORDERS = ("abba", "shuffle")
+ORDERS = ("rotate", "abba", "shuffle")
+DEFAULT_ORDER = "rotate"
 DEFAULT_LEVELS = (0, 1, 2, 4, 8)
 ARM_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
@@ -97,7 +102,10 @@ def plan_cells(arms: list[str], levels: list[int], repeats: int, order: str,
     turns = []
     idx = 0
     for repeat in range(1, repeats + 1):
-        if order == "abba":
+        if order == "rotate":
+            shift = (repeat - 1) % len(arms)
+            sequence = arms[shift:] + arms[:shift]
+        elif order == "abba":
             sequence = arms if repeat % 2 else list(reversed(arms))
         else:
             sequence = list(arms)
@@ -112,7 +120,7 @@ def plan_cells(arms: list[str], levels: list[int], repeats: int, order: str,
 
 
 def make_plan(workload: Workload, arms: list[Arm], *, levels: list[int], repeats: int,
-              order: str = "abba", seed: int = 1, shape: str, workload_toml: str = "",
+              order: str = DEFAULT_ORDER, seed: int = 1, shape: str, workload_toml: str = "",
               background_duty: float = 1.0) -> Plan:
     for arm in arms:
         check_arm_name(arm.name)

@@ -2,15 +2,16 @@
 
 Problem: a training record is committed data; when the judge changes (schema 1's
 unpaired bootstrap and single noise margin became schema 2's paired ratios and
-per-metric A/A floors), the record's tables, decisions and verdict must be
-recomputed from its measurements, never left describing another rule, and
-never re-typed by hand.
+per-metric A/A floors, then schema 5's noise from the same run and level), the
+record's tables, decisions and verdict must be recomputed from its measurements,
+never left describing another rule, and never re-typed by hand.
 
-Approach: open the file writable (store.open_ladder migrates it), measure the
-floors of every A/A run again (judge.aa_floors), judge every pair of arms the
-file had judged (plus best -> candidate of each refine step) with the floors of
-the latest A/A run before it, then re-decide each refine step by the keep rule
-from those stored comparisons. A step whose decision changes says so in its
+Approach: open the file writable (store.open_ladder migrates it), judge every pair
+of arms the file had judged (plus best -> candidate of each refine step) with the
+noise of the run's own A/A arm (judge.judge; a run without one, as every run
+recorded before schema 5, is judged on its pairs' own residuals: no other run's
+noise is borrowed), store each run's A/A floors, then re-decide each refine step
+by the keep rule from those stored comparisons. A step whose decision changes says so in its
 reason: later steps were measured against the best the old rule kept, and the
 data cannot say what they would have been against another. A record written
 before schema 2 has no `training` row; it is taken once from the old REPORT.md
@@ -45,12 +46,6 @@ class Rejudged:
     verdict: str
 
 
-def _floors_for(aa_runs: list[int], run_id: int, floors: dict[int, stats.Floors]) -> stats.Floors:
-    """The floors of the run itself (an A/A run) or of the latest A/A run before it."""
-    before = [aa for aa in aa_runs if aa <= run_id]
-    return floors[before[-1]] if before else stats.NO_FLOORS
-
-
 def revalidate(con: duckdb.DuckDBPyConnection) -> int:
     """Profile cells that only failed schema 1's spinner floor, judged by today's rule.
 
@@ -68,27 +63,25 @@ def revalidate(con: duckdb.DuckDBPyConnection) -> int:
 def rejudge_file(con: duckdb.DuckDBPyConnection) -> Rejudged:
     """Validity by today's rule, then floors, comparisons and step decisions, judged again."""
     revalidated = revalidate(con)
-    aa_runs = [r[0] for r in con.execute(sql("aa_runs")).fetchall()]
-    floors = {aa: judge.aa_floors(con, aa, BASELINE, AA_ARM) for aa in aa_runs}
     runs = [r[0] for r in con.execute(sql("run_ids")).fetchall()]
     judged: dict[tuple[int, str, str], stats.LadderComparison] = {}
 
     def comparison(run_id: int, reference: str, candidate: str) -> stats.LadderComparison:
-        """The pair judged (and stored) once, with the floors of the latest A/A run up to it."""
+        """The pair judged (and stored) once, with the run's own A/A noise."""
         key = (run_id, reference, candidate)
         if key not in judged:
-            judged[key] = judge.judge(con, run_id, reference, candidate,
-                                      floors=_floors_for(aa_runs, run_id, floors))
+            judged[key] = judge.judge(con, run_id, reference, candidate)
         return judged[key]
 
     for run_id in runs:
+        judge.store_floors(con, run_id)
         pairs = {tuple(p) for p in con.execute(sql("judged_pairs"), [run_id]).fetchall()}
         arms = {r[0] for r in con.execute(sql("run_arms"), [run_id]).fetchall()}
         if {BEST, CANDIDATE} <= arms:
             pairs.add((BEST, CANDIDATE))
+        if {BASELINE, AA_ARM} <= arms:
+            pairs.add((BASELINE, AA_ARM))  # the A/A arm judged as a candidate: a check a reader sees
         for reference, candidate in sorted(pairs):
-            if run_id in floors and (reference, candidate) == (BASELINE, AA_ARM):
-                continue  # judged with its own floors by aa_floors
             comparison(run_id, reference, candidate)
     changed = []
     for step, run_id, candidate, decision, _reason in con.execute(sql("step_rows")).fetchall():
@@ -107,11 +100,12 @@ def rejudge_file(con: duckdb.DuckDBPyConnection) -> Rejudged:
             reason += (f" [re-judged: the training's rule had {decision} it; later steps were measured "
                        f"against the best that rule kept]")
             changed.append(f"step {step} {candidate}: {decision} -> {new}")
-        used = _floors_for(aa_runs, run_id, floors)
         info = store.run_info(con, run_id)
-        floor = used.floor(info.primary[0], info.repeats)
-        con.execute(sql("update_step"), [new, reason, math.nan if floor is None else floor,
-                                         used.run_id, step])
+        floors = judge.load_floors(con, run_id)
+        widest = [f for level in info.levels if (f := floors.floor(info.primary[0], info.repeats, level))
+                  is not None]
+        con.execute(sql("update_step"), [new, reason, max(widest) if widest else math.nan,
+                                         run_id if floors.by_level else None, step])
     con.execute("CHECKPOINT")
     return Rejudged(len(runs), revalidated, changed, report.verdict_sentence(con))
 

@@ -8,9 +8,9 @@ invalid cells) have to be stated where the numbers are.
 Approach: `write_report` reads the `run`, `cell`, `comparison` and `step`
 tables, writes REPORT.md (per-level table like the lab's seed tables,
 refinement steps, invalid cells with reasons, method, environment,
-limitations, the command to reproduce) and one PNG per run (metric against
-background level per arm, error bars the range of each
-arm's median). Nothing is passed in from memory but paths and names.
+limitations, the command to reproduce) and one PNG per run (plots.py: every
+objective metric, each arm's measured medians, and the stored verdicts with
+the intervals they used). Nothing is passed in from memory but paths and names.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import duckdb
 import numpy as np
 
 from threadwise.errors import ThreadwiseError
-from threadwise.refine import blockers, judge, stats, store
+from threadwise.refine import blockers, judge, plots, stats, store
 from threadwise.refine.diagnose import sql as search_sql
 from threadwise.refine.store import sql
 
@@ -35,12 +35,6 @@ def _fmt(value: float | None) -> str:
     if abs(value) >= 100:
         return f"{value:,.0f}"
     return f"{value:.3g}"
-
-
-def _median_range(values: list[float]) -> tuple[float, float, float]:
-    """An arm's median and the range of its cells (the plot's bars; verdicts are paired ratios)."""
-    data = np.asarray(values, dtype=float)
-    return float(np.median(data)), float(data.min()), float(data.max())
 
 
 def level_table(con: duckdb.DuckDBPyConnection, run_id: int, candidate: str,
@@ -84,16 +78,17 @@ def level_table(con: duckdb.DuckDBPyConnection, run_id: int, candidate: str,
 
 
 def floors_line(con: duckdb.DuckDBPyConnection, run_id: int | None, n: int) -> str:
-    """What margin each metric's verdicts had to clear: the A/A floors at n pairs."""
+    """What the run's own A/A arm says each metric's verdicts had to clear, level by level."""
     floors = judge.load_floors(con, run_id)
-    if not floors.by_metric:
-        return ("A/A floors: not measured (verdicts rest on each comparison's own spread of "
-                "paired ratios only).")
-    parts = [f"`{metric}` {floors.margin(metric, n)} "
-             f"(from {floors.aa_pairs[metric]} A/A pairs)" for metric in floors.by_metric]
-    return (f"A/A floors (ladder run {run_id}, the default scheduler against itself, at {n} pairs): "
-            + "; ".join(parts) + ". An interval is the paired ratio times/divided by the larger of its "
-            "metric's floor and its own spread; a verdict is `better` or `worse` only when it excludes 1.")
+    if not floors.by_level:
+        return ("A/A floors: not measured in this run (no A/A arm: verdicts rest on each "
+                "comparison's own spread of paired ratios only).")
+    parts = [f"`{metric}` {floors.margin(metric, n)} (from {floors.pairs(metric)} A/A pairs)"
+             for metric in floors.by_level]
+    return (f"A/A floors (ladder run {run_id}: the default scheduler against itself, interleaved in the "
+            f"same run, at {n} pairs): " + "; ".join(parts) + ". Each verdict's interval pools its "
+            "level's A/A pairs with its own pairs' spread (Student's t); a verdict is `better` or "
+            "`worse` only when the interval excludes 1.")
 
 
 # The bursty-loaded calibration pool's median denied share was 0.34, the quiet pool's 0.024
@@ -117,43 +112,9 @@ def host_line(con: duckdb.DuckDBPyConnection, run_id: int) -> str | None:
 
 
 def plot_run(con: duckdb.DuckDBPyConnection, run_id: int, path: Path, *, title: str) -> Path:
-    """PNG: primary metric against background level, one line per arm: medians, bars over the range."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    info = store.run_info(con, run_id)
-    metric, direction = info.primary
-    measured = store.measured(con, run_id)
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
-    for offset, (arm, levels) in enumerate(measured.items()):
-        xs, ys, lows, highs = [], [], [], []
-        for level in sorted(levels):
-            values = [obs.value for obs in levels[level].get(metric, {}).values()]
-            if not values:
-                continue
-            median, low, high = _median_range(values)
-            xs.append(level + (offset - (len(measured) - 1) / 2) * 0.08)
-            ys.append(median)
-            lows.append(median - low)
-            highs.append(high - median)
-        if xs:
-            ax.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=3, label=arm)
-    ax.set_xlabel("background spinners")
-    ax.set_ylabel(f"{metric} ({'higher' if direction == 'higher' else 'lower'} is better)")
-    where = f"TCG, {info.vcpus}-vCPU lab VM" if info.tcg else f"{info.vcpus} CPUs"
-    ax.set_title(f"{title} ({where})", fontsize=10)
-    ax.set_xticks(sorted(info.levels))
-    ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
-    else:  # no arm has a valid cell: say so (an empty legend would only warn)
-        ax.text(0.5, 0.5, "no valid cells in this run (REPORT.md lists the reasons)", ha="center",
-                va="center", transform=ax.transAxes, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    """PNG of a run: every objective metric (a row each), the arms' measured medians and ranges, and
+    each profile arm's stored ratio, interval and verdict against the baseline (plots.py)."""
+    plots.ladder_figure(con, run_id, title=title).savefig(path)
     return path
 
 
@@ -224,10 +185,10 @@ def final_comparison(con: duckdb.DuckDBPyConnection) -> stats.LadderComparison |
         return None
     run_id, arm = best
     info = store.run_info(con, run_id)
-    floors = judge.load_floors(con, con.execute(sql("floors_run")).fetchone()[0])
     return stats.compare_arms(store.measured(con, run_id), "baseline", arm,
                               primary=info.primary,  # type: ignore[arg-type]
-                              secondary=info.secondary, floors=floors)  # type: ignore[arg-type]
+                              secondary=info.secondary,  # type: ignore[arg-type]
+                              twins=judge.twins_of(con, run_id))
 
 
 def verdict_sentence(con: duckdb.DuckDBPyConnection) -> str:
@@ -261,9 +222,8 @@ def write_report(con: duckdb.DuckDBPyConnection, directory: Path) -> Path:
     lines = [f"# Training record: `{name}` on workload `{workload}`", "",
              f"Profile: `{profile_path}`. Generated by `threadwise train` from `ladder.duckdb` in this "
              "folder; nothing here is written by hand.", "", "## Result", "", verdict, ""]
-    aa = con.execute(sql("floors_run")).fetchone()[0]
-    if aa is not None:
-        lines += [floors_line(con, aa, store.run_info(con, aa).repeats), ""]
+    if best is not None:
+        lines += [floors_line(con, best[0], store.run_info(con, best[0]).repeats), ""]
     if best is not None:
         run_id, arm = best
         lines += [f"The final profile (arm `{arm}` of ladder run {run_id}) against the kernel's default "
@@ -271,9 +231,10 @@ def write_report(con: duckdb.DuckDBPyConnection, directory: Path) -> Path:
                   "parentheses):", "", *level_table(con, run_id, arm), "",
                   f"![{name}](ladder-run{run_id}.png)", ""]
     lines += ["## Refinement steps", "",
-              "Each step measured the baseline, the current best and one candidate in one interleaved "
-              "ladder; a candidate is kept if, against the best, no objective metric is worse at any "
-              "level and at least one is better at some level (the Pareto rule), or else if, against the "
+              "Each step measured the baseline, the baseline again (`baseline-aa`: the noise), the current "
+              "best and one candidate in one interleaved ladder; a candidate is kept if every comparison is "
+              "decided and, against the best, no objective metric is worse at any level and at least one "
+              "is better at some level (the Pareto rule), or else if, against the "
               "baseline of the same ladder, it has no loss the best did not have, is better than the best "
               "on one of the best's losses and is worse than the best only where it still does not lose "
               "to the baseline (the trade rule; both in docs/refine.md). The search "
@@ -308,11 +269,13 @@ def write_report(con: duckdb.DuckDBPyConnection, directory: Path) -> Path:
               "was (baseline cells), and every target thread sat in the layer its group names "
               "(scx_layered's tid -> layer map).",
               "- Verdicts (docs/refine.md \"Statistics\"): the cells of one level and repeat of two arms "
-              "ran seconds apart (ABBA order) and form a pair; the ratio is exp(median of the pairs' log "
-              "ratios); its 95% interval is that ratio times/divided by the larger of the metric's A/A "
-              "floor at that many pairs and the pairs' own spread. Pairs whose cells the host denied "
-              "unequally are left out (`disturbed`). Tables, decisions and the verdict above come from the "
-              "same stored comparisons.", "",
+              "ran close together (the arms' order rotates every repeat) and form a pair; the ratio is "
+              "exp(mean of the pairs' log ratios); its 95% interval is Student's t over the pooled noise "
+              "of one pair: the pairs' own spread and the same level's A/A pairs of the same run (the "
+              "default scheduler against itself, `baseline-aa`). Pairs whose cells the host denied "
+              "unequally are left out (`disturbed`). An `insufficient` comparison decides nothing: a step "
+              "resting on one is reverted, a verdict with one is \"not decided\". Tables, decisions and "
+              "the verdict above come from the same stored comparisons.", "",
               "## Environment", ""]
     if runs:
         lines += environment(con, runs[-1])

@@ -41,6 +41,7 @@ class RunRow:
     shape: str
     completed: bool
     stopped_reason: str | None = None
+    host_priority: str | None = None  # lab: what it claimed of the host (None: on the host)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +112,9 @@ class ComparisonRow:
     pairs_disturbed: int | None = None
     floor: float | None = None
     method: str | None = None
+    noise_sd: float | None = None
+    noise_df: int | None = None
+    aa_pairs: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

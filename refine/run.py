@@ -21,7 +21,7 @@ import duckdb
 from threadwise.errors import LadderIncomplete, MissingTool, UsageError
 from threadwise.refine import ingest, judge, ladder, report, stats, store
 from threadwise.refine.bundled import build
-from threadwise.refine.ladder import AA_ARM, BASELINE, Arm
+from threadwise.refine.ladder import BASELINE, Arm
 from threadwise.refine.workload import Workload
 from threadwise.runtime.config import resolve
 from threadwise.runtime.lab.agent import Execution
@@ -47,13 +47,17 @@ class Where:
     # exclusive layer holds a vCPU (2-s windows took 22-50 s, once ejected for a 41 s stall);
     # the self-contained guest keeps everything in RAM and ran the same ladder at speed.
     guest: str = "initramfs"
+    # The lab's qemu claims the host's CPU while it measures (runtime/lab/hostpriority.py):
+    # beside a test suite its vCPUs went 20-35% unserved without, 3-4% with (docs/lab.md).
+    host_priority: bool = True
 
     @property
     def shape(self) -> str:
         return LAB_SHAPE.format(cpus=self.cpus) if self.lab else "host"
 
 
-def where(lab: bool, cpus: int, guest: str = "initramfs", *, profiles: bool = True) -> Where:
+def where(lab: bool, cpus: int, guest: str = "initramfs", *, profiles: bool = True,
+          host_priority: bool = True) -> Where:
     """Check that cells can run there: the lab, or a host with sched_ext (only if `profiles`:
     a ladder of baseline arms alone, an A/A run, attaches nothing and runs on any host)."""
     if lab and guest not in GUESTS:
@@ -66,7 +70,17 @@ def where(lab: bool, cpus: int, guest: str = "initramfs", *, profiles: bool = Tr
                           hint="add --lab to run the whole ladder in one lab VM boot")
     if cpus < 1:
         raise UsageError("--cpus must be at least 1")
-    return Where(lab, cpus, guest)
+    return Where(lab, cpus, guest, host_priority)
+
+
+def priority_line(on: bool) -> str:
+    """The one line a lab run prints about its claim on the host: that it is on (or off), and why."""
+    if on:
+        return ("host priority on: the lab's qemu runs before other work on this host, so other work "
+                "cannot take the vCPUs' time mid-cell (docs/lab.md \"The lab on a busy host\"); "
+                "--host-priority off shares the host instead")
+    return ("host priority off: other work on this host takes the lab's vCPU time as it likes; "
+            "cells it disturbs are measured and left out of the verdicts")
 
 
 def arm_from_file(path: Path, shape: str, name: str | None = None) -> Arm:
@@ -84,20 +98,23 @@ class LadderRun:
     ingested: ingest.Ingested
     comparisons: dict[str, stats.LadderComparison]  # candidate arm -> vs the reference
     out: Path
-    floors: stats.Floors = stats.NO_FLOORS  # the floors the comparisons used
+    floors: stats.Floors = stats.NO_FLOORS  # the run's own A/A floors (reports; NO_FLOORS: no A/A arm)
 
 
 def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladder_file: Path,
-               place: Where, levels: list[int], repeats: int, order: str = "abba", seed: int = 1,
+               place: Where, levels: list[int], repeats: int, order: str = "rotate", seed: int = 1,
                purpose: str = "ladder", command: str | None = None,
-               floors: stats.Floors = stats.NO_FLOORS,
                reference: str = BASELINE, keep_raw: Path | None = None,
                timeout_s: float | None = None, background: str = "",
+               stop_when: Callable[[stats.Measured], str | None] | None = None,
                progress: Callable[[str], None] = print) -> LadderRun:
     """Measure `arms` on `workload`, store the run in `ladder_file`, judge every arm vs `reference`.
 
-    With an `AA_ARM` among the arms the run measures its own per-metric floors (reference
-    against AA_ARM) and judges the other arms with them; else with `floors`."""
+    With an `AA_ARM` among the arms every comparison takes its noise from the A/A pairs of the
+    same run and level (stats.py); without one, from its own pairs' residuals. `stop_when`
+    (the initramfs guest only): asked with the valid cells of the first k repeats each time
+    another repeat is complete (2 <= k < repeats); a sentence stops the run there (refine's early
+    stop: stats.early_loss), recorded as the run's stopped_reason; the run is then not an error."""
     plan = ladder.make_plan(workload, arms, levels=levels, repeats=repeats, order=order, seed=seed,
                             shape=place.shape, workload_toml=workload_toml,
                             background_duty=SPIKY_DUTY if background == SPIKY_BACKGROUND else 1.0)
@@ -116,9 +133,13 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
              f"{repeats} repeats, {workload.objective.window_s:g} s windows), "
              + (f"in the lab ({place.cpus} vCPUs, TCG, {place.guest} guest)" if place.lab else "on this host")
              + f"; raw results in {out}")
+    if place.lab:
+        progress(f"ladder: {priority_line(place.host_priority)}")
     try:
+        interim = _Interim(plan, out, stop_when, place.cpus) if stop_when is not None else None
         execution = ladder.execute(out, lab=place.lab, cpus=place.cpus, timeout_s=budget,
-                                   progress=lambda line: progress(f"  {line}"), guest=place.guest)
+                                   progress=lambda line: progress(f"  {line}"), guest=place.guest,
+                                   host_priority=place.host_priority, on_cell=interim)
     except BaseException as error:  # keep what was measured: ingest, then re-raise
         execution = Execution(None, place.cpus, place.lab, 0.0, 255)
         progress(f"ladder: stopped early ({type(error).__name__}: {error}); keeping the cells that finished")
@@ -129,9 +150,8 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
     con, ingested = _store(plan, out, execution, ladder_file=ladder_file, command=command,
                            purpose=purpose, scx_version=SCX_LAYERED_VERSION)
     try:
-        if any(arm.name == AA_ARM for arm in arms):
-            floors = judge.aa_floors(con, ingested.run_id, reference, AA_ARM)
-        comparisons = {arm.name: judge.judge(con, ingested.run_id, reference, arm.name, floors=floors)
+        floors = judge.store_floors(con, ingested.run_id)
+        comparisons = {arm.name: judge.judge(con, ingested.run_id, reference, arm.name)
                        for arm in arms if arm.name != reference}
         con.execute("CHECKPOINT")
         host = report.host_line(con, ingested.run_id)
@@ -140,7 +160,7 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
         progress(f"ladder: {report.invalid_summary(con, ingested.run_id)}")
     finally:
         con.close()
-    if not ingested.completed:
+    if not ingested.completed and execution.stopped_by_host is None:
         raise LadderIncomplete(
             f"the ladder stopped early: {ingested.stopped_reason}",
             hint=f"what was measured is kept: {ladder_file} (run {ingested.run_id}); raw files in {out}")
@@ -156,6 +176,46 @@ def _store(plan: ladder.Plan, out: Path, execution: Execution, *,
     ingested = ingest.ingest(con, plan, out, execution, command=command or shlex.join(sys.argv),
                              purpose=purpose, scx_version=scx_version)
     return con, ingested
+
+
+class _Interim:
+    """The early-stop question, asked once per completed repeat while the guest runs."""
+
+    def __init__(self, plan: ladder.Plan, out: Path, stop_when: Callable[[stats.Measured], str | None],
+                 cpus: int) -> None:
+        self.plan, self.out, self.stop_when, self.cpus = plan, out, stop_when, cpus
+        self.judged = 0
+
+    def complete_repeats(self) -> int:
+        """The k such that every cell of repeats 1..k is back (trace cells are not planned cells)."""
+        back = {int(p.name) for p in (self.out / "cells").iterdir()
+                if p.name.isdigit() and (p / "cell").is_file()}
+        k = 0
+        for repeat in range(1, self.plan.repeats + 1):
+            if any(cell.idx not in back for cell in self.plan.cells if cell.repeat == repeat):
+                break
+            k = repeat
+        return k
+
+    def __call__(self, _cell: str) -> str | None:
+        k = self.complete_repeats()
+        if k <= self.judged or k < stats.MIN_PAIRS or k >= self.plan.repeats:
+            return None
+        self.judged = k
+        with tempfile.TemporaryDirectory(prefix="threadwise-interim-") as scratch:
+            con = store.open_ladder(Path(scratch) / "interim.duckdb")
+            try:
+                done = ingest.ingest(con, self.plan, self.out, Execution(None, self.cpus, True, 0.0, 0),
+                                     command="interim", purpose="interim", scx_version=SCX_LAYERED_VERSION)
+                measured = store.measured(con, done.run_id)
+            finally:
+                con.close()
+        kept = {arm: {level: {metric: {r: obs for r, obs in cells.items() if r <= k}
+                              for metric, cells in by_metric.items()}
+                      for level, by_metric in levels.items()}
+                for arm, levels in measured.items()}
+        why = self.stop_when(kept)
+        return f"after {k} of {self.plan.repeats} repeats the candidate is {why}" if why else None
 
 
 def _timeout(plan: ladder.Plan) -> float:

@@ -1,107 +1,86 @@
-"""The judge of a ladder: paired ratios, per-metric A/A floors, verdicts, the keep rule.
+"""The judge of a ladder: paired ratios, same-run per-level noise, verdicts, the keep rule.
 
-Problem: a ladder gives, per arm, level and metric, three or so windows from a
-machine whose noise is as large as many effects (the lab's A/A spread was
-+-50% on a busy host). Schema 1 judged each level by a percentile bootstrap of
-a ratio of medians with the arms resampled independently: at 3 samples per arm
-that "interval" is just [min/max, max/min], its coverage unknown, and one
-outlier cell set the noise floor of every metric. The verdicts must be valid
-at the sample sizes the lab affords, and one function must give every verdict
-that a report, the README, `threadwise ladder` and the refine loop show.
+Problem: a ladder gives, per arm, level and metric, three or so windows from a machine whose
+noise is as large as many effects, and whose noise changes: from level to level (a latency
+p99 spread tenfold more at bg=0 than at bg=2) and from run to run (the host's other work comes
+and goes). The judge before this one took its floors from a separate, earlier A/A run and
+shaped each level's floor from the other levels' tails: a quiet run's floors on a bursty run's
+comparisons read 21-30% false verdicts, a loud level set a quiet level's floor (+-24,510% for
+an acceptor p99, a veto that could never fire), and a consistent 1.3x loss (8 of 8 pairs worse)
+passed as noise. The verdicts must be valid at the sample sizes the lab affords, under the load
+the run really met, and one function must give every verdict that a report, the README,
+`threadwise ladder` and the refine loop show.
 
 Approach (docs/refine.md "Statistics", calibrated by benchmarks/calibration.py):
-- **Pairs.** Arms alternate in ABBA order and every arm runs each level once
-  per repeat, so the reference's and the candidate's cells of one level and
-  repeat ran seconds apart; their ratio cancels the host's slow drift. A
-  comparison uses the pairs whose two cells are both valid, and leaves out a
-  pair whose cells the host denied unequally (their shares of vCPU time the
-  host did not serve differ by more than PAIR_DENIED_MAX: runtime/lab/hostload.py).
-- **Estimate.** d_r = log(candidate_r / reference_r) per pair; the effect is
-  exp(median d_r). A median, so one disturbed pair does not move it.
-- **Floor (per metric and level).** From an A/A run (the reference scheduler
-  against itself): the paired log ratios, taken with both signs (the arms are
-  exchangeable, so the null is symmetric), are the null distribution of one
-  pair. The pooled floor for a comparison of n pairs is the FLOOR_QUANTILE (99%)
-  quantile of |median of n draws| from every level's ratios: the comparison's
-  own statistic under "no effect" at its n (resampled with a seed derived from
-  the data, so the same numbers give the same floor and verdict wherever they
-  are judged). Levels differ tenfold in spread for a latency p99, so a level's
-  floor is its scale (median |log ratio|, never below the pool's) times the same
-  quantile of the ratios standardised by their levels' scales.
-  An outlier pair is one value among 2 x levels x repeats and moves a median of
-  n draws only when drawn more than n/2 times, and it cannot move its level's
-  median |log ratio| of three, so it cannot set a floor. 99% rather than 95%,
-  because the floor is itself estimated from few A/A pairs: the measured
-  false-verdict rate is what must stay at 5% (benchmarks/calibration.py). The
-  floor keeps the A/A pairs the host disturbed, which comparisons leave out:
-  the filter catches the worst pairs, but pairs inside the gap still carry the
-  load (bursty host: median |d| 14.7% against 2.4% quiet), and without them
-  the loaded pool's identical arms read better or worse 12-17% of the time.
-- **Own spread.** The same quantile from the comparison's own pairs, centred
-  on their median: a candidate much noisier than the A/A arms widens its own
-  interval instead of borrowing the baseline's calm.
-- **Interval and verdict.** half-width = max(A/A floor, own spread); the
-  interval is exp(median d +- half-width). `better` when it lies wholly on the
-  objective's good side of 1, `worse` when wholly on the bad side, else
-  `within_noise`; fewer than MIN_PAIRS pairs: `insufficient`.
-- **Ladder verdict against the default scheduler** (`ladder_verdict`): wins
-  when the primary is better at one level or more and worse at none, and no
-  secondary is worse anywhere.
-- **Keep rule against the current best** (`pareto_verdict`): kept when no
-  objective metric is worse at any level and at least one metric is better
-  at some level: a change that fixes a secondary while the primary holds is
-  a win; a primary gain that costs a secondary is not.
-- **Trade rule** (`keep_decision`, when the Pareto rule reverts): a candidate
-  is kept anyway when, against the default scheduler in the same ladder, it
-  has no loss (metric and level judged `worse`) the best did not have, is
-  judged better than the best on one of the best's losses (against the best:
-  a loss that merely reads within noise of the default is no progress),
-  is worse than the best only where it still does not lose to the default (it
-  gives back only part of a win), and keeps the primary better somewhere if
-  the best's was. The goal
-  is a profile that loses to the default nowhere; a change that removes a loss
-  while giving back part of a win (rolesim: worker p99 at bg=0 from 12x worse
-  to 1.7x, at the price of a p99 gain under background) is a step toward it
-  that the Pareto rule against the best alone would revert.
-- Zero and negative values: metrics are rates and latencies, so a negative or
-  non-finite sample is an error. 0/0 is a ratio of 1, x/0 and 0/x are clipped
-  to 1e6 and 1e-6 (beyond any floor) so that every log ratio stays finite.
+- **Pairs.** Every arm runs each level once per repeat, in an order that rotates so each arm
+  takes each position equally often (plan.py); a comparison pairs the reference's and the
+  candidate's cells of one level and repeat, which cancels the host's slow drift. It uses the
+  pairs whose two cells are both valid, and leaves out a pair whose cells the host denied
+  unequally (their shares of vCPU time the host did not serve differ by more than
+  PAIR_DENIED_MAX: runtime/lab/hostload.py).
+- **Estimate.** d_r = log(candidate_r / reference_r) per pair; the effect is exp(mean d).
+- **Noise from the same run and the same level.** Every run interleaves an A/A arm (the
+  default scheduler again, `baseline-aa`): its pairs e_r = log(aa_r / baseline_r) at the level
+  are what one pair of identical arms differs by, right then. The noise of one pair is the
+  pooled standard deviation of the comparison's own residuals (d_r - mean d, n - 1 degrees of
+  freedom) and the level's A/A ratios (e_r about 0, their known mean: m degrees of freedom):
+  s^2 = (sum (d_r - mean d)^2 + sum e_r^2) / (n - 1 + m). Nothing comes from another level or
+  another run, so a loud level cannot widen a quiet one and a quiet run cannot narrow a loud
+  one. (Shrinking a level's variance toward the others' was not needed: calibrated per level,
+  the false rates held without it; it would let a loud level move a quiet one.) A candidate
+  noisier than the A/A arms widens its own interval through its residuals. A run without an
+  A/A arm (`threadwise ladder --no-aa`, records before this judge) uses the residuals alone.
+- **Interval and verdict.** exp(mean d +- t(1 - ALPHA/2; df) * s / sqrt(n)): Student's t at the
+  pooled degrees of freedom. `better` when it lies wholly on the objective's good side of 1,
+  `worse` when wholly on the bad side, else `within_noise`; fewer than MIN_PAIRS pairs or fewer
+  than MIN_DF degrees of freedom: `insufficient`.
+- **Ladder verdict against the default scheduler** (`ladder_verdict`): wins when the primary
+  is better at one level or more and worse at none, no secondary is worse anywhere, and every
+  comparison is decided; any `insufficient` makes it "not decided", never a win.
+- **Keep rule against the current best** (`pareto_verdict`): kept when every comparison is
+  decided, no objective metric is worse at any level and at least one metric is better at
+  some level. An insufficient comparison is neither better nor worse: it fails the step.
+- **Trade rule** (`keep_decision`, when the Pareto rule reverts): a candidate is kept anyway
+  when, against the default scheduler in the same ladder, it has no loss (metric and level
+  judged `worse`) the best did not have, is judged better than the best on one of the best's
+  losses, is worse than the best only where it still does not lose to the default (it gives
+  back only part of a win), keeps the primary better somewhere if the best's was, and every
+  comparison it rests on is decided.
+- **Stopping early** (`early_loss`): after each repeat a step's candidate that is worse than
+  both the best and the default scheduler on one metric and level, at the stricter
+  EARLY_ALPHA (one-sided), cannot be kept by either rule, and its run stops there.
+- Zero and negative values: metrics are rates and latencies, so a negative or non-finite
+  sample is an error. 0/0 is a ratio of 1, x/0 and 0/x are clipped to 1e6 and 1e-6 (beyond any
+  interval) so that every log ratio stays finite.
 """
 
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
 
 import numpy as np
+from scipy.stats import t as student_t
 
 Direction = Literal["higher", "lower"]
 
 MIN_PAIRS = 2
-MIN_AA_PAIRS = 4  # fewer A/A pairs than this: the floor is "not measured"
-QUANTILE = 0.95  # the own spread's null quantile
-# The A/A floor's null quantile. Nominally 99%, because the floor is itself estimated from a
-# handful of A/A pairs; what must hold is the MEASURED false-verdict rate, at most 5% per
-# comparison at train's 3 repeats: 0.5-1.0% on the quiet pool and 0.1-0.8% on the bursty one
-# (benchmarks/calibration.py, RESULTS.md "calibration"). An exploratory run at 95% read about
-# 10% false for rolesim's worker p99 at bg=0 and bg=4 on the quiet pool.
-FLOOR_QUANTILE = 0.99
-DRAWS = 20000  # resamples per quantile (seeded; the quantile's own error ~ 0.3%)
+MIN_DF = 2  # degrees of freedom the noise estimate needs (t(0.975; 1) = 12.7 is no interval)
+ALPHA = 0.05  # two-sided, per comparison: the false-verdict rate the calibration must show
+EARLY_ALPHA = 0.001  # one-sided, per comparison and look: stopping a step early for a loss
 # A pair whose two cells the host denied shares of vCPU time differing by more than this is
 # left out of a comparison (hostload.py). Set from the first pool (docs/lab.md "Host
 # interference"): every A/A pair off by more than 30% had a gap above 0.16, undisturbed pairs
-# sat within 0.03 of each other. Not swept: under bursty load, pairs with gaps of 0.02-0.1 are
-# already noisier (calibration: median |d| 29% beyond 0.02, 6.9% within), which is why the
-# floors keep every pair.
+# sat within 0.03 of each other. The A/A pairs are filtered alike, so the noise is that of the
+# pairs the comparison keeps.
 PAIR_DENIED_MAX = 0.10
 LOG_CLIP = math.log(1e6)
 DIRECTIONS: tuple[Direction, ...] = ("higher", "lower")
-METHOD = ("paired-v2: median of paired log ratios +- max(A/A floor: null q99 at n, pooled and "
-          "per level; own spread: null q95 at n)")
+METHOD = ("paired-v3: mean of paired log ratios +- t(0.975; df) x s / sqrt(n), s pooled from the "
+          "pairs' residuals and the same level's A/A pairs of the same run")
 
 
 @dataclass(frozen=True)
@@ -124,45 +103,53 @@ class Verdict(StrEnum):
 
 
 @dataclass(frozen=True)
+class Noise:
+    """One level's noise as a comparison used it: the pooled s of one pair (log scale), its
+    degrees of freedom, and how many A/A pairs of the same run and level it rests on."""
+
+    sd: float
+    df: int
+    aa_pairs: int
+
+    def half_width(self, n: int, alpha: float = ALPHA, *, sides: int = 2) -> float:
+        """t(1 - alpha/sides; df) * s / sqrt(n): the interval's half-width at n pairs."""
+        if self.df < MIN_DF or n < 1 or not math.isfinite(self.sd):
+            return float("nan")
+        return float(student_t.ppf(1.0 - alpha / sides, self.df)) * self.sd / math.sqrt(n)
+
+
+NO_NOISE = Noise(float("nan"), 0, 0)
+
+
+@dataclass(frozen=True)
 class Floors:
-    """Per-metric A/A floors on the log-ratio scale: metric -> pairs n -> floor.
+    """What the A/A arm alone says per metric and level, for reports: the half-width a
+    comparison of n pairs would have if its own pairs agreed exactly (metric -> level ->
+    Noise of the A/A pairs alone, m degrees of freedom). The verdicts pool these pairs with the
+    comparison's own residuals (`compare`); this is the floor no comparison goes below."""
 
-    `aa_pairs` is how many A/A pairs each metric's floor rests on; a metric
-    missing from `by_metric` was not measured (too few A/A pairs, or no A/A).
-    """
-
-    by_metric: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
-    aa_pairs: Mapping[str, int] = field(default_factory=dict)
+    by_level: Mapping[str, Mapping[int, Noise]] = field(default_factory=dict)
     run_id: int | None = None
     method: str = "none"
-    # metric -> level -> n -> floor, where the A/A run measured that level (else by_metric's)
-    by_level: Mapping[str, Mapping[int, Mapping[int, float]]] = field(default_factory=dict)
 
-    def floor(self, metric: str, n: int, level: int | None = None) -> float | None:
-        """The floor at n pairs: the level's own where measured, else the pooled one."""
-        table = self.by_level.get(metric, {}).get(level) if level is not None else None
-        table = table or self.by_metric.get(metric)
-        if not table or n < 1:
+    def floor(self, metric: str, n: int, level: int) -> float | None:
+        noise = self.by_level.get(metric, {}).get(level)
+        if noise is None:
             return None
-        return table[min(n, max(table))]
+        half = noise.half_width(n)
+        return half if math.isfinite(half) else None
 
     def margin(self, metric: str, n: int) -> str:
-        """`+-12.3%` (the floor at n pairs; `bg=0 +-3.1%, bg=1 +-12.3%` per level where
-        measured), or `not measured` (never 0)."""
-        value = self.floor(metric, n)
-        if value is None:
-            return "not measured"
+        """`bg=0 +-3.1%, bg=2 +-12.3%` at n pairs (levels with too few A/A pairs: `-`), or
+        `not measured` when the run had no A/A arm."""
         levels = self.by_level.get(metric, {})
         if not levels:
-            return f"+-{math.expm1(value):.1%}"
-        return ", ".join(f"bg={level} +-{math.expm1(self.floor(metric, n, level) or value):.1%}"
-                         for level in sorted(levels))
+            return "not measured"
+        return ", ".join(f"bg={level} " + (f"+-{math.expm1(f):.1%}" if (f := self.floor(metric, n, level))
+                                           is not None else "-") for level in sorted(levels))
 
-    def describe(self, metric: str, n: int) -> str:
-        if self.floor(metric, n) is None:
-            return f"{metric}: floor not measured"
-        return (f"{metric}: {self.margin(metric, n)} at {n} pairs "
-                f"(from {self.aa_pairs.get(metric, 0)} A/A pairs)")
+    def pairs(self, metric: str) -> int:
+        return sum(noise.aa_pairs for noise in self.by_level.get(metric, {}).values())
 
 
 NO_FLOORS = Floors()
@@ -172,10 +159,10 @@ NO_FLOORS = Floors()
 class Comparison:
     """One level and metric: candidate against reference, paired.
 
-    `ratio` = exp(median paired log ratio); `ci_low`/`ci_high` its interval
-    (NaN when insufficient); `floor` the half-width used (log scale), the larger
-    of `aa_floor` (None: not measured) and `own_spread`. `reference_median` and
-    `candidate_median` are medians of each arm's valid cells (shown beside the ratio).
+    `ratio` = exp(mean paired log ratio); `ci_low`/`ci_high` its interval (NaN when
+    insufficient); `floor` the interval's half-width (log scale); `noise` what it was made of.
+    `reference_median` and `candidate_median` are medians of each arm's valid cells (shown
+    beside the ratio).
     """
 
     level: int
@@ -192,13 +179,12 @@ class Comparison:
     pairs: int = 0
     pairs_disturbed: int = 0
     floor: float = float("nan")
-    aa_floor: float | None = None
-    own_spread: float = float("nan")
+    noise: Noise = NO_NOISE
 
     def describe(self) -> str:
         """E.g. `bg=8 1.12 [1.05, 1.19]`."""
         if self.verdict is Verdict.INSUFFICIENT:
-            return f"bg={self.level} ({self.pairs} valid pairs)"
+            return f"bg={self.level} ({self.pairs} valid pairs, {self.noise.df} noise df)"
         return f"bg={self.level} {self.ratio:.3g} [{self.ci_low:.3g}, {self.ci_high:.3g}]"
 
 
@@ -209,14 +195,15 @@ class LadderComparison:
     `primary` one Comparison per level of the primary metric, `secondary` one per
     level of each secondary metric (metric-major); `wins`/`reason` are
     `ladder_verdict` (against the default scheduler) and `keep`/`keep_reason`
-    `pareto_verdict` (the refine loop's rule against the current best).
+    `pareto_verdict` (the refine loop's rule against the current best); `aa_arm` the A/A arm
+    whose pairs gave the noise (None: the pairs' own residuals only).
     """
 
     reference: str
     candidate: str
     primary: tuple[Comparison, ...]
     secondary: tuple[Comparison, ...]
-    floors: Floors
+    aa_arm: str | None
     wins: bool
     reason: str
     keep: bool = False
@@ -224,6 +211,10 @@ class LadderComparison:
 
     def comparisons(self, metric: str) -> tuple[Comparison, ...]:
         return tuple(c for c in (*self.primary, *self.secondary) if c.metric == metric)
+
+    @property
+    def decided(self) -> bool:
+        return all(c.verdict is not Verdict.INSUFFICIENT for c in (*self.primary, *self.secondary))
 
 
 def _check(values: Iterable[float], what: str) -> np.ndarray:
@@ -247,25 +238,6 @@ def log_ratio(candidate: float, reference: float) -> float:
     return float(np.clip(math.log(candidate / reference), -LOG_CLIP, LOG_CLIP))
 
 
-def data_seed(values: np.ndarray, n: int) -> list[int]:
-    """A resampling seed derived from the data itself (values to 1e-9, sorted, and n): the same
-    numbers give the same quantile wherever they are judged, with no seed to carry around."""
-    canonical = np.round(np.sort(values), 9).tobytes()
-    return [zlib.crc32(canonical), n, values.size]
-
-
-def null_quantile(null: Sequence[float], n: int, *, quantile: float = QUANTILE,
-                  draws: int = DRAWS) -> float:
-    """The `quantile` of |median of n draws| from `null` taken with both signs (seeded by the data)."""
-    values = np.asarray(list(null), dtype=float)
-    if values.size == 0 or n < 1:
-        return float("nan")
-    symmetric = np.sort(np.concatenate([values, -values]))  # sorted: the input's order must not matter
-    rng = np.random.default_rng(data_seed(symmetric, n))
-    medians = np.median(symmetric[rng.integers(0, symmetric.size, (draws, n))], axis=1)
-    return float(np.quantile(np.abs(medians), quantile, method="higher"))
-
-
 def _denied_apart(a: Obs, b: Obs) -> bool:
     return a.denied is not None and b.denied is not None and abs(a.denied - b.denied) > PAIR_DENIED_MAX
 
@@ -284,11 +256,23 @@ def pair_up(reference: Mapping[int, Obs], candidate: Mapping[int, Obs], *,
     return ratios, disturbed
 
 
-def classify(low: float, high: float, *, direction: Direction, pairs: int) -> Verdict:
+def pooled_noise(ratios: Sequence[float], aa: Sequence[float]) -> Noise:
+    """The pooled s of one pair: the comparison's residuals (n - 1 df) and the A/A ratios about
+    their known mean 0 (m df). Uncentred A/A ratios are conservative: a bias between two
+    identical arms (one position favoured) widens the noise instead of hiding in a mean."""
+    d, e = np.asarray(ratios, dtype=float), np.asarray(aa, dtype=float)
+    df = max(d.size - 1, 0) + e.size
+    if df < 1:
+        return Noise(float("nan"), df, int(e.size))
+    squares = (float(np.sum((d - d.mean()) ** 2)) if d.size else 0.0) + float(np.sum(e ** 2))
+    return Noise(math.sqrt(squares / df), df, int(e.size))
+
+
+def classify(low: float, high: float, *, direction: Direction, pairs: int, df: int = MIN_DF) -> Verdict:
     """The verdict of a ratio interval in the objective's direction."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
-    if pairs < MIN_PAIRS:
+    if pairs < MIN_PAIRS or df < MIN_DF or not (math.isfinite(low) and math.isfinite(high)):
         return Verdict.INSUFFICIENT
     above, below = low > 1.0, high < 1.0
     if direction == "higher":
@@ -297,86 +281,40 @@ def classify(low: float, high: float, *, direction: Direction, pairs: int) -> Ve
 
 
 def compare(reference: Mapping[int, Obs], candidate: Mapping[int, Obs], *, level: int, metric: str,
-            direction: Direction, aa_floor: float | None) -> Comparison:
-    """One level and metric: paired ratio, interval and verdict (see the module's note)."""
+            direction: Direction, aa_ratios: Sequence[float] = (), alpha: float = ALPHA) -> Comparison:
+    """One level and metric: paired ratio, interval and verdict (see the module's note).
+    `aa_ratios`: the same run's A/A log ratios at this level (none: the pairs' residuals only)."""
     ref_values = _check((o.value for o in reference.values()), f"{metric} at bg={level}, reference")
     cand_values = _check((o.value for o in candidate.values()), f"{metric} at bg={level}, candidate")
     ref_median = float(np.median(ref_values)) if ref_values.size else float("nan")
     cand_median = float(np.median(cand_values)) if cand_values.size else float("nan")
     ratios, disturbed = pair_up(reference, candidate)
+    noise = pooled_noise(ratios, aa_ratios)
     nan = float("nan")
     if not ratios:
         return Comparison(level, metric, direction, ref_median, cand_median, nan, nan, nan,
                           int(ref_values.size), int(cand_values.size), Verdict.INSUFFICIENT, 0,
-                          disturbed, nan, aa_floor, nan)
-    estimate = float(np.median(ratios))
-    centred = [r - estimate for r in ratios]
-    own = null_quantile(centred, len(ratios)) if len(ratios) >= MIN_PAIRS else nan
-    half = max(aa_floor or 0.0, own) if len(ratios) >= MIN_PAIRS else nan
+                          disturbed, nan, noise)
+    estimate = float(np.mean(ratios))
+    half = noise.half_width(len(ratios), alpha) if len(ratios) >= MIN_PAIRS else nan
     low, high = (math.exp(estimate - half), math.exp(estimate + half)) if math.isfinite(half) else (nan, nan)
-    verdict = classify(low, high, direction=direction, pairs=len(ratios))
+    verdict = classify(low, high, direction=direction, pairs=len(ratios), df=noise.df)
     return Comparison(level, metric, direction, ref_median, cand_median, math.exp(estimate), low, high,
                       int(ref_values.size), int(cand_values.size), verdict, len(ratios), disturbed,
-                      half, aa_floor, own)
+                      half, noise)
 
 
-def aa_pairs(measured: Measured, arm_a: str, arm_b: str, metric: str, *,
-             keep_disturbed: bool = False) -> tuple[list[float], int]:
-    """Every level's paired log ratios of two identical arms, and the disturbed pairs left out."""
-    ratios, disturbed = [], 0
-    a, b = measured.get(arm_a, {}), measured.get(arm_b, {})
-    for level in sorted(set(a) | set(b)):
-        got, left = pair_up(a.get(level, {}).get(metric, {}), b.get(level, {}).get(metric, {}),
-                            keep_disturbed=keep_disturbed)
-        ratios += got
-        disturbed += left
-    return ratios, disturbed
-
-
-def floors(measured: Measured, arm_a: str, arm_b: str, metrics: Sequence[str], *,
-           n_max: int = 8, run_id: int | None = None) -> Floors:
-    """Per-metric (and per-level) floors for comparisons of 1..n_max pairs from an A/A run.
-
-    Pooled: the FLOOR_QUANTILE null quantile of every level's paired log ratios. Per level:
-    each ratio is divided by its level's scale (the median |log ratio| of the level's pairs,
-    never below the pool's), the same quantile of those standardised ratios is the shape, and
-    a level's floor is its scale times the shape (a level no louder than the pool's keeps at
-    least the pooled floor). Measured on the quiet pool, the levels' A/A spread differs
-    tenfold for a latency p99 (bg=0 +-45%, bg=2 +-1%), which one pooled floor cannot
-    describe. A median of three cannot be set by one outlier pair. Without the pool's scale
-    as its lower bound, a level whose pairs agreed to 0.1% blew the shape up; scaling the
-    pooled floor by scale ratios instead counted a loud level's tail twice (+-14,000% for the
-    worker p99 at bg=0, benchmarks/calibration.py run at the time)."""
-    by_metric: dict[str, dict[int, float]] = {}
-    by_level: dict[str, dict[int, dict[int, float]]] = {}
-    counts: dict[str, int] = {}
-    shared = sorted(set(measured.get(arm_a, {})) & set(measured.get(arm_b, {})))
-    for metric in metrics:
-        levels = {level: pair_up(measured[arm_a][level].get(metric, {}),
-                                 measured[arm_b][level].get(metric, {}), keep_disturbed=True)[0]
-                  for level in shared}
-        ratios = [x for d in levels.values() for x in d]
-        counts[metric] = len(ratios)
-        if len(ratios) < MIN_AA_PAIRS:
-            continue
-        pooled = {n: null_quantile(ratios, n, quantile=FLOOR_QUANTILE) for n in range(1, n_max + 1)}
-        by_metric[metric] = pooled
-        overall = float(np.median(np.abs(ratios)))
-        # each level's scale, never below the pool's (a level whose three pairs agree by chance)
-        scales = {level: max(float(np.median(np.abs(d))), overall)
-                  for level, d in levels.items() if len(d) >= MIN_PAIRS}
-        standard = [x / scales[level] for level, d in levels.items() if level in scales for x in d]
-        if overall <= 0 or not standard:
-            continue
-        shape = {n: null_quantile(standard, n, quantile=FLOOR_QUANTILE) for n in pooled}
-        by_level[metric] = {level: {n: max(pooled[n] if scale <= overall else 0.0, scale * shape[n])
-                                    for n in pooled}
-                            for level, scale in scales.items()}
-    return Floors(by_metric, counts, run_id,
-                  f"null q{FLOOR_QUANTILE * 100:.0f} of the median of n paired A/A log ratios (both signs), "
-                  "pooled over levels; per level: its scale (median |log ratio|, at least the pool's) x "
-                  "the same quantile of the ratios standardised by their levels' scales",
-                  by_level)
+def aa_floors(measured: Measured, reference: str, aa_arm: str, metrics: Sequence[str], *,
+              run_id: int | None = None) -> Floors:
+    """Per metric and level, the noise of the A/A arm's pairs alone (for reports and the
+    `floor` table; the verdicts pool them with each comparison's residuals)."""
+    a, b = measured.get(reference, {}), measured.get(aa_arm, {})
+    by_level = {metric: {level: pooled_noise([], pair_up(a[level].get(metric, {}),
+                                                         b[level].get(metric, {}))[0])
+                         for level in sorted(set(a) & set(b))}
+                for metric in metrics}
+    return Floors(by_level, run_id, f"A/A pairs of the same run and level (arm {aa_arm}): "
+                  "t(0.975; m) x s / sqrt(n), s = sqrt(mean e^2)")
 
 
 def _levels(names: Iterable[str]) -> str:
@@ -385,13 +323,15 @@ def _levels(names: Iterable[str]) -> str:
 
 def ladder_verdict(primary: Sequence[Comparison],
                    secondary: Sequence[Comparison] = ()) -> tuple[bool, str]:
-    """Against the default scheduler: primary better somewhere and worse nowhere, no secondary worse."""
+    """Against the default scheduler: primary better somewhere and worse nowhere, no secondary
+    worse, and every comparison decided (an insufficient one makes it "not decided")."""
     if not primary:
         return False, "no primary comparisons (no levels measured)"
     metric = primary[0].metric
     better = [c for c in primary if c.verdict is Verdict.BETTER]
     worse = [c for c in primary if c.verdict is Verdict.WORSE]
     vetoes = [c for c in secondary if c.verdict is Verdict.WORSE]
+    missing = _insufficient(primary, secondary)
     parts: list[str] = []
     if worse:
         parts.append(f"{metric} worse at {_levels(c.describe() for c in worse)}")
@@ -406,19 +346,23 @@ def ladder_verdict(primary: Sequence[Comparison],
         parts.append("secondary " + "; ".join(f"{c.metric} worse at {c.describe()}" for c in vetoes))
     elif secondary:
         parts.append(f"secondary {', '.join(dict.fromkeys(c.metric for c in secondary))} worse at none")
-    parts += _insufficient(primary, secondary)
+    parts += missing
+    if missing and not worse and not vetoes:
+        return False, "not decided: " + "; ".join(parts)
     wins = bool(better) and not worse and not vetoes
     return wins, ("wins: " if wins else "does not win: ") + "; ".join(parts)
 
 
 def pareto_verdict(primary: Sequence[Comparison],
                    secondary: Sequence[Comparison] = ()) -> tuple[bool, str]:
-    """Against the current best: no metric worse at any level, at least one better somewhere."""
+    """Against the current best: every comparison decided, no metric worse at any level, at
+    least one better somewhere."""
     every = [*primary, *secondary]
     if not every:
         return False, "no comparisons (no levels measured)"
     better = [c for c in every if c.verdict is Verdict.BETTER]
     worse = [c for c in every if c.verdict is Verdict.WORSE]
+    missing = _insufficient(primary, secondary)
     parts: list[str] = []
     if worse:
         parts.append("worse: " + "; ".join(f"{c.metric} at {c.describe()}" for c in worse))
@@ -426,8 +370,10 @@ def pareto_verdict(primary: Sequence[Comparison],
         parts.append("better: " + "; ".join(f"{c.metric} at {c.describe()}" for c in better))
     if not worse and not better:
         parts.append("every metric within noise at every level")
-    parts += _insufficient(primary, secondary)
-    keep = bool(better) and not worse
+    parts += missing
+    keep = bool(better) and not worse and not missing
+    if missing and not worse:
+        return False, "revert (not decided: an insufficient comparison is no evidence): " + "; ".join(parts)
     return keep, ("keep: " if keep else "revert: ") + "; ".join(parts)
 
 
@@ -435,26 +381,25 @@ def _insufficient(primary: Sequence[Comparison], secondary: Sequence[Comparison]
     missing = [c for c in (*primary, *secondary) if c.verdict is Verdict.INSUFFICIENT]
     if not missing:
         return []
-    return ["insufficient pairs at " + _levels(f"{c.metric} bg={c.level}" for c in missing)]
+    return ["insufficient at " + _levels(f"{c.metric} {c.describe()}" for c in missing)]
 
 
 def compare_arms(measured: Measured, reference_arm: str, candidate_arm: str, *,
                  primary: tuple[str, Direction], secondary: Sequence[tuple[str, Direction]] = (),
-                 floors: Floors = NO_FLOORS) -> LadderComparison:
-    """Compare two arms at every level either has; both verdicts (vs default, keep rule)."""
+                 twins: tuple[str, str] | None = None, alpha: float = ALPHA) -> LadderComparison:
+    """Compare two arms at every level either has; both verdicts (vs default, keep rule).
+    `twins` = (an arm, its A/A repeat) of the same run: their pairs at each level are the noise,
+    whichever two arms are compared (None: the compared pairs' own residuals only)."""
     reference = measured.get(reference_arm, {})
     candidate = measured.get(candidate_arm, {})
     levels = sorted(set(reference) | set(candidate))
 
     def per_level(metric: str, direction: Direction) -> tuple[Comparison, ...]:
-        out = []
-        for level in levels:
-            ref = reference.get(level, {}).get(metric, {})
-            cand = candidate.get(level, {}).get(metric, {})
-            n = len(pair_up(ref, cand)[0])
-            out.append(compare(ref, cand, level=level, metric=metric, direction=direction,
-                               aa_floor=floors.floor(metric, n, level)))
-        return tuple(out)
+        return tuple(compare(reference.get(level, {}).get(metric, {}),
+                             candidate.get(level, {}).get(metric, {}), level=level, metric=metric,
+                             direction=direction, aa_ratios=aa_ratios(measured, twins, level, metric),
+                             alpha=alpha)
+                     for level in levels)
 
     primary_comparisons = per_level(*primary)
     secondary_comparisons = tuple(c for metric, direction in secondary
@@ -462,7 +407,16 @@ def compare_arms(measured: Measured, reference_arm: str, candidate_arm: str, *,
     wins, reason = ladder_verdict(primary_comparisons, secondary_comparisons)
     keep, keep_reason = pareto_verdict(primary_comparisons, secondary_comparisons)
     return LadderComparison(reference_arm, candidate_arm, primary_comparisons, secondary_comparisons,
-                            floors, wins, reason, keep, keep_reason)
+                            twins[1] if twins else None, wins, reason, keep, keep_reason)
+
+
+def aa_ratios(measured: Measured, twins: tuple[str, str] | None, level: int, metric: str) -> list[float]:
+    """The A/A log ratios of one level: `twins` = (arm, its repeat) paired by repeat, disturbed
+    pairs left out as every comparison leaves them out."""
+    if twins is None:
+        return []
+    arm, twin = (measured.get(name, {}).get(level, {}).get(metric, {}) for name in twins)
+    return pair_up(arm, twin)[0]
 
 
 def losses(comparison: LadderComparison) -> tuple[tuple[str, int], ...]:
@@ -478,11 +432,14 @@ def _primary_better(comparison: LadderComparison) -> bool:
 def keep_decision(vs_best: LadderComparison, best_vs_baseline: LadderComparison,
                   candidate_vs_baseline: LadderComparison) -> tuple[bool, str]:
     """The refine loop's decision on a measured candidate (module note): the Pareto rule against
-    the best, else the trade rule against the default scheduler: no new loss, better than the
-    best on one of the best's losses, worse than the best only where it still does not lose to
-    the default, and the primary's win kept."""
+    the best, else the trade rule against the default scheduler: every comparison decided, no
+    new loss, better than the best on one of the best's losses, worse than the best only where
+    it still does not lose to the default, and the primary's win kept."""
     if vs_best.keep:
         return True, vs_best.keep_reason
+    undecided = [lc for lc in (vs_best, best_vs_baseline, candidate_vs_baseline) if not lc.decided]
+    if undecided:
+        return False, vs_best.keep_reason
     before, after = set(losses(best_vs_baseline)), set(losses(candidate_vs_baseline))
     verdicts = {(c.metric, c.level): c.verdict for c in (*vs_best.primary, *vs_best.secondary)}
     gave_back = {key for key, verdict in verdicts.items() if verdict is Verdict.WORSE}
@@ -499,3 +456,28 @@ def keep_decision(vs_best: LadderComparison, best_vs_baseline: LadderComparison,
                       f"and what it gives back against the best is no loss to the default "
                       f"(Pareto against the best: {vs_best.keep_reason})")
     return False, vs_best.keep_reason
+
+
+def early_loss(measured: Measured, *, baseline: str, best: str, candidate: str,
+               twins: tuple[str, str] | None,
+               primary: tuple[str, Direction],
+               secondary: Sequence[tuple[str, Direction]] = ()) -> str | None:
+    """After some repeats: why the candidate cannot be kept whatever the rest says, or None.
+
+    A metric and level where the candidate is worse than the best AND worse than the default
+    scheduler, each at the one-sided EARLY_ALPHA, is a loss the Pareto rule reverts and the
+    trade rule refuses (it gives back, against the best, a loss to the default). Strict on
+    purpose: the run's remaining repeats would have decided the step anyway, so a stop must
+    be near-certain (benchmarks/calibration.py measures how often it is wrong)."""
+    strict = 2 * EARLY_ALPHA  # compare's alpha is two-sided
+    vs_best = compare_arms(measured, best, candidate, primary=primary, secondary=secondary,
+                           twins=twins, alpha=strict)
+    vs_base = compare_arms(measured, baseline, candidate, primary=primary, secondary=secondary,
+                           twins=twins, alpha=strict)
+    lost = sorted(set(losses(vs_best)) & set(losses(vs_base)))
+    if not lost:
+        return None
+    shown = {(c.metric, c.level): c.describe() for c in (*vs_best.primary, *vs_best.secondary)}
+    return ("worse than the best and the default scheduler at "
+            + "; ".join(f"{metric} {shown[(metric, level)]}" for metric, level in lost)
+            + f" (one-sided alpha {EARLY_ALPHA} each)")

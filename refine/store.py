@@ -26,9 +26,9 @@ from threadwise.refine.rows import ROW_TYPES, LadderRow
 from threadwise.refine.stats import Measured, Obs
 from threadwise.sqlfiles import identifier, placeholders, statement
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 5
 # version -> the script that brings a file of that version to the next (sql/)
-MIGRATIONS = {1: "migrate_1_2.sql", 2: "migrate_2_3.sql"}
+MIGRATIONS = {1: "migrate_1_2.sql", 2: "migrate_2_3.sql", 3: "migrate_3_4.sql", 4: "migrate_4_5.sql"}
 
 
 def sql(name: str) -> str:

@@ -74,6 +74,7 @@ class TrainOptions:
     candidates: Callable | None = None  # mutation source (default: every operator)
     start_profile: Path | None = None  # refine this profile instead of observing and synthesizing
     skip: tuple[str, ...] = ()  # candidate names not to measure (a previous record measured them)
+    early_stop: bool = True  # a step's ladder stops once its candidate clearly lost (stats.early_loss)
 
 
 def _threadwise(args: list[str], progress: Callable[[str], None]) -> None:
@@ -137,18 +138,21 @@ def once_more_after_tcg_oops(ladder: Callable[[str], LadderRun], step: int,
 
 
 def store_steps(con: duckdb.DuckDBPyConnection, result: RefineResult, runs: list[int], *,
-                floors: stats.Floors, repeats: int, primary: str) -> None:
-    """The loop's steps, with the ladder run that measured each (rejected and failed steps have none)."""
+                repeats: int, primary: str) -> None:
+    """The loop's steps, with the ladder run that measured each (rejected and failed steps have
+    none); `noise` is the run's own widest A/A floor of the primary at `repeats` pairs."""
     rows, measured_steps = [], iter(runs)
     for step in result.steps:
         run_id = next(measured_steps) if step.measured_run else None
-        floor = floors.floor(primary, repeats)
+        floors = judge.load_floors(con, run_id)
+        widest = [f for level in floors.by_level.get(primary, {})
+                  if (f := floors.floor(primary, repeats, level)) is not None]
         rows.append(StepRow(step=step.index, run_id=run_id, candidate=step.candidate,
                             description=step.description, decision=step.decision.value,
                             reason=step.reason, toml_diff=step.diff,
-                            noise=float("nan") if floor is None else floor,
-                            # schema 2's verdicts need no seed (stats.data_seed): kept for old readers
-                            decision_seed=json.dumps(None), floors_run=floors.run_id,
+                            noise=max(widest) if widest else float("nan"),
+                            # the verdicts need no seed: kept for old readers
+                            decision_seed=json.dumps(None), floors_run=run_id,
                             chosen_because=step.chosen_because or None))
     store.insert(con, "step", rows)
 
@@ -187,40 +191,41 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
         # sized for the shape it is measured on (the lab's), so lint is clean there
         start = synthesize_start(capture, options.name, options.place.shape, synthesized, progress)
     shape = parse_shape(options.place.shape)
-    progress("train 3/4 noise: the default scheduler against itself (A/A), the margin verdicts must beat")
-    aa = run_ladder(workload, workload_toml, [Arm(BASELINE), Arm(AA_ARM)], ladder_file=ladder_file,
-                    place=options.place, levels=options.levels, repeats=options.repeats,
-                    seed=options.seed, purpose="aa", command=options.command, progress=progress,
-                    keep_raw=work / "raw-aa")
-    floors = aa.floors
-    metrics = [workload.objective.primary.metric, *(s.metric for s in workload.objective.secondary)]
-    if floors.floor(workload.objective.primary.metric, options.repeats) is None:
-        _fail(work, ladder_file, aa.run_id, f"the A/A ladder left too few valid pairs for the "
-              f"{workload.objective.primary.metric} floor (at least {stats.MIN_AA_PAIRS} needed)")
-    progress("train: A/A floors at " + f"{options.repeats} pairs: " + "; ".join(
-        f"{metric} {floors.margin(metric, options.repeats)}" for metric in metrics)
-        + " (the paired margin a verdict must clear)")
     runs: list[int] = []
+
+    primary = (workload.objective.primary.metric, workload.objective.primary.direction)
+    secondary = [(s.metric, s.direction) for s in workload.objective.secondary]
+
+    def lost_early(measured: stats.Measured) -> str | None:
+        return stats.early_loss(measured, baseline=BASELINE, best=loop.BEST, candidate=loop.CANDIDATE,
+                                twins=(BASELINE, AA_ARM), primary=primary, secondary=secondary)
 
     def measure(arms: list[Arm]) -> dict:
         step = len(runs)
+        stepping = options.early_stop and {loop.BEST, loop.CANDIDATE} <= {arm.name for arm in arms}
 
         def ladder(raw: str) -> LadderRun:
             return run_ladder(workload, workload_toml, arms,
                               ladder_file=ladder_file, place=options.place, levels=options.levels,
                               repeats=options.repeats, seed=options.seed + 1 + step,
                               purpose=f"refine-step-{step}", command=options.command,
-                              progress=progress, floors=floors, keep_raw=work / raw)
+                              progress=progress, keep_raw=work / raw,
+                              stop_when=lost_early if stepping else None)
 
         result = once_more_after_tcg_oops(ladder, step, progress)
         runs.append(result.run_id)
+        if not result.ingested.completed:
+            progress(f"train: step {step}'s ladder {result.ingested.stopped_reason}")
         if step == 0:
             _require_pairs(work, ladder_file, result.run_id, workload.objective.primary.metric)
+            progress(f"train: the run's own A/A floors at {options.repeats} pairs (the default scheduler "
+                     "against itself, interleaved): " + "; ".join(
+                         f"{metric} {result.floors.margin(metric, options.repeats)}" for metric in metrics))
         con = store.open_ladder(ladder_file)
         try:
             if {loop.BEST, loop.CANDIDATE} <= {arm.name for arm in arms}:
                 # the deciding pair, stored with the others
-                judge.judge(con, result.run_id, loop.BEST, loop.CANDIDATE, floors=floors)
+                judge.judge(con, result.run_id, loop.BEST, loop.CANDIDATE)
             return store.measured(con, result.run_id)
         finally:
             con.close()
@@ -233,14 +238,13 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
         finally:
             con.close()
 
-    progress(f"train 4/4 refine: the start profile against the default scheduler, then up to "
+    metrics = [workload.objective.primary.metric, *(s.metric for s in workload.objective.secondary)]
+    progress(f"train 3/4 refine: the start profile against the default scheduler, then up to "
              f"{options.budget} measured mutations (levels {options.levels}, {options.repeats} repeats, "
              + ("in the lab, TCG" if options.place.lab else "on this host") + ")")
     offered = _Skipping(options.candidates or loop.all_mutations, options.skip)
-    result = loop.refine(start, shape=shape, measure=measure,
-                         primary=(workload.objective.primary.metric, workload.objective.primary.direction),
-                         secondary=[(s.metric, s.direction) for s in workload.objective.secondary],
-                         floors=floors, budget=options.budget,
+    result = loop.refine(start, shape=shape, measure=measure, primary=primary, secondary=secondary,
+                         budget=options.budget,
                          candidates=offered, blockers=blockers,
                          on_step=lambda step: progress(f"train: step {step.index} {step.candidate} "
                                                        f"(chosen because {step.chosen_because}): "
@@ -249,13 +253,12 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
     if unmatched:
         progress("train: --skip named no candidate the search was offered: " + ", ".join(unmatched)
                  + " (names as the record's steps print them)")
-    progress("train: writing the record: profile, REPORT.md, plots, data")
+    progress("train 4/4 record: the profile, REPORT.md, plots, data")
     staging = work / "record"
     staging.mkdir()
     con = store.open_ladder(ladder_file)
     try:
-        store_steps(con, result, runs, floors=floors, repeats=options.repeats,
-                    primary=workload.objective.primary.metric)
+        store_steps(con, result, runs, repeats=options.repeats, primary=workload.objective.primary.metric)
         store.insert(con, "training", [TrainingRow(
             name=options.name, workload=workload.name, command=options.command,
             profile_path=str(profile_path), wall_s=time.monotonic() - started,

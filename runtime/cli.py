@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -60,6 +61,20 @@ def lab_kernel(
     print(kernel.vmlinuz)
 
 
+HOST_PRIORITY_HELP = ("on: the lab's qemu claims this host's CPU while it runs (its autogroup and "
+                      "threads at nice -20), so other work cannot slow the guest mid-cell; off: it "
+                      "shares the host like any other work (docs/lab.md \"The lab on a busy host\").")
+
+
+class Switch(StrEnum):
+    on = "on"
+    off = "off"
+
+
+# Declared once; every command that boots the lab takes it (lab run, ladder, train, refine).
+HostPriority = Annotated[Switch, typer.Option("--host-priority", help=HOST_PRIORITY_HELP)]
+
+
 @lab_app.command("run", context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
 def lab_run(
     command: Annotated[list[str], typer.Argument(help="The command to run in the guest.")],
@@ -83,6 +98,7 @@ def lab_run(
         bool, typer.Option("--keep", help="Keep the results directory after a successful run "
                                           "(it is always kept on failure, and with --out).")
     ] = False,
+    host_priority: HostPriority = Switch.on,
 ) -> None:
     """Boot the lab kernel under virtme-ng (TCG, no KVM) and run COMMAND inside.
 
@@ -109,6 +125,7 @@ def lab_run(
         keep_console=keep_console,
         on_output=_echo_guest,
         progress=_err,
+        host_priority=host_priority == "on",
     )
     removed = result.status == 0 and out is None and not (keep or keep_console)
     if removed:

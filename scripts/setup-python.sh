@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
-# setup-python.sh: create .venv with the pinned dependencies and threadwise (editable).
+# setup-python.sh [demo|all]: create .venv with the pinned dependencies and threadwise (editable).
 #
+# `all` (the default) installs everything requirements.lock pins (tests, notebooks, the vng lab);
+# `demo` only what threadwise itself depends on (pyproject's dependencies), at the versions the
+# lock pins (pip's -c): no Jupyter, no test tools, half the packages.
 # Idempotent and fast the second time: the venv records the SHA256 of
-# requirements.lock + pyproject.toml and is only touched when they change.
+# requirements.lock + pyproject.toml (per set) and is only touched when they change; a venv set
+# up with `all` serves `demo` too.
 # pip's download cache lives outside the repository, in ~/.cache/threadwise/pip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+SET=${1:-all}
+case $SET in demo|all) ;; *) echo "setup-python: unknown set '$SET' (demo or all)" >&2; exit 2;; esac
 PYTHON=${THREADWISE_PYTHON:-python3}
 VENV=.venv
 CACHE=${THREADWISE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/threadwise}  # as threadwise.paths.cache_dir
 stamp_want=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
-stamp_file=$VENV/.threadwise-stamp
+stamp_file=$VENV/.threadwise-stamp        # the full set
+core_stamp=$VENV/.threadwise-stamp-demo    # threadwise's own dependencies only
 
-if [[ -x $VENV/bin/python && -f $stamp_file && $(cat "$stamp_file") == "$stamp_want" ]]; then
+up_to_date() { [[ -x $VENV/bin/python && -f $1 && $(cat "$1") == "$stamp_want" ]]; }
+if up_to_date "$stamp_file" || { [[ $SET == demo ]] && up_to_date "$core_stamp"; }; then
     echo "setup-python: .venv up to date"
     exit 0
 fi
@@ -21,13 +29,19 @@ fi
     echo "setup-python: need Python >= 3.11 (set THREADWISE_PYTHON)" >&2; exit 1; }
 [[ -x $VENV/bin/python ]] || "$PYTHON" -m venv "$VENV"
 mkdir -p "$CACHE/pip"
-echo "setup-python: installing pinned dependencies into .venv"
+echo "setup-python: installing pinned dependencies into .venv ($SET set)"
 $VENV/bin/pip install -q --cache-dir "$CACHE/pip" --upgrade pip
-$VENV/bin/pip install -q --cache-dir "$CACHE/pip" -r requirements.lock
 # The editable build's one remaining notice ("Editable installation.": beware of folders named like
 # the package) is setuptools' note on every mapped layout, and ./threadwise IS the package: quiet it.
-PYTHONWARNINGS="ignore:Editable installation" \
-    $VENV/bin/pip install -q --cache-dir "$CACHE/pip" --no-deps -e .
+if [[ $SET == all ]]; then
+    $VENV/bin/pip install -q --cache-dir "$CACHE/pip" -r requirements.lock
+    PYTHONWARNINGS="ignore:Editable installation" \
+        $VENV/bin/pip install -q --cache-dir "$CACHE/pip" --no-deps -e .
+else
+    PYTHONWARNINGS="ignore:Editable installation" \
+        $VENV/bin/pip install -q --cache-dir "$CACHE/pip" -c requirements.lock -e .
+    stamp_file=$core_stamp
+fi
 # Build matplotlib's font cache now: the first report plot would pause and warn about it mid-train.
 $VENV/bin/python -c 'import matplotlib.font_manager' 2>/dev/null || true
 echo "$stamp_want" > "$stamp_file"

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,6 +17,10 @@ from threadwise.errors import (
 )
 from threadwise.paths import check_new_output, write_output
 from threadwise.scx import SCX_LAYERED_VERSION
+from threadwise.synthesize.words import plain
+
+if TYPE_CHECKING:
+    from threadwise.synthesize.provenance import RecordCheck, RecordNote
 
 SHAPE_HELP = ("Machine shape: host, cores=N,threads-per-core=T[,reserve=R] (tpc=T is short for "
               "threads-per-core=T), or a JSON/TOML shape file.")
@@ -91,21 +96,28 @@ def synthesize_command(
                f"({', '.join(f'{g.name}={g.treatment.value}' for g in profile.groups)})")
 
 
-def validate_command(
-    profile: Annotated[Path, typer.Argument(help="A profile TOML.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
-) -> None:
-    """Check a profile against the schema and scx_layered 1.1.4's matchers and limits."""
+def _evidence_json(note: RecordNote | None) -> dict[str, object] | None:
+    return None if note is None else {"record": note.record, "applies": note.applies,
+                                      "text": plain(note.sentence)}
+
+
+def _validate(profile: Path, as_json: bool, record: RecordCheck | None) -> None:
     # deferred: loads pydantic; `threadwise --help` imports this module
+    from threadwise.synthesize.comments import review_warnings
+    from threadwise.synthesize.reader import read_text
     from threadwise.synthesize.rules import check_file
 
     parsed, problems = check_file(profile)
+    note = record(profile, parsed) if record is not None and parsed is not None else None
+    if parsed is not None:   # comments and the header's verdict against the values and the record
+        problems = [*problems, *review_warnings(profile, parsed, read_text(profile), note)]
     errors = [d for d in problems if d.severity == "error"]
     summary = (f"{profile}: invalid ({_count(len(errors), 'error')}, "
                f"{_count(len(problems) - len(errors), 'warning')})")
     if as_json:
         typer.echo(json.dumps({"file": str(profile), "valid": not errors,
-                               "problems": [d.as_dict() for d in problems]}, indent=2))
+                               "problems": [d.as_dict() for d in problems],
+                               "evidence": _evidence_json(note)}, indent=2))
         if errors:
             raise InputError(summary, hint="the problems are listed in the JSON report")
     elif errors:  # the verdict first, then each problem with its line and hint
@@ -116,8 +128,29 @@ def validate_command(
         for diag in problems:
             typer.echo(diag.render(), err=True)
     if not as_json and parsed is not None:
+        if note is not None:
+            typer.echo(f"{profile}: evidence: {plain(note.sentence)}")
         typer.echo(f"{profile}: valid ({_count(len(parsed.groups), 'group')}, "
                    f"{_count(len(problems), 'warning')})")
+
+
+def _validate_command(record: RecordCheck | None) -> Callable[..., None]:
+    """The `validate` command; `record` (refine's, handed in by the CLI shell) reads the training
+    record a trained profile's header names."""
+
+    def validate_command(
+        profile: Annotated[Path, typer.Argument(help="A profile TOML.")],
+        as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    ) -> None:
+        """Check a profile against the schema and scx_layered 1.1.4's matchers and limits.
+
+        Warns on comments its values no longer give (a treatment line above another treatment).
+
+        For a trained profile: whether its record measured it (only then does its header's verdict hold).
+        """
+        _validate(profile, as_json, record)
+
+    return validate_command
 
 
 def compile_command(
@@ -196,16 +229,10 @@ def lint_command(
         views = views_from_profile(parsed, machine)
     facts = None
     if capture is not None:
-        # deferred: loads pydantic; `threadwise --help` imports this module
-        from threadwise.synthesize.lint import capture_mismatch
-        from threadwise.synthesize.lint_capture import capture_facts
+        # deferred: loads polars and duckdb (analysis); `threadwise --help` imports this module
+        from threadwise.synthesize.lint_capture import capture_of
 
-        facts = capture_facts(capture)
-        mismatch = capture_mismatch(process, facts) if process is not None else None
-        if mismatch:
-            raise InputError(f"{capture} is not a capture of this profile's workload: {mismatch}",
-                             hint=f"lint --capture takes a capture of {process!r} (e.g. threadwise observe "
-                                  f"--comm {process} -d 10s -o {process}.duckdb), or lint without --capture")
+        facts = capture_of(process, capture, instead="or lint without --capture")
     findings = lint(views, machine, facts, smt_threshold)
     if as_json:
         typer.echo(json.dumps({"file": str(profile), "shape": machine.as_dict(),
@@ -225,30 +252,44 @@ def lint_command(
         typer.echo(f"{profile}: no placement problems on {machine.describe()}")
 
 
-def diff_command(
-    old: Annotated[Path, typer.Argument(help="The profile before (e.g. the base branch's).")],
-    new: Annotated[Path, typer.Argument(help="The profile after.")],
-    shape: Annotated[str | None, typer.Option(
-        "--shape", "-s", help="Also compare the compiled layers on this shape. " + SHAPE_HELP)] = None,
-    capture: Annotated[Path | None, typer.Option(
-        "--capture", help="Place a capture's threads (default: the profiles' evidence names).")] = None,
-    output_format: Annotated[str, typer.Option(
-        "--format", help="text, or markdown (a pull-request comment).")] = "text",
-) -> None:
-    """Semantic diff of two profiles: groups, treatments, sizing, threads that change layer."""
-    # deferred: these load pydantic (~80 ms); `threadwise --help` imports this module
-    from threadwise.shape import parse_shape
-    from threadwise.synthesize.diff import diff_profiles, render_markdown, render_text
+def _diff_command(record: RecordCheck | None) -> Callable[..., None]:
+    """The `diff` command; `record` as for `validate`."""
 
-    if output_format not in ("text", "markdown"):
-        raise UsageError(f"--format {output_format!r} is not known", hint="use text or markdown")
-    result = diff_profiles(old, new, shape=parse_shape(shape) if shape else None, capture=capture)
-    typer.echo(render_markdown(result) if output_format == "markdown" else render_text(result), nl=False)
+    def diff_command(
+        old: Annotated[Path, typer.Argument(help="The profile before (e.g. the base branch's).")],
+        new: Annotated[Path, typer.Argument(help="The profile after.")],
+        shape: Annotated[str | None, typer.Option(
+            "--shape", "-s", help="Also compare the compiled layers on this shape. " + SHAPE_HELP)] = None,
+        capture: Annotated[Path | None, typer.Option(
+            "--capture", help="Place a capture's threads (default: the profiles' evidence names).")] = None,
+        output_format: Annotated[str, typer.Option(
+            "--format", help="text, or markdown (a pull-request comment).")] = "text",
+    ) -> None:
+        """Semantic diff of two profiles: groups, treatments, sizing, threads that change layer.
+
+        Threads that leave or join the profile too, and whether its training record measured each profile.
+        """
+        # deferred: these load pydantic (~80 ms); `threadwise --help` imports this module
+        from threadwise.shape import parse_shape
+        from threadwise.synthesize.diff import diff_profiles
+        from threadwise.synthesize.diff_render import evidence_lines, render_markdown, render_text
+        from threadwise.synthesize.rules import load_valid
+
+        if output_format not in ("text", "markdown"):
+            raise UsageError(f"--format {output_format!r} is not known", hint="use text or markdown")
+        result = diff_profiles(old, new, shape=parse_shape(shape) if shape else None, capture=capture)
+        if record is not None:
+            result.evidence = evidence_lines([(path, record(path, load_valid(path))) for path in (old, new)])
+        typer.echo(render_markdown(result) if output_format == "markdown" else render_text(result), nl=False)
+
+    return diff_command
 
 
-def register(app: typer.Typer) -> None:
+def register(app: typer.Typer, *, record: RecordCheck | None = None) -> None:
+    """synthesize's commands; `record` (refine.evidence.record_note, handed in by the CLI shell,
+    which sits above both stages) reads a trained profile's training record for validate and diff."""
     app.command("synthesize")(synthesize_command)
-    app.command("validate")(validate_command)
+    app.command("validate")(_validate_command(record))
     app.command("compile")(compile_command)
     app.command("lint")(lint_command)
-    app.command("diff")(diff_command)
+    app.command("diff")(_diff_command(record))

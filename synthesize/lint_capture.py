@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from threadwise.synthesize.lint import CaptureFacts, ThreadFact
+from threadwise.errors import InputError
+from threadwise.synthesize.lint import CaptureFacts, ThreadFact, capture_mismatch
 
 
 def capture_facts(path: str | Path) -> CaptureFacts:
@@ -31,3 +32,16 @@ def capture_facts(path: str | Path) -> CaptureFacts:
     corun = {(int(a), int(b)): int(ns) for a, b, ns in found.corun.select("utid", "other_utid", "corun_ns")
              .iter_rows() if a < b and b in targets}
     return CaptureFacts(found.duration_ns, threads, corun)
+
+
+def capture_of(process: str | None, path: str | Path, *, instead: str) -> CaptureFacts:
+    """The capture's facts, if it is a capture of the workload `process` names (None: a cgroup
+    workload, not checked by name); else an InputError saying whose it is. `instead` ends the hint:
+    what the caller can do without a capture (lint, the review notebook)."""
+    facts = capture_facts(path)
+    mismatch = capture_mismatch(process, facts) if process is not None else None
+    if mismatch:
+        raise InputError(f"{path} is not a capture of this profile's workload: {mismatch}",
+                         hint=f"give a capture of {process!r} (e.g. threadwise observe --comm {process} "
+                              f"-d 10s -o {process}.duckdb), {instead}")
+    return facts

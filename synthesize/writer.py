@@ -123,6 +123,14 @@ def treatment_line(group: Group) -> str:
     return f"{group.treatment.value}: {_TREATMENT_NOTES[group.treatment]}"
 
 
+def group_comments(group: Group) -> list[str]:
+    """The comment lines the writer derives from a group's values (markers and one space removed),
+    in order: what `validate` compares a file's comments with."""
+    text = _group_table(group).as_string()
+    return [line[2:] if line.startswith("# ") else line[1:] for line in text.splitlines()
+            if line.startswith("#")]
+
+
 def _group_table(group: Group) -> Table:
     table = tomlkit.table()
     table.add(tomlkit.comment(treatment_line(group)))

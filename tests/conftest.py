@@ -73,6 +73,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
+@pytest.fixture(scope="session")
+def nobody_python():
+    """This checkout's Python as uid 65534 (tests/unprivileged.py: a readable hard-linked copy when
+    the checkout lives where that user cannot reach it, e.g. under /root); skips with the reason."""
+    from tests.unprivileged import CannotCopy, user_python
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("running as an unprivileged user needs root and setpriv (util-linux)")
+    try:
+        python = user_python()
+    except CannotCopy as why:
+        pytest.skip(str(why))
+    yield python
+    python.remove()
+
+
 # --- live workloads, captured once per session and shared by the stages' bpf tests ---
 
 ROLESIM_ARGS = ("--hot", "2", "--workers", "3")

@@ -19,7 +19,6 @@ lab VM or attach a scheduler: each is refused before that.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -28,7 +27,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NOBODY = 65534
 
 
 @dataclass(frozen=True)
@@ -231,19 +229,19 @@ def test_every_command_is_swept() -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
-def test_bad_input(case: Case, scratch: Path) -> None:
+def test_bad_input(case: Case, scratch: Path, request: pytest.FixtureRequest) -> None:
     argv = [sys.executable, "-m", "threadwise.cli", *case.argv]
-    if case.as_nobody:
-        if os.geteuid() != 0 or shutil.which("setpriv") is None:
-            pytest.skip("dropping privileges needs root and setpriv (util-linux)")
-        if case.argv[1].startswith("/root/"):
-            Path(case.argv[1]).write_text(scratch.joinpath(PROF).read_text())
-            os.chmod(case.argv[1], 0o600)
-        argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
     # TMPDIR of our own: leftovers of other runs' killed observers there would add a note first
     (scratch / "tmp").mkdir(exist_ok=True)
     env = {**os.environ, "THREADWISE_RUN_DIR": str(scratch / "run"), "COLUMNS": "200",
            "TMPDIR": str(scratch / "tmp")}
+    if case.as_nobody:
+        # this checkout's Python as uid 65534, a readable copy of it where needed (conftest.py)
+        nobody = request.getfixturevalue("nobody_python")
+        if case.argv[1].startswith("/root/"):
+            Path(case.argv[1]).write_text(scratch.joinpath(PROF).read_text())
+            os.chmod(case.argv[1], 0o600)
+        argv, env = nobody.command(*case.argv), nobody.environ(env)
     try:
         done = subprocess.run(argv, cwd=scratch, capture_output=True, text=True, timeout=120, env=env,
                               check=False)

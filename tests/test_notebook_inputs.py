@@ -147,3 +147,83 @@ def test_review_profile_notes_a_capture_that_is_not_the_one_it_was_trained_on(tm
                     THREADWISE_CAPTURE=str(other))
     assert f"note: {other} is not byte for byte the capture" in shown
     assert f"capture {other}" in shown and str(capture) not in shown
+
+
+# --- issue 34: bad inputs stop with one line; the review finds and checks its capture as lint does ---
+
+
+def _one_line_error(name: str, repo: Path, monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
+    """The error the first code cell of notebooks/NAME stops with, checked to be one line."""
+    for key in ("THREADWISE_CAPTURE", "THREADWISE_PROFILE", "THREADWISE_LADDER", "THREADWISE_LADDER_RUN"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    nb = nbformat.read(ROOT / "notebooks" / name, as_version=4)
+    first_code = next(i for i, cell in enumerate(nb.cells) if cell.cell_type == "code")
+    nb.cells = nb.cells[:first_code + 1]
+    (repo / "notebooks").mkdir(parents=True, exist_ok=True)
+    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(repo / "notebooks")}}).execute()
+    errors = [o for o in nb.cells[first_code].get("outputs", []) if o["output_type"] == "error"]
+    assert errors, "the notebook did not stop"
+    shown = [line for line in re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(errors[0]["traceback"])).splitlines()
+             if line.strip()]
+    assert len(shown) == 1, shown   # no traceback: what is wrong and what to do
+    return shown[0]
+
+
+LADDER = ROOT / "artifacts" / "rolesim" / "ladder.duckdb"
+
+
+def test_compare_ladder_stops_on_a_bad_run_or_file_with_one_line(tmp_path, trained, monkeypatch):
+    from threadwise.refine import store
+
+    ladder = tmp_path / "ladder.duckdb"   # the committed record at this threadwise's ladder schema
+    shutil.copyfile(LADDER, ladder)
+    store.open_ladder(ladder).close()
+    line = _one_line_error("compare_ladder.ipynb", tmp_path, monkeypatch, THREADWISE_LADDER=str(ladder),
+                           THREADWISE_LADDER_RUN="9")
+    assert line.startswith("UsageError: THREADWISE_LADDER_RUN='9': ")
+    assert "has no such run; give one of 1, " in line
+    assert "or unset it for the last run" in line
+    line = _one_line_error("compare_ladder.ipynb", tmp_path, monkeypatch, THREADWISE_LADDER=str(ladder),
+                           THREADWISE_LADDER_RUN="last")
+    assert "THREADWISE_LADDER_RUN='last'" in line
+    line = _one_line_error("compare_ladder.ipynb", tmp_path, monkeypatch,
+                           THREADWISE_LADDER=str(tmp_path / "gone.duckdb"))
+    assert "THREADWISE_LADDER: " in line and "no such ladder file" in line
+    capture, _ = trained
+    line = _one_line_error("compare_ladder.ipynb", tmp_path, monkeypatch, THREADWISE_LADDER=str(capture))
+    assert "not a ladder file" in line and "is this a capture?" in line
+
+
+def test_explore_capture_stops_on_a_file_that_is_not_a_capture_with_one_line(tmp_path, monkeypatch):
+    line = _one_line_error("explore_capture.ipynb", tmp_path, monkeypatch, THREADWISE_CAPTURE=str(LADDER))
+    assert line.startswith("UsageError: THREADWISE_CAPTURE: ") and "not a threadwise capture" in line
+
+
+def test_review_profile_finds_the_capture_of_a_copy_outside_the_repository(tmp_path, trained, monkeypatch):
+    """A reviewer's copy of a committed profile (its [source] says ../build/train/NAME/capture.duckdb,
+    relative to profiles/) finds the capture train left in the repository's build/train/NAME."""
+    capture, text = trained
+    repo = tmp_path / "repo"
+    (repo / "build" / "train" / "demo").mkdir(parents=True)
+    shutil.copyfile(capture, repo / "build" / "train" / "demo" / "capture.duckdb")
+    copy = tmp_path / "review" / "edited.toml"
+    copy.parent.mkdir()
+    copy.write_text(text.replace('capture = "capture.duckdb"',
+                                 'capture = "../build/train/demo/capture.duckdb"'))
+    shown = _inputs("review_profile.ipynb", repo, monkeypatch, THREADWISE_PROFILE=str(copy))
+    assert "capture ../build/train/demo/capture.duckdb" in shown
+
+
+def test_review_profile_refuses_another_workloads_capture_as_lint_does(tmp_path, trained, monkeypatch):
+    capture, text = trained
+    process = re.search(r'^process = "(.*)"$', text, re.M).group(1)
+    other = tmp_path / "redis.toml"
+    other.write_text(text.replace(f'process = "{process}"', 'process = "redis-server"'))
+    line = _one_line_error("review_profile.ipynb", tmp_path, monkeypatch, THREADWISE_PROFILE=str(other),
+                           THREADWISE_CAPTURE=str(capture))
+    assert f"{capture} is not a capture of this profile's workload: its target process is '{process}', " \
+           "the profile's is 'redis-server'" in line
+    assert "or unset THREADWISE_CAPTURE" in line

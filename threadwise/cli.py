@@ -24,6 +24,7 @@ from threadwise.analyze import cli as analyze_cli
 from threadwise.errors import FindingsReported, InputError, PermissionProblem, ThreadwiseError, UsageError
 from threadwise.observe import cli as observe_cli
 from threadwise.refine import cli as refine_cli
+from threadwise.refine.evidence import record_note
 from threadwise.runtime import cli as runtime_cli
 from threadwise.synthesize import cli as synthesize_cli
 from threadwise.synthesize.placement import thread_layers
@@ -46,7 +47,11 @@ def _register_stages() -> None:
     # observe's `export --profile` shows a later stage's knowledge (which layer takes a thread):
     # the shell, which sits above every stage, hands synthesize's placement down.
     observe_cli.register(app, place_threads=thread_layers)
-    for module in (analyze_cli, synthesize_cli, refine_cli, runtime_cli, demo):
+    # validate and diff say whether a trained profile is the one its record measured: the record
+    # is refine's ladder file, so the shell hands refine's reader down to synthesize likewise.
+    analyze_cli.register(app)
+    synthesize_cli.register(app, record=record_note)
+    for module in (refine_cli, runtime_cli, demo):
         module.register(app)
 
 

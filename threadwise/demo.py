@@ -3,8 +3,11 @@
 `threadwise train` on rolesim (threads with known roles) in the sched_ext lab
 with short windows: observe it, analyze the capture, synthesize a profile,
 measure it against the kernel's default scheduler in a background-load ladder
-(after an A/A run for the noise floor), try one mutation and keep it only if
-it wins, and write the profile with its record. Then the trained profile is
+(with the default scheduler against itself interleaved: the noise each verdict
+takes), and write the profile with its record. The demo measures no mutation
+(`--budget 0`): each one adds a ladder with two attaches per repeat, 7.5 of the 12.5
+minutes its training took with one on a busy host (2026-11-27), and the first
+impression must come in minutes; `--budget 1` shows the search. Then the trained profile is
 validated, compiled for the lab's shape (checked by the real scx_layered) and
 linted. Each step is run as the same `threadwise` command a user would type,
 and printed, so the demo doubles as a walkthrough; it ends with the report's
@@ -45,10 +48,13 @@ def _run(step: list[str]) -> None:
 def demo_command(
     out: Annotated[Path, typer.Option(help="Directory for the demo's outputs.")] = Path("build/demo"),
     window: Annotated[float, typer.Option(help="Seconds per ladder window (short: a demo).", min=0.1)] = 3.0,
-    repeats: Annotated[int, typer.Option(help="Repeats per arm and level.", min=1)] = 2,
+    repeats: Annotated[int, typer.Option(help="Repeats per arm and level (3: a pair the host "
+                                                      "disturbed still leaves the 2 a verdict needs).",
+                                        min=1)] = 3,
     levels: Annotated[str, typer.Option(help="Background spinner counts.")] = "0,2",
-    budget: Annotated[int, typer.Option(help="Mutations to measure after the synthesized profile.",
-                                        min=0)] = 1,
+    budget: Annotated[int, typer.Option(help="Mutations to measure after the synthesized profile "
+                                        "(0: the synthesized profile against the default only).",
+                                        min=0)] = 0,
 ) -> None:
     """Train a profile for the bundled workload in the lab, then validate, compile and lint it."""
     # deferred: the bundled workloads' builder, which `threadwise --help` (importing this module) does without

@@ -7,7 +7,7 @@
 -- Written by refine/ladder.py (ingest of the guest agent's raw files).
 
 CREATE TABLE IF NOT EXISTS ladder_meta (
-    schema_version INTEGER NOT NULL        -- 3 (store.MIGRATIONS brings older files up to it)
+    schema_version INTEGER NOT NULL        -- 5 (store.MIGRATIONS brings older files up to it)
 );
 
 CREATE TABLE IF NOT EXISTS run (
@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS run (
     secondary       VARCHAR NOT NULL,      -- JSON list of {metric, direction}
     levels          VARCHAR NOT NULL,      -- JSON list of spinner counts, e.g. [0,1,2,4,8]
     repeats         INTEGER NOT NULL,
-    arm_order       VARCHAR NOT NULL,      -- 'abba' or 'shuffle'
+    arm_order       VARCHAR NOT NULL,      -- 'rotate', 'abba' or 'shuffle'
     seed            BIGINT NOT NULL,       -- shuffle and bootstrap seed
     window_s        REAL NOT NULL,
     warmup_s        REAL NOT NULL,
@@ -33,7 +33,10 @@ CREATE TABLE IF NOT EXISTS run (
     scx_version     VARCHAR NOT NULL,      -- scx_layered version string
     shape           VARCHAR NOT NULL,      -- the machine shape profiles were compiled for
     completed       BOOLEAN NOT NULL,      -- every planned cell finished
-    stopped_reason  VARCHAR                -- where and why an incomplete run stopped
+    stopped_reason  VARCHAR,               -- where and why an incomplete run stopped
+    host_priority   VARCHAR                -- lab: what it claimed of the host's CPU, a sentence
+                                           -- (runtime/lab/hostpriority.py; NULL: on the host, or
+                                           -- measured before schema 4, when the lab claimed nothing)
 );
 
 CREATE TABLE IF NOT EXISTS arm (
@@ -91,21 +94,27 @@ CREATE TABLE IF NOT EXISTS comparison (
     level       INTEGER NOT NULL,
     reference_median DOUBLE,
     candidate_median DOUBLE,
-    ratio       DOUBLE,                    -- candidate / reference medians
-    ci_low      DOUBLE,                    -- bootstrap 95% CI of the ratio
+    ratio       DOUBLE,                    -- schema 5: exp(mean of the pairs' log ratios)
+                                           -- (schema 2-4: of their median; 1: ratio of medians)
+    ci_low      DOUBLE,                    -- the ratio's 95% interval
     ci_high     DOUBLE,
     n_reference INTEGER NOT NULL,          -- valid cells of each arm at this level
     n_candidate INTEGER NOT NULL,
     verdict     VARCHAR NOT NULL,          -- better | worse | within_noise | insufficient
-    -- schema 2: the paired judge (stats.py). ratio = exp(median of the pairs' log ratios),
-    -- [ci_low, ci_high] = ratio / exp(floor) .. ratio * exp(floor)
+    -- schema 2: the paired judge (stats.py). [ci_low, ci_high] = ratio / exp(floor) .. ratio * exp(floor)
     pairs       INTEGER,                   -- (reference, candidate) cells of one repeat, both valid
     pairs_disturbed INTEGER,               -- pairs left out: the host denied their cells unequally
     floor       DOUBLE,                    -- the interval's half-width, log scale (NULL: none)
-    method      VARCHAR                    -- how: 'paired-v2 ...' (NULL: schema 1's bootstrap)
+    method      VARCHAR,                   -- how: 'paired-v3 ...' (NULL: schema 1's bootstrap)
+    -- schema 5: what the noise was made of (NULL: judged before schema 5)
+    noise_sd    DOUBLE,                    -- pooled s of one pair's log ratio
+    noise_df    INTEGER,                   -- its degrees of freedom: pairs - 1 + aa_pairs
+    aa_pairs    INTEGER                    -- the same run's A/A pairs at this level it pooled
 );
 
--- Per-metric noise floors measured in an A/A run (schema 2). A comparison of n pairs uses the
+-- Per-metric noise floors measured in an A/A run (schema 2). Schema 5: the A/A arm's own
+-- half-width per level in the run that measured it, for reports (verdicts pool it with each
+-- comparison's residuals: comparison.noise_sd). A comparison of n pairs uses the
 -- row of its metric and n (level NULL: pooled over levels). Recomputable from that run's
 -- sample + cell rows (stats.floors).
 CREATE TABLE IF NOT EXISTS floor (

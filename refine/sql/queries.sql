@@ -122,7 +122,7 @@ ORDER BY idx;
 --          guest_kernel VARCHAR, uname -r where the cells ran (NULL: on the host);
 --          vcpus INTEGER; tcg BOOLEAN; scx_version VARCHAR; shape VARCHAR, the machine shape;
 --          levels VARCHAR, JSON list of spinner counts; repeats INTEGER;
---          window_s REAL, warmup_s REAL, seconds; arm_order VARCHAR, 'abba' or 'shuffle';
+--          window_s REAL, warmup_s REAL, seconds; arm_order VARCHAR, 'rotate', 'abba' or 'shuffle';
 --          seed BIGINT; started TIMESTAMP, when the run began (UTC)
 -- Parameters: ? INTEGER run_id
 SELECT host_kernel, guest_kernel, vcpus, tcg, scx_version, shape, levels, repeats,

@@ -41,3 +41,5 @@ class Execution:
     tcg: bool
     wall_s: float
     status: int  # the agent's exit status (0: every step ran)
+    host_priority: str | None = None  # what the lab claimed of the host (hostpriority.py; None: no lab)
+    stopped_by_host: str | None = None  # why the host ended the run before its plan did (early stop)

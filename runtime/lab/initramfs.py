@@ -77,6 +77,7 @@ from threadwise.runtime.lab.carry import (  # noqa: F401
     program_argv,
     shared_libraries,
 )
+from threadwise.runtime.lab.hostpriority import HostClaim
 from threadwise.runtime.lab.kernel import find_lab_kernel
 from threadwise.runtime.lab.runtimes import build_disk
 
@@ -222,6 +223,10 @@ class Console:
     damaged: list[str] = field(default_factory=list)
     archive: bool = False  # the whole /out arrived intact
     clock: list[tuple[float, float]] = field(default_factory=list)  # (host arrival, guest uptime)
+    # Asked after each cell lands (its name); a sentence ends the run there (the host has decided:
+    # refine's early stop), None goes on.
+    on_cell: Callable[[str], str | None] | None = None
+    stop_reason: str | None = None
     _payload: list[str] | None = None
     _header: list[str] = field(default_factory=list)
 
@@ -279,6 +284,8 @@ class Console:
             archive.extractall(self.out, filter="data")
         if header[0] == "TWCELL-BEGIN":
             self.cells.append(header[1])
+            if self.on_cell is not None and self.stop_reason is None:
+                self.stop_reason = self.on_cell(header[1])
         else:
             self.archive = True
 
@@ -307,11 +314,14 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             continue
 
 
-def _boot(argv: list[str], console: Console, deadline: float) -> tuple[int | None, bool]:
-    """One qemu run fed into `console`; (qemu's exit status, whether the deadline stopped it).
+def _boot(argv: list[str], console: Console, deadline: float,
+          host_priority: bool = True) -> tuple[int | None, str, tuple[int | None, bool]]:
+    """One qemu run fed into `console`: (what host priority was applied, (qemu's exit status,
+    whether the deadline stopped it)).
 
-    The vCPU threads' host run and wait times are sampled meanwhile (hostload.py) and written,
-    with the guest's clock lines, into the run directory."""
+    qemu runs in a session (so an autogroup) of its own, which claims the host while it runs
+    (hostpriority.py). The vCPU threads' host run and wait times are sampled meanwhile
+    (hostload.py) and written, with the guest's clock lines, into the run directory."""
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, start_new_session=True)
     assert process.stdout is not None
@@ -320,8 +330,9 @@ def _boot(argv: list[str], console: Console, deadline: float) -> tuple[int | Non
     thread.start()
     sampler = hostload.VcpuSampler(process.pid)
     try:
-        with sampler:
-            return _follow(process, lines, console, deadline)
+        with HostClaim(process.pid, enabled=host_priority) as claim, sampler:
+            console.progress(f"host priority: {claim.applied}")
+            return claim.applied, _follow(process, lines, console, deadline)
     finally:
         if icount_shift() is None:  # an instruction-counted guest clock does not follow the host's
             hostload.write_series(console.out, sampler.samples, console.clock)
@@ -343,14 +354,23 @@ def _follow(process: subprocess.Popen[bytes], lines: queue.Queue[tuple[float, st
             if line is None:
                 return process.wait(), False
             console.feed(line[1], line[0])
+            if console.stop_reason is not None:
+                console.progress(f"guest: stopped by the host: {console.stop_reason}")
+                _stop(process)
+                return process.poll(), False
     except BaseException:
         _stop(process)
         raise
 
 
 def run_initramfs(out: Path, *, cpus: int, memory: str = "2G", timeout_s: float,
-                  progress: Callable[[str], None]) -> Execution:
-    """Boot the lab kernel with `out` packed into an initramfs; the raw results land in `out`."""
+                  progress: Callable[[str], None], host_priority: bool = True,
+                  on_cell: Callable[[str], str | None] | None = None) -> Execution:
+    """Boot the lab kernel with `out` packed into an initramfs; the raw results land in `out`.
+
+    `on_cell(name)` is asked after each cell comes back; a sentence stops the guest there (the
+    cells so far are kept, agent.log is rebuilt from the console) and becomes the Execution's
+    `stopped_by_host`."""
     kernel = find_lab_kernel()
     qemu = find_qemu()
     started = time.monotonic()
@@ -362,8 +382,8 @@ def run_initramfs(out: Path, *, cpus: int, memory: str = "2G", timeout_s: float,
                  f"{kernel.release} with {cpus} vCPUs (TCG)")
         argv = qemu_argv(qemu, kernel.vmlinuz, packed.initrd, cpus=cpus, memory=memory, disk=packed.disk)
         for attempt in range(1, BOOT_ATTEMPTS + 1):
-            console = Console(out, progress)
-            returncode, timed_out = _boot(argv, console, deadline)
+            console = Console(out, progress, on_cell=on_cell)
+            priority, (returncode, timed_out) = _boot(argv, console, deadline, host_priority)
             (out / "console.log").write_text("$ " + shlex.join(argv) + "\n" + "\n".join(console.log) + "\n")
             text = "\n".join(console.log)
             if (not console.agent_lines and not timed_out and attempt < BOOT_ATTEMPTS
@@ -375,6 +395,11 @@ def run_initramfs(out: Path, *, cpus: int, memory: str = "2G", timeout_s: float,
                 continue
             break
     wall = time.monotonic() - started
+    if console.stop_reason is not None:
+        if console.agent_lines:
+            (out / "agent.log").write_text("\n".join(console.agent_lines) + "\n")
+        return Execution(console.release, console.cpus or cpus, True, wall, 0, priority,
+                         stopped_by_host=console.stop_reason)
     if not console.archive:
         # Keep what the console showed: the cells that came back are already in `out`, and the
         # agent's log is rebuilt from the streamed lines so ingest can tell where the run stopped.
@@ -389,7 +414,7 @@ def run_initramfs(out: Path, *, cpus: int, memory: str = "2G", timeout_s: float,
                        hint=f"full console log: {out / 'console.log'}"
                             + ("; raise the timeout (TCG is slow)" if timed_out else ""))
     status = console.status if console.status is not None else 255
-    return Execution(console.release, console.cpus or cpus, True, wall, status)
+    return Execution(console.release, console.cpus or cpus, True, wall, status, priority)
 
 
 # --- carrying it to a bigger machine ------------------------------------------------------------

@@ -40,6 +40,7 @@ from pathlib import Path
 from threadwise.errors import GuestCommandFailed, LabError, LabTimeout, MissingTool, UsageError
 from threadwise.runtime.lab import labtee
 from threadwise.runtime.lab.agent import TCG_PATCHING_OOPS
+from threadwise.runtime.lab.hostpriority import HostClaim
 from threadwise.runtime.lab.kernel import LabKernel, find_lab_kernel
 
 VIRTIOFSD_PATHS = ("/usr/libexec/virtiofsd",)
@@ -73,6 +74,7 @@ class LabResult:
     console_log: Path | None  # kept only when the command failed
     wall_s: float
     release: str
+    host_priority: str = ""  # what the lab claimed of the host (hostpriority.py)
 
     @property
     def ok(self) -> bool:
@@ -213,8 +215,10 @@ class _Follower:
 
 
 def _boot(argv: list[str], env: dict[str, str], cwd: Path, console: Path, timeout_s: float, *,
-          follower: _Follower | None = None) -> int:
-    """One vng run, its output in `console`; stopped (whole session) on timeout."""
+          follower: _Follower | None = None, host_priority: bool = True) -> tuple[int, str]:
+    """One vng run, its output in `console`: (vng's exit status, what host priority was applied);
+    stopped (whole session) on timeout. The session (vng, qemu, virtiofsd) claims the host while
+    it runs (hostpriority.py)."""
     with console.open("wb") as log:
         log.write(("$ " + shlex.join(argv) + "\n").encode())
         log.flush()
@@ -223,19 +227,23 @@ def _boot(argv: list[str], env: dict[str, str], cwd: Path, console: Path, timeou
             env=env, cwd=cwd, start_new_session=True,
         )  # fmt: skip
         deadline = time.monotonic() + timeout_s
+        claim = HostClaim(process.pid, enabled=host_priority)
         try:
-            while True:
-                try:
-                    code = process.wait(timeout=POLL_S)
-                    break
-                except subprocess.TimeoutExpired:
-                    if follower is not None:
-                        follower.poll()
-                    if time.monotonic() >= deadline:
-                        raise
+            with claim:
+                if follower is not None:
+                    follower.progress(f"lab: host priority: {claim.applied}")
+                while True:
+                    try:
+                        code = process.wait(timeout=POLL_S)
+                        break
+                    except subprocess.TimeoutExpired:
+                        if follower is not None:
+                            follower.poll()
+                        if time.monotonic() >= deadline:
+                            raise
             if follower is not None:
                 follower.finish()
-            return code
+            return code, claim.applied
         except subprocess.TimeoutExpired:
             _end_group(process)
             if follower is not None:
@@ -261,6 +269,7 @@ def run_in_lab(
     keep_console: bool = False,
     on_output: Output | None = None,
     progress: Callable[[str], None] | None = None,
+    host_priority: bool = True,
 ) -> LabResult:
     """Boot the lab kernel, run `command` inside, and return what it left behind.
 
@@ -302,8 +311,9 @@ def run_in_lab(
         for stale in (STREAM_FILE, "guest-release"):
             (out / stale).unlink(missing_ok=True)
         follower = _Follower(out, on_output, say, started)
-        returncode = _boot(argv, env, workdir, console, max(timeout_s - (time.monotonic() - started), 1.0),
-                           follower=follower)
+        returncode, priority = _boot(argv, env, workdir, console,
+                                     max(timeout_s - (time.monotonic() - started), 1.0),
+                                     follower=follower, host_priority=host_priority)
         if (out / STATUS_FILE).is_file():
             break
         text = console.read_text(errors="replace")
@@ -333,4 +343,5 @@ def run_in_lab(
         console_log=kept,
         wall_s=wall,
         release=(out / "guest-release").read_text().strip(),
+        host_priority=priority,
     )

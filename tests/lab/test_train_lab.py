@@ -1,10 +1,11 @@
 """A short real `train` of rolesim in the lab: profile, record, validity, and a bad candidate rejected.
 
-One training run (observe on the host, A/A, the synthesized profile against the
+One training run (observe on the host, the synthesized profile against the
 default scheduler, then one deliberately bad candidate: rolesim's hot threads
 given housekeeping treatment with weight 1) in the sched_ext lab VM (TCG,
-2 vCPUs), levels 0 and 2, 3 repeats (three pairs per level: the judge's
-paired intervals need them on a busy host, docs/refine.md), short windows.
+2 vCPUs), each step's ladder with its own interleaved A/A arm (schema 5), levels
+0 and 2, 3 repeats (three pairs per level: the judge's paired intervals need them
+on a busy host, docs/refine.md), short windows.
 Every check reads the ladder file the training wrote, never the training's memory.
 """
 
@@ -25,7 +26,7 @@ from threadwise.refine.workload import bundled_workload_path
 from threadwise.synthesize.schema import Profile, Treatment
 
 BAD = "hot:housekeeping,weight=1"
-# The module's training (one fixture, three lab boots) took 6.8-7 min here at 2 repeats; room for a
+# The module's training (one fixture, two lab boots) took 6.8-7 min here at 2 repeats; room for a
 # busy machine.
 pytestmark = pytest.mark.timeout(2400)
 
@@ -64,7 +65,7 @@ def test_profile_report_plots_and_data_exist(trained):
                     "## Reproduce", "taken under TCG"):
         assert section in report, section
     plots = sorted(record.glob("ladder-run*.png"))
-    assert len(plots) == 3  # A/A, step 0, step 1
+    assert len(plots) == 2  # step 0, step 1 (each with its own A/A arm; no separate A/A run)
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in plots)
     assert (record / "ladder.duckdb").is_file()
 
@@ -73,11 +74,15 @@ def test_every_decision_recomputes_from_the_recorded_numbers(trained):
     _, record = trained
     assert recompute_ladder_file(record / "ladder.duckdb") > 0
     con = store.open_ladder(record / "ladder.duckdb", read_only=True)
-    steps = con.execute("SELECT step, decision, floors_run FROM step ORDER BY step").fetchall()
+    steps = con.execute("SELECT step, decision, run_id, floors_run FROM step ORDER BY step").fetchall()
+    aa_runs = {r for (r,) in con.execute(
+        "SELECT DISTINCT run_id FROM arm WHERE arm = 'baseline-aa'").fetchall()}
     con.close()
     assert [s[0] for s in steps] == [0, 1]
     assert steps[0][1] == "kept"  # the start is the first best by definition
-    assert all(floors_run == 1 for *_, floors_run in steps)  # the A/A run measured first
+    # every step's noise is its own run's A/A arm (schema 5), never another run's
+    assert all(floors_run == run_id for _, _, run_id, floors_run in steps), steps
+    assert {run_id for _, _, run_id, _ in steps} <= aa_runs
 
 
 def test_spinners_ran_scheduler_attached_threads_in_their_layers(trained):
@@ -86,7 +91,8 @@ def test_spinners_ran_scheduler_attached_threads_in_their_layers(trained):
     cells = con.execute("SELECT c.run_id, c.idx, c.arm, c.level, c.reasons, c.spinner_cpu_s, "
                         "c.wall_s, c.state_before, c.state_after, a.kind FROM cell c JOIN arm a "
                         "USING (run_id, arm) ORDER BY c.run_id, c.idx").fetchall()
-    assert len(cells) == 12 + 12 + 18  # A/A, step 0, step 1: arms x 2 levels x 3 repeats
+    # step 0: baseline, A/A, start; step 1: the same and the candidate; each x 2 levels x 3 repeats
+    assert len(cells) == 18 + 24
     for run_id, idx, arm, level, reasons, spin_s, wall_s, before, after, kind in cells:
         where = f"run {run_id} cell {idx} ({arm}, bg={level}): {reasons}"
         if level > 0 and kind == "baseline":

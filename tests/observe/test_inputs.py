@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.unprivileged import UserPython
 from threadwise.durations import parse_duration
 from threadwise.errors import TargetError, UsageError
 from threadwise.observe import procfs
@@ -19,11 +19,12 @@ from threadwise.observe.target import Target
 THREADWISE = [sys.executable, "-m", "threadwise.cli"]
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, user: str | None = None,
+def run_cli(*args: str, env: dict[str, str] | None = None, user: UserPython | None = None,
             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    command = [*THREADWISE, *args]
+    """The CLI in a subprocess; with `user`, as that user (the `nobody_python` fixture)."""
+    command = [*THREADWISE, *args] if user is None else user.command(*args)
     if user is not None:
-        command = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *command]
+        env = user.environ(env)
     return subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=120,
                           check=False)
 
@@ -115,12 +116,10 @@ def test_cli_falls_back_from_an_unbuilt_libbpf_tracer_and_says_so(tmp_path):
     assert "bpftrace is not installed" in result.stderr
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
-                    reason="needs root and setpriv to run the CLI as an unprivileged user")
-def test_cli_not_root(tmp_path):
+def test_cli_not_root(tmp_path, nobody_python):
     tmp_path.chmod(0o777)
     result = run_cli("observe", "--pid", str(os.getpid()), "-d", "1s", "-o", str(tmp_path / "c.duckdb"),
-                     user="65534", cwd=tmp_path)
+                     user=nobody_python, cwd=tmp_path)
     assert result.returncode == 4, result.stderr
     assert "needs root" in result.stderr and "CAP_BPF" in result.stderr
 

@@ -148,6 +148,45 @@ def test_console_unpacks_good_payloads_and_keeps_damaged_ones_out(tmp_path: Path
     assert "last agent line: 'agent: cell 0: done (0)'" in console.where_stopped()
 
 
+def test_the_host_can_stop_the_run_after_a_cell_and_keeps_what_came_back(tmp_path: Path):
+    """Early stop: after each cell the host is asked; a sentence ends the run there."""
+    asked: list[str] = []
+
+    def decide(name: str) -> str | None:
+        asked.append(name)
+        return "lost clearly" if name == "1" else None
+
+    console = initramfs.Console(tmp_path, lambda _line: None, on_cell=decide)
+    for idx in ("0", "1", "2"):
+        header, lines = _payload({f"cells/{idx}/cell": f"{idx}\n"})
+        for line in (f"TWCELL-BEGIN {idx} {header}\n", *lines, f"TWCELL-END {idx} \n"):
+            console.feed(line)
+    assert asked == ["0", "1"]  # once decided, the host asks no more
+    assert console.stop_reason == "lost clearly" and console.cells == ["0", "1", "2"]
+
+
+def test_interim_counts_only_repeats_whose_every_cell_is_back(tmp_path: Path):
+    from threadwise.refine.plan import Arm, make_plan
+    from threadwise.refine.run import _Interim
+    from threadwise.refine.workload import bundled_workload_path, load_workload
+
+    plan = make_plan(load_workload(bundled_workload_path("rolesim")), [Arm("baseline"), Arm("baseline-aa")],
+                     levels=[0, 2], repeats=3, shape="cores=2,threads-per-core=1")
+    interim = _Interim(plan, tmp_path, lambda _measured: "never asked", 2)
+    (tmp_path / "cells").mkdir()
+    for cell in plan.cells:
+        if cell.repeat == 1 or (cell.repeat == 2 and cell.arm == "baseline"):
+            (tmp_path / "cells" / str(cell.idx)).mkdir()
+            (tmp_path / "cells" / str(cell.idx) / "cell").write_text("")
+    assert interim.complete_repeats() == 1
+    assert interim("0") is None  # one repeat: no interval yet, nothing asked
+    for cell in plan.cells:
+        (tmp_path / "cells" / str(cell.idx)).mkdir(exist_ok=True)
+        (tmp_path / "cells" / str(cell.idx) / "cell").write_text("")
+    assert interim.complete_repeats() == 3
+    assert interim("5") is None  # the last repeat is the run's own end: no early stop to make
+
+
 # --- lab ------------------------------------------------------------------------------------------
 
 

@@ -262,13 +262,22 @@ def test_the_agent_waits_for_the_first_step_since_scx_layered_started_running(tm
 @pytest.mark.parametrize("shell", ["sh", "busybox"])
 def test_the_agent_lists_each_spinner_thread_with_its_state_and_schedstat(tmp_path: Path, shell: str) -> None:
     """spin_stats writes "tid state run_ns wait_ns" per thread of $SPID (validity.py reads it): here
-    a sleeping `sleep`, one thread in state S."""
+    a sleeping `sleep`, one thread in state S.
+
+    The agent reads its spinner after the warm-up; the plan here reads once the child has exec'd
+    `sleep`. Until then it is the forked shell, in state R, named `dash`, `busybox` or `exe`
+    (busybox running itself through /proc/self/exe): on a busy host a read right after `&` found
+    that in 48 of 50 tries, under either shell."""
     if shutil.which(shell) is None:
         pytest.skip(f"needs {shell}")
     out = tmp_path / "out"
     out.mkdir()
-    (out / "plan.sh").write_text('sleep 30 & SPID=$!; spin_stats "$OUT" before; kill "$SPID"; '
-                                 'echo "$SPID" > "$OUT/spid"\n')
+    (out / "plan.sh").write_text(
+        'sleep 30 & SPID=$!; n=0\n'
+        'until read -r c < "/proc/$SPID/comm" && [ "$c" = sleep ] || [ "$n" -ge 3000 ]; do\n'
+        '    n=$((n + 1)); sleep 0.01\n'
+        'done\n'
+        'spin_stats "$OUT" before; kill "$SPID"; echo "$SPID" > "$OUT/spid"\n')
     argv = [shell, "sh"] if shell == "busybox" else [shell]
     done = subprocess.run([*argv, str(ladder.agent_path()), str(out)], capture_output=True, text=True,
                           timeout=60, check=False)

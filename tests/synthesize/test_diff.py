@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from threadwise.shape import parse_shape
-from threadwise.synthesize.diff import diff_profiles, render_text
+from threadwise.synthesize.diff import diff_profiles
+from threadwise.synthesize.diff_render import render_text
+from threadwise.synthesize.words import plain
 
 HERE = Path(__file__).parent / "fixtures" / "diff"
 UPDATE = os.environ.get("THREADWISE_UPDATE_GOLDEN") == "1"
@@ -53,8 +55,8 @@ def test_a_capture_decides_which_threads_move(tmp_path: Path) -> None:
         cap.slice(tid, 0, cap.start_ts + tid * 1_000_000, 50_000)
     path = cap.write(tmp_path / "c.duckdb")
     result = diff_profiles(HERE / "redis-before.toml", HERE / "redis-after.toml", capture=path)
-    assert result.threads_checked == 4 and result.threads_from == f"capture {path}"
-    moved = {m.thread: (m.old, m.new) for m in result.moves}
+    assert result.threads_checked == 4 and plain(result.threads_from) == f"capture {path}"
+    moved = {m.thread: (plain(m.old), plain(m.new)) for m in result.moves}
     # newpool-0 (no group in either) stays in the catch-all; the others keep their groups
     assert moved == {"bio_close_file": ("bio (default)", "bio-and-jemalloc_bg_thd (housekeeping)")}
     assert "bio_close_file: bio (default) -> bio-and-jemalloc_bg_thd (housekeeping)" in render_text(result)
@@ -72,7 +74,8 @@ def test_reorder_rename_and_treatment_changes(tmp_path: Path) -> None:
     result = diff_profiles(HERE / "redis-after.toml", tmp_path / "new.toml",
                            shape=parse_shape("cores=2,threads-per-core=1"))
     assert result.renamed == [("io_thd", "io")] and result.reordered
-    assert any(c.field == "treatment" and (c.old, c.new) == ("housekeeping", "batch") for c in result.changes)
+    assert any(c.field == "treatment" and (plain(c.old), plain(c.new)) == ("housekeeping", "batch")
+               for c in result.changes)
     assert any(c.field == "weight" for c in result.layer_changes)
 
 

@@ -12,7 +12,8 @@ from threadwise.shape import parse_shape, synthetic
 from threadwise.synthesize import oracle
 from threadwise.synthesize.compile import CATCH_ALL_OPTIONS, compile_profile
 from threadwise.synthesize.diagnostics import Diagnostic, ProfileError
-from threadwise.synthesize.diff import diff_profiles, render_text
+from threadwise.synthesize.diff import diff_profiles
+from threadwise.synthesize.diff_render import render_text
 from threadwise.synthesize.layered import LayerConfig
 from threadwise.synthesize.reader import parse_profile
 from threadwise.synthesize.rules import validate
@@ -202,12 +203,15 @@ def test_diff_shows_option_and_catch_all_changes(tmp_path: Path) -> None:
     io = p.groups[2].model_copy(update={"preempt_first": None, "min_exec_us": 10})
     after.write_text(dumps(p.model_copy(update={"groups": [*p.groups[:2], io, p.groups[3]]})))
     text = render_text(diff_profiles(before, after, shape=parse_shape("cores=2,threads-per-core=1")))
-    # once as the group's override, once as the compiled layer's option
-    assert text.count("  io: preempt_first: True -> -\n") == 2, text
+    # once as the group's override (unset: its preset's value), once as the compiled layer's option
+    # (unset: scx_layered's own default)
+    assert "  io: preempt_first: true -> false (preset)\n" in text, text
+    assert "  io: preempt_first: true -> false (scx_layered's default)\n" in text, text
     assert text.count("  io: min_exec_us: 250 -> 10\n") == 2, text
-    for line in ("  rest (catch-all): slice_us: - -> 7000", "  rest (catch-all): preempt: - -> True",
+    for line in ("  rest (catch-all): slice_us: 2000 (preset) -> 7000",
+                 "  rest (catch-all): preempt: false (preset) -> true",
                  "  rest: slice_us: 2000 -> 7000", "  rest: weight: 100 -> 42",
-                 "  rest: preempt: - -> True"):
+                 "  rest: preempt: false (scx_layered's default) -> true"):
         assert line + "\n" in text, text
 
 

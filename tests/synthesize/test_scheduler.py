@@ -19,7 +19,8 @@ from threadwise.shape import parse_shape, synthetic
 from threadwise.synthesize import oracle
 from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.diagnostics import Diagnostic, ProfileError
-from threadwise.synthesize.diff import diff_profiles, render_markdown, render_text
+from threadwise.synthesize.diff import diff_profiles
+from threadwise.synthesize.diff_render import render_markdown, render_text
 from threadwise.synthesize.presets import SCHEDULER_INTERVAL_MS, scheduler_args
 from threadwise.synthesize.reader import parse_profile
 from threadwise.synthesize.rules import check_file, validate
@@ -184,15 +185,16 @@ def test_diff_shows_a_scheduler_change_and_the_flags_it_compiles_to(tmp_path: Pa
     result = diff_profiles(before, after, shape=parse_shape("cores=4,threads-per-core=2"))
     assert not result.empty
     text = render_text(result)
-    assert "changes:\n  scheduler: interval_ms: - -> 1000\n" in text, text
+    # unset: the preset's value, marked so
+    assert "changes:\n  [scheduler]: interval_ms: 5000 (preset) -> 1000\n" in text, text
     assert "  scx_layered: flags: --interval 5 -> --interval 1\n" in text, text
-    assert "| scheduler | interval_ms | - | 1000 |" in render_markdown(result)
-    assert "| scx_layered | flags | --interval 5 | --interval 1 |" in render_markdown(result)
+    assert "| `[scheduler]` | `interval_ms` | `5000` (preset) | `1000` |" in render_markdown(result)
+    assert "| scx_layered | `flags` | `--interval 5` | `--interval 1` |" in render_markdown(result)
     # without a shape: the table's change only
     assert "flags" not in render_text(diff_profiles(before, after))
     # the preset written out changes the table, not the flags scx_layered is started with
     same = tmp_path / "c.toml"
     same.write_text(dumps(profile(SCHEDULER_INTERVAL_MS)))
     written = render_text(diff_profiles(before, same, shape=parse_shape("cores=4")))
-    assert "scheduler: interval_ms: - -> 5000" in written and "flags" not in written
+    assert "[scheduler]: interval_ms: 5000 (preset) -> 5000" in written and "flags" not in written
     assert diff_profiles(after, after, shape=parse_shape("cores=4")).empty
