@@ -85,6 +85,26 @@ def _ready_function(workload: Workload, tcp_probe: str = "python") -> str:
     return _function("ready_cmd", render_argv(list(ready.command), window_s=workload.objective.window_s))
 
 
+def stall_bound(plan: Plan, attach_timeout_s: float = 240.0) -> float:
+    """The longest the agent may rightly stay silent running `plan` (runtime/lab/watchdog.py):
+    its longest self-bounded step (an attach and the first step after it, a service's start or
+    stop, a cell's warm-up, window and load timeout, a trace cell's start and send), plus 180 s
+    for the boot before its first line and the probes between."""
+    # deferred like plan_script's: blockers loads duckdb and pydantic
+    from threadwise.refine import blockers
+
+    objective = plan.workload.objective
+    window = objective.window_s
+    steps = [attach_timeout_s + SETTLE_TIMEOUT_S + max((step_interval_ms(plan.arm(name).scx_args) / 1000
+                                                        for name, _ in plan.turns
+                                                        if not plan.arm(name).is_baseline), default=0),
+             objective.warmup_s + window + max(120.0, window * 20),
+             blockers.TRACE_START_TIMEOUT_S + blockers.TRACE_SEND_TIMEOUT_S]
+    if plan.workload.service is not None:
+        steps += [plan.workload.service.ready_timeout_s, plan.workload.service.stop_timeout_s]
+    return max(steps) + 180.0
+
+
 def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
                 attach_timeout_s: float = 240.0, spin_args: str = "", tcp_probe: str = "python",
                 tracer: Path | str | None = "auto") -> str:
@@ -210,12 +230,14 @@ GUESTS = ("vng", "initramfs")
 
 def execute(out: Path, *, lab: bool, cpus: int, timeout_s: float,
             progress: Callable[[str], None], guest: str = "vng", host_priority: bool = True,
-            on_cell: Callable[[str], str | None] | None = None) -> Execution:
+            on_cell: Callable[[str], str | None] | None = None,
+            stall_s: float | None = None) -> Execution:
     """Run the agent on `out` (plan.sh written), in the lab VM or on this host.
 
     `guest` (with `lab`): "vng" shares this host's root filesystem; "initramfs" boots a
     self-contained guest (runtime/lab/initramfs.py; plan.sh rendered with attach_mode="direct",
-    tcp_probe="nc") that runs on any x86-64 machine with qemu."""
+    tcp_probe="nc") that runs on any x86-64 machine with qemu; it is stopped when its agent says
+    nothing for `stall_s` (stall_bound), or at `timeout_s` in all."""
     import subprocess
 
     if guest not in GUESTS:
@@ -223,7 +245,7 @@ def execute(out: Path, *, lab: bool, cpus: int, timeout_s: float,
     if lab and guest == "initramfs":
         # It streams the agent's lines from the console itself; agent.log arrives only at the end.
         return run_initramfs(out, cpus=cpus, timeout_s=timeout_s, progress=progress,
-                             host_priority=host_priority, on_cell=on_cell)
+                             host_priority=host_priority, on_cell=on_cell, stall_s=stall_s)
     argv = ["sh", str(agent_path()), str(out.resolve())]  # the agent cd-s; a relative OUT would move
     started = time.monotonic()
     with _Tail(out / "agent.log", progress):

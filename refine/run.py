@@ -128,7 +128,10 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
                                 spin=build("spin"), scx=scx, tcp_probe="nc" if initramfs else "python",
                                 spin_args=background)
     ladder.write_plan(plan, out, script)
-    budget = timeout_s or _timeout(plan)
+    # The guest runs while it makes progress (runtime/lab/watchdog.py): stopped after the agent's
+    # longest rightful silence, and in all at `timeout_s` or three times the estimate (a host that
+    # slow measures nothing worth keeping, and a run must end).
+    budget = timeout_s or 3 * _timeout(plan)
     progress(f"ladder: {len(plan.cells)} cells ({len(arms)} arms x {len(plan.levels)} levels x "
              f"{repeats} repeats, {workload.objective.window_s:g} s windows), "
              + (f"in the lab ({place.cpus} vCPUs, TCG, {place.guest} guest)" if place.lab else "on this host")
@@ -139,7 +142,8 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
         interim = _Interim(plan, out, stop_when, place.cpus) if stop_when is not None else None
         execution = ladder.execute(out, lab=place.lab, cpus=place.cpus, timeout_s=budget,
                                    progress=lambda line: progress(f"  {line}"), guest=place.guest,
-                                   host_priority=place.host_priority, on_cell=interim)
+                                   host_priority=place.host_priority, on_cell=interim,
+                                   stall_s=ladder.stall_bound(plan))
     except BaseException as error:  # keep what was measured: ingest, then re-raise
         execution = Execution(None, place.cpus, place.lab, 0.0, 255)
         progress(f"ladder: stopped early ({type(error).__name__}: {error}); keeping the cells that finished")

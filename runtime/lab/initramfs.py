@@ -30,7 +30,8 @@ check` runs the same packer on the workload's commands before anything runs
 
 `run_initramfs` boots it like `shared/biglab` (q35, multi-threaded TCG,
 `-serial stdio`), streams the agent's lines to `progress`, stops qemu (by its
-PID) at the deadline, and unpacks what came back into the run directory, so
+PID) when its watchdog fires (watchdog.py: the agent silent too long, or the
+run's cap), and unpacks what came back into the run directory, so
 refine's `ingest.py` reads the same raw files as after a vng run. A guest that dies
 mid-ladder still leaves every cell it sent and an agent.log rebuilt from the
 console; the error says where it stopped.
@@ -80,6 +81,7 @@ from threadwise.runtime.lab.carry import (  # noqa: F401
 from threadwise.runtime.lab.hostpriority import HostClaim
 from threadwise.runtime.lab.kernel import find_lab_kernel
 from threadwise.runtime.lab.runtimes import build_disk
+from threadwise.runtime.lab.watchdog import Watchdog, fixed
 
 GUEST_OUT = "/out"
 KCONFIG = "/etc/threadwise/kconfig"
@@ -314,10 +316,10 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             continue
 
 
-def _boot(argv: list[str], console: Console, deadline: float,
+def _boot(argv: list[str], console: Console, watchdog: Watchdog,
           host_priority: bool = True) -> tuple[int | None, str, tuple[int | None, bool]]:
     """One qemu run fed into `console`: (what host priority was applied, (qemu's exit status,
-    whether the deadline stopped it)).
+    whether the watchdog stopped it)).
 
     qemu runs in a session (so an autogroup) of its own, which claims the host while it runs
     (hostpriority.py). The vCPU threads' host run and wait times are sampled meanwhile
@@ -332,7 +334,7 @@ def _boot(argv: list[str], console: Console, deadline: float,
     try:
         with HostClaim(process.pid, enabled=host_priority) as claim, sampler:
             console.progress(f"host priority: {claim.applied}")
-            return claim.applied, _follow(process, lines, console, deadline)
+            return claim.applied, _follow(process, lines, console, watchdog)
     finally:
         if icount_shift() is None:  # an instruction-counted guest clock does not follow the host's
             hostload.write_series(console.out, sampler.samples, console.clock)
@@ -340,10 +342,10 @@ def _boot(argv: list[str], console: Console, deadline: float,
 
 
 def _follow(process: subprocess.Popen[bytes], lines: queue.Queue[tuple[float, str] | None],
-            console: Console, deadline: float) -> tuple[int | None, bool]:
+            console: Console, watchdog: Watchdog) -> tuple[int | None, bool]:
     try:
         while True:
-            remaining = deadline - time.monotonic()
+            remaining = watchdog.remaining(time.monotonic())
             if remaining <= 0:
                 _stop(process)
                 return process.poll(), True
@@ -353,7 +355,10 @@ def _follow(process: subprocess.Popen[bytes], lines: queue.Queue[tuple[float, st
                 continue
             if line is None:
                 return process.wait(), False
+            said = len(console.agent_lines)
             console.feed(line[1], line[0])
+            if len(console.agent_lines) > said:
+                watchdog.heard(line[0])
             if console.stop_reason is not None:
                 console.progress(f"guest: stopped by the host: {console.stop_reason}")
                 _stop(process)
@@ -365,8 +370,12 @@ def _follow(process: subprocess.Popen[bytes], lines: queue.Queue[tuple[float, st
 
 def run_initramfs(out: Path, *, cpus: int, memory: str = "2G", timeout_s: float,
                   progress: Callable[[str], None], host_priority: bool = True,
-                  on_cell: Callable[[str], str | None] | None = None) -> Execution:
+                  on_cell: Callable[[str], str | None] | None = None,
+                  stall_s: float | None = None) -> Execution:
     """Boot the lab kernel with `out` packed into an initramfs; the raw results land in `out`.
+
+    `stall_s`: stop the guest when its agent says nothing for that long, and let it run while it
+    talks, up to `timeout_s` in all (watchdog.py); None: `timeout_s` is a plain deadline.
 
     `on_cell(name)` is asked after each cell comes back; a sentence stops the guest there (the
     cells so far are kept, agent.log is rebuilt from the console) and becomes the Execution's
@@ -374,7 +383,7 @@ def run_initramfs(out: Path, *, cpus: int, memory: str = "2G", timeout_s: float,
     kernel = find_lab_kernel()
     qemu = find_qemu()
     started = time.monotonic()
-    deadline = started + timeout_s
+    watchdog = fixed(started, timeout_s) if stall_s is None else Watchdog(started, stall_s, timeout_s)
     with tempfile.TemporaryDirectory(prefix="threadwise-initramfs-") as scratch:
         packed = pack(out, dest=Path(scratch), log=progress)
         carried = (f" + runtime disk {packed.disk.stat().st_size / 1e6:.0f} MB" if packed.disk else "")
@@ -383,7 +392,7 @@ def run_initramfs(out: Path, *, cpus: int, memory: str = "2G", timeout_s: float,
         argv = qemu_argv(qemu, kernel.vmlinuz, packed.initrd, cpus=cpus, memory=memory, disk=packed.disk)
         for attempt in range(1, BOOT_ATTEMPTS + 1):
             console = Console(out, progress, on_cell=on_cell)
-            priority, (returncode, timed_out) = _boot(argv, console, deadline, host_priority)
+            priority, (returncode, timed_out) = _boot(argv, console, watchdog, host_priority)
             (out / "console.log").write_text("$ " + shlex.join(argv) + "\n" + "\n".join(console.log) + "\n")
             text = "\n".join(console.log)
             if (not console.agent_lines and not timed_out and attempt < BOOT_ATTEMPTS
@@ -406,7 +415,7 @@ def run_initramfs(out: Path, *, cpus: int, memory: str = "2G", timeout_s: float,
         if console.agent_lines:
             (out / "agent.log").write_text("\n".join(console.agent_lines) + "\n")
         tail = "\n  ".join(line for line in console.log[-15:])
-        cause = (f"did not finish within {timeout_s:.0f} s; stopped qemu" if timed_out
+        cause = (watchdog.why(time.monotonic()) if timed_out
                  else f"ended (qemu exited {returncode}) before sending the results archive")
         damaged = f"; damaged on the console: {', '.join(console.damaged)}" if console.damaged else ""
         raise LabError(f"the initramfs guest {cause}; {console.where_stopped()}{damaged}; "

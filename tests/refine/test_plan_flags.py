@@ -287,3 +287,15 @@ def test_the_agent_lists_each_spinner_thread_with_its_state_and_schedstat(tmp_pa
     tid, state, run_ns, wait_ns = line.split()
     assert tid == spid and state in ("S", "R") and int(run_ns) >= 0 and int(wait_ns) >= 0
     assert (out / "spin.stat.before").read_text().startswith(f"{spid} (sleep) ")
+
+
+def test_the_watchdog_allows_the_agents_longest_self_bounded_step_and_no_more() -> None:
+    # a trace cell's start and send (60 + 300 s) is the longest step of a plain plan
+    assert ladder.stall_bound(_plan()) == 60 + 300 + 180
+    assert ladder.stall_bound(_plan(Arm("p", PROFILE, CONFIG, interval_args(2000)))) == 60 + 300 + 180
+    # an attach waits for scx_layered's first step: a 200-s --interval makes it the longest
+    slow_step = _plan(Arm("p", PROFILE, CONFIG, interval_args(200_000)))
+    assert ladder.stall_bound(slow_step) == 240 + ladder.SETTLE_TIMEOUT_S + 200 + 180
+    # a service that may take longer to be ready than anything else: its own bound decides
+    slow = WORKLOAD.replace("ready = { tcp_port = 6399 }", "ready = { tcp_port = 6399 }\nready_timeout_s = 900.0")
+    assert ladder.stall_bound(_plan(workload=slow)) == 900 + 180
