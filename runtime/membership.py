@@ -17,17 +17,17 @@ everywhere after compile) whose match blocks accept its comm and its
 process's comm (the same first-match rule scx_layered uses, through
 synthesize's neutral layer view); layers whose blocks use matchers a
 name cannot decide (AvgRuntime, cgroups, ...) make the expectation unknown
-rather than wrong. `rematch` makes every thread of a process runnable again
-(SIGSTOP, then SIGCONT: each thread leaves and re-enters the run queue), which
-is when scx_layered re-reads a renamed thread's name; the process pauses for
-that instant.
+rather than wrong. `rematch` has scx_layered match every thread of a process
+again, one at a time, as each next becomes runnable (a re-attach to its own
+cgroup sets the refresh flag; a nice change re-queues a runnable thread), which
+is when scx_layered re-reads a renamed thread's name.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import signal
 import subprocess
 import time
 from dataclasses import asdict, dataclass
@@ -179,33 +179,53 @@ def membership(config: LayerConfig, *, pids: list[int] | None = None,
     return classify(config, threads, match_map)
 
 
-def _all_stopped(pid: int) -> bool:
-    """Every live thread of `pid` is in the stopped state (T, or t when traced)."""
-    try:
-        tids = os.listdir(PROC / str(pid) / "task")
-    except OSError:
-        return True  # gone: nothing left to wait for
-    for tid in tids:
-        stat = _read(PROC / str(pid) / "task" / tid / "stat")
-        if stat is not None and stat.rpartition(") ")[2][:1] not in ("T", "t"):
-            return False
-    return True
+def cgroup2_root(mounts: str | None = None) -> Path | None:
+    """Where the cgroup v2 hierarchy is mounted (/sys/fs/cgroup, or .../unified on a hybrid host)."""
+    text = mounts if mounts is not None else (_read(PROC / "self" / "mounts") or "")
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[2] == "cgroup2":
+            return Path(fields[1])
+    return None
 
 
-def rematch(pid: int, *, stop_timeout_s: float = 3.0) -> None:
-    """Make every thread of `pid` runnable again, so scx_layered re-matches renamed ones.
+def _state(pid: int, tid: int) -> str:
+    stat = _read(PROC / str(pid) / "task" / str(tid) / "stat")
+    return stat.rpartition(") ")[2][:1] if stat else ""
 
-    SIGCONT discards a SIGSTOP that has not been delivered yet, and a sleeping thread that never
-    stopped is never woken: so continue only once every thread has stopped (or after a bound, on
-    a machine too loaded to deliver it; the membership check then tells).
-    """
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        deadline = time.monotonic() + stop_timeout_s
-        while not _all_stopped(pid) and time.monotonic() < deadline:
-            time.sleep(0.005)
-    finally:
-        os.kill(pid, signal.SIGCONT)
+
+def nudge(tid: int) -> None:
+    """Re-queue a runnable thread (a nice change dequeues and enqueues it, which passes
+    scx_layered's runnable callback), then put its nice value back."""
+    nice = os.getpriority(os.PRIO_PROCESS, tid)
+    os.setpriority(os.PRIO_PROCESS, tid, 18 if nice == 19 else nice + 1)
+    os.setpriority(os.PRIO_PROCESS, tid, nice)
+
+
+def rematch(pid: int, *, pace_s: float = 0.02) -> None:
+    """Have scx_layered match every thread of `pid` again as it next becomes runnable, one at a time.
+
+    Why not stop and continue the process: scx_layered's match map allocates each new entry from
+    a small per-CPU pool, and the burst of matches a SIGCONT causes loses entries silently, for
+    good (measured in the lab: 24 of 100 sleeping threads; docs/lab.md "Membership: entries lost
+    in a burst"). Re-attaching the process to the cgroup it is in sets every thread's refresh
+    flag (scx_layered's tp_btf/cgroup_attach_task) and moves nothing; sleeping threads re-match
+    at their next wake-up, and runnable ones (a spinner renamed after its match) when `nudge`
+    re-queues them, paced. Raises ProcessLookupError when `pid` is gone; a host without cgroup v2
+    or that refuses the write gets the nudges alone."""
+    lines = _read(PROC / str(pid) / "cgroup")
+    if lines is None:
+        raise ProcessLookupError(pid)
+    root = cgroup2_root()
+    path = next((line[3:] for line in lines.splitlines() if line.startswith("0::")), None)
+    if root is not None and path is not None:
+        with contextlib.suppress(OSError):
+            (root / path.lstrip("/") / "cgroup.procs").write_text(f"{pid}\n")
+    for tid, _ in process_threads(pid):
+        if _state(pid, tid) == "R":
+            with contextlib.suppress(OSError):  # the thread ended meanwhile
+                nudge(tid)
+        time.sleep(pace_s)
 
 
 def summarize(rows: list[ThreadLayer]) -> str:

@@ -297,5 +297,6 @@ def test_the_watchdog_allows_the_agents_longest_self_bounded_step_and_no_more() 
     slow_step = _plan(Arm("p", PROFILE, CONFIG, interval_args(200_000)))
     assert ladder.stall_bound(slow_step) == 240 + ladder.SETTLE_TIMEOUT_S + 200 + 180
     # a service that may take longer to be ready than anything else: its own bound decides
-    slow = WORKLOAD.replace("ready = { tcp_port = 6399 }", "ready = { tcp_port = 6399 }\nready_timeout_s = 900.0")
+    ready = "ready = { tcp_port = 6399 }"
+    slow = WORKLOAD.replace(ready, f"{ready}\nready_timeout_s = 900.0")
     assert ladder.stall_bound(_plan(workload=slow)) == 900 + 180

@@ -1,35 +1,30 @@
-"""Membership helpers on real processes: the STOP/CONT re-match and the match-map parser."""
+"""Membership helpers on real processes: the re-match (a re-attach to its cgroup, nudges) and the
+match-map parser."""
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
+from pathlib import Path
 
 import pytest
 
 from threadwise.runtime import membership
 
-# A process with a thread that sleeps in a blocking call the whole time: the case a too-early
-# SIGCONT leaves untouched (a sleeping thread is woken by the stop, not by the continue).
+# A process with sleeping threads and one that spins (state R: the one `rematch` re-queues).
 SLEEPERS = """
-import threading, time, sys
+import threading, time
 for i in range(3):
     threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+def spin():
+    while True:
+        pass
+threading.Thread(target=spin, daemon=True).start()
 print("ready", flush=True)
 time.sleep(60)
 """
-
-
-def _states(pid: int) -> set[str]:
-    states = set()
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/stat") as f:
-            states.add(f.read().rpartition(") ")[2][:1])
-    return states
 
 
 @pytest.fixture
@@ -41,26 +36,35 @@ def sleepers():
     proc.wait()
 
 
-def test_all_stopped_sees_every_thread(sleepers):
-    assert len(os.listdir(f"/proc/{sleepers.pid}/task")) == 4
-    assert not membership._all_stopped(sleepers.pid)
-    os.kill(sleepers.pid, signal.SIGSTOP)
-    try:
-        deadline = time.monotonic() + 10
-        while not membership._all_stopped(sleepers.pid) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert _states(sleepers.pid) <= {"T", "t"}
-    finally:
-        os.kill(sleepers.pid, signal.SIGCONT)
+def _nice(pid: int) -> dict[int, int]:
+    return {int(tid): os.getpriority(os.PRIO_PROCESS, int(tid)) for tid in os.listdir(f"/proc/{pid}/task")}
 
 
-def test_rematch_stops_every_thread_then_continues_them(sleepers):
+def test_cgroup2_root_on_a_unified_and_a_hybrid_host():
+    unified = "sysfs /sys sysfs rw 0 0\ncgroup2 /sys/fs/cgroup cgroup2 rw,nosuid 0 0\n"
+    hybrid = ("tmpfs /sys/fs/cgroup tmpfs ro 0 0\ncgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n"
+              "cgroup /sys/fs/cgroup/cpu cgroup rw,cpu 0 0\n")
+    assert membership.cgroup2_root(unified) == Path("/sys/fs/cgroup")
+    assert membership.cgroup2_root(hybrid) == Path("/sys/fs/cgroup/unified")
+    assert membership.cgroup2_root("cgroup /sys/fs/cgroup/cpu cgroup rw 0 0\n") is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="re-attaching a process to its cgroup needs root")
+def test_rematch_leaves_the_process_where_it_was_and_every_nice_as_it_was(sleepers):
+    before_cgroup = Path(f"/proc/{sleepers.pid}/cgroup").read_text()
+    before_nice = _nice(sleepers.pid)
     membership.rematch(sleepers.pid)
-    deadline = time.monotonic() + 10
-    while "T" in _states(sleepers.pid) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert "T" not in _states(sleepers.pid)
+    assert Path(f"/proc/{sleepers.pid}/cgroup").read_text() == before_cgroup
+    assert _nice(sleepers.pid) == before_nice
     assert sleepers.poll() is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="putting a raised nice value back needs root")
+def test_nudge_puts_the_nice_value_back(sleepers):
+    spinner = max(_nice(sleepers.pid))  # the last thread started
+    before = os.getpriority(os.PRIO_PROCESS, spinner)
+    membership.nudge(spinner)
+    assert os.getpriority(os.PRIO_PROCESS, spinner) == before
 
 
 def test_rematch_of_a_gone_process_raises_lookup_error():

@@ -129,30 +129,37 @@ first_step() {
     sleep "$wait_s"
 }
 
-# 0 when every thread of the given processes is stopped (state T or t).
-all_stopped() {
-    for p in "$@"; do
-        for s in /proc/"$p"/task/[0-9]*/stat; do
-            st=$(sed 's/.*) //' "$s" 2>/dev/null | cut -c1)
-            case "$st" in T|t|"") ;; *) return 1 ;; esac
-        done
+# refresh: have scx_layered match every target thread again when it next becomes runnable,
+# one thread at a time. Its match map (layer_match_dbg, BPF_F_NO_PREALLOC) allocates an entry for
+# each newly matched thread from a small per-CPU pool refilled by irq_work; a burst of matches
+# with interrupts off loses entries silently, and the thread's refresh flag is cleared anyway, so
+# it is never matched again. Measured in the lab (docs/lab.md "Membership: entries lost in a
+# burst"): 1 of 20 spinning and 2 of 20 waking threads missing 3 s after the attach's own burst,
+# 24 of 100 sleeping threads after one SIGSTOP/SIGCONT of their process (what this agent did
+# before). Re-attaching a process to the cgroup it is in sets every thread's refresh flag
+# (tp_btf/cgroup_attach_task) and moves nothing; a sleeping thread then re-matches at its next
+# wake-up, and a runnable one (a spinner, or a thread renamed after its match that never blocks)
+# when `nudge` re-queues it. Paced, so the pool refills between matches.
+refresh() {
+    for p in $(target_pids); do
+        cg=$(sed -n 's/^0:://p' "/proc/$p/cgroup" 2>/dev/null)
+        echo "$p" > "/sys/fs/cgroup${cg%/}/cgroup.procs" 2>/dev/null \
+            || say "refresh: could not re-attach $p to its cgroup ${cg:-?}"
     done
-    return 0
+    target_threads | while read -r p t _; do
+        st=$(sed 's/.*) //' "/proc/$p/task/$t/stat" 2>/dev/null | cut -c1)
+        [ "$st" = R ] && nudge "$t"
+        sleep 0.02
+    done
 }
 
-# Threads renamed after being matched are re-matched only when they next become runnable
-# (LAB.md): stop the target processes, wait until every thread HAS stopped, then continue them,
-# so every thread leaves and re-enters the run queue. Continuing too early cancels a stop that
-# has not been delivered yet (a SIGCONT discards a pending SIGSTOP), and a sleeping thread that
-# never stopped is never woken: on a loaded 2-vCPU guest 50 ms was not always enough.
-rematch() {
-    pids=$(target_pids)
-    [ -n "$pids" ] || return 0
-    for p in $pids; do kill -STOP "$p" 2>/dev/null; done
-    i=0
-    # shellcheck disable=SC2086
-    while [ "$i" -lt 150 ] && ! all_stopped $pids; do sleep 0.02; i=$((i + 1)); done
-    for p in $pids; do kill -CONT "$p" 2>/dev/null; done
+# nudge TID: re-queue a runnable thread (a nice change dequeues and enqueues it, which passes
+# scx_layered's runnable callback), then put its nice value back.
+nudge() {
+    n=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f17)
+    [ -n "$n" ] || return 0
+    renice "$(( n == 19 ? 18 : n + 1 ))" -p "$1" > /dev/null 2>&1
+    renice "$n" -p "$1" > /dev/null 2>&1
 }
 
 # Target thread ids that scx_layered's match map does not hold yet (never matched since the attach).
@@ -162,11 +169,11 @@ unmatched() {
     target_threads | while read -r _ t _; do grep -qx "$t" "$OUT/matched.tids" || echo "$t"; done
 }
 
-# settle ARM: re-match, then wait (up to SETTLE_TIMEOUT s, re-matching every 2 s) until every
+# settle ARM: refresh, then wait (up to SETTLE_TIMEOUT s, refreshing every 2 s) until every
 # target thread is in the match map, so no cell starts with a thread the scheduler never placed.
 # The cells still read membership mid-window and judge it; this only removes a start-up race.
 settle() {
-    rematch
+    refresh
     [ -n "$(target_pids)" ] || return 0
     t0=$(date +%s)
     while :; do
@@ -177,7 +184,7 @@ settle() {
             say "attach $1: threads still unmatched after $elapsed s: $missing"; return 0
         fi
         sleep 1
-        [ $(( elapsed % 2 )) -eq 1 ] && rematch
+        [ $(( elapsed % 2 )) -eq 1 ] && refresh
     done
 }
 
