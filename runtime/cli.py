@@ -183,8 +183,9 @@ def apply(
     rematch: Annotated[
         bool,
         typer.Option("--rematch/--no-rematch",
-                     help="After the attach, stop and continue the workload's processes for an instant so "
-                          "threads that renamed themselves are matched to their layers again."),
+                     help="After the attach, have scx_layered match the workload's threads again, one at "
+                          "a time (a re-attach to their own cgroup, a nice change for running ones), so "
+                          "threads that renamed themselves are matched to their layers."),
     ] = True,
 ) -> None:
     """Apply PROFILE with the bundled scx_layered; return once it is attached.
@@ -205,8 +206,8 @@ def apply(
     runnable, so a busy thread created before its name was set can sit in the
     wrong layer. Apply the profile while the workload runs (threads existing at
     the attach are matched by their current names); --rematch (the default)
-    then stops and continues the workload's processes for an instant, and
-    apply reports each target thread's layer (also in `threadwise status`).
+    then has every target thread matched again, one at a time, and apply
+    reports each target thread's layer (also in `threadwise status`).
     """
     duration_s = optional_duration(duration, option="--duration")
     attach_timeout_s = parse_duration(attach_timeout, option="--attach-timeout")

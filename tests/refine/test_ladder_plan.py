@@ -274,3 +274,21 @@ def test_a_busy_load_command_that_is_the_workload_is_not_a_saturated_generator()
     busy = _raw(generator_cpu_s=4.8)
     assert reasons(busy, baseline=False, vcpus=2, window_s=5.0, metrics_error=None)[0].startswith("generator")
     assert reasons(busy, baseline=False, vcpus=2, window_s=5.0, metrics_error=None, load_is_target=True) == []
+
+
+def test_a_thread_absent_from_the_map_is_a_fault_only_if_it_ran_since_the_attach(tmp_path: Path):
+    """hot-0 ran and is not in the map: a mismatch. The process's main thread has not run since the
+    attach's re-match (idle.txt) and is not in the map either: placed nowhere yet, no fault."""
+    from threadwise.refine.ingest import _membership
+    from threadwise.refine.validity import CellRaw
+
+    (tmp_path / "threads.txt").write_text("10 10 rolesim\n10 11 hot-0\n10 12 housekeep\n")
+    dump = [{"key": [], "value": [], "formatted": {"key": 12, "value": 2}}]
+    (tmp_path / "membership.json").write_text(json.dumps(dump))
+    (tmp_path / "idle.txt").write_text("10\n")
+    raw = CellRaw(idx=3, arm="p", level=0, repeat=1, done=True)
+    rows = _membership(raw, tmp_path, SPECS, run_id=1, idx=3)
+    assert {(r.comm, r.expected_layer, r.actual_layer) for r in rows} == {
+        ("rolesim", "rolesim", None), ("hot-0", "hot", None), ("housekeep", "rolesim", "rolesim")}
+    assert raw.mismatched == ["hot-0 (tid 11): expected hot, in none"]
+    assert raw.members == 3

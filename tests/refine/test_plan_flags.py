@@ -300,3 +300,35 @@ def test_the_watchdog_allows_the_agents_longest_self_bounded_step_and_no_more() 
     ready = "ready = { tcp_port = 6399 }"
     slow = WORKLOAD.replace(ready, f"{ready}\nready_timeout_s = 900.0")
     assert ladder.stall_bound(_plan(workload=slow)) == 900 + 180
+
+
+@pytest.mark.parametrize("shell", ["sh", "busybox"])
+def test_the_agent_tells_threads_that_have_not_run_since_a_snapshot(tmp_path: Path, shell: str) -> None:
+    """run_counts then idle_since on real processes: a sleeper that has not run since is listed, a
+    thread that wakes every 10 ms is not (schedstat's count of times on a CPU)."""
+    if shutil.which(shell) is None:
+        pytest.skip(f"needs {shell}")
+    sleeper = subprocess.Popen(["python3", "-c", "import time; print('up', flush=True); time.sleep(60)"],
+                               stdout=subprocess.PIPE, text=True)
+    waking = "import time\nprint('up', flush=True)\nwhile True: time.sleep(0.01)"
+    waker = subprocess.Popen(["python3", "-c", waking], stdout=subprocess.PIPE, text=True)
+    try:
+        for proc in (sleeper, waker):
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
+        out = tmp_path / "out"
+        (out / "arms").mkdir(parents=True)
+        # target_pids matches comm by prefix: only these two are ours among python3 processes
+        (out / "plan.sh").write_text(
+            "TARGET=python3\ntarget_pids() { echo " + f"{sleeper.pid} {waker.pid}" + "; }\n"
+            'run_counts > "$OUT/arms/a.ran"; sleep 0.5; idle_since "$OUT/arms/a.ran" > "$OUT/idle"\n')
+        argv = [shell, "sh"] if shell == "busybox" else [shell]
+        done = subprocess.run([*argv, str(ladder.agent_path()), str(out)], capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        counts = dict(line.split() for line in (out / "arms" / "a.ran").read_text().splitlines())
+        assert str(sleeper.pid) in counts and str(waker.pid) in counts
+        assert (out / "idle").read_text().split() == [str(sleeper.pid)]
+    finally:
+        for proc in (sleeper, waker):
+            proc.kill()
+            proc.wait()

@@ -162,26 +162,54 @@ nudge() {
     renice "$n" -p "$1" > /dev/null 2>&1
 }
 
-# Target thread ids that scx_layered's match map does not hold yet (never matched since the attach).
+# run_counts: "tid count" of every target thread, count being how many times it has been on a
+# CPU (schedstat's third field). Builtins only: the mid-window probe must not fork per thread.
+run_counts() {
+    target_threads | while read -r p t _; do
+        read -r _ _ n < "/proc/$p/task/$t/schedstat" 2>/dev/null && echo "$t $n"
+    done
+}
+
+# idle_since FILE: target threads that have not run since FILE (run_counts) was written. A thread
+# the scheduler has not run since the attach's re-match has not been matched either: it is
+# absent from the match map and placed nowhere yet, which is no fault (docs/lab.md "Membership").
+idle_since() {
+    [ -f "$1" ] || return 0
+    target_threads | while read -r p t _; do
+        read -r _ _ n < "/proc/$p/task/$t/schedstat" 2>/dev/null || continue
+        while read -r was count; do
+            [ "$was" = "$t" ] && [ "$count" = "$n" ] && echo "$t"
+        done < "$1"
+    done
+}
+
+# Target thread ids that have run since the attach's re-match and that scx_layered's match map
+# does not hold (idle ones are listed in $OUT/idle.tids).
 unmatched() {
     bpftool -j map dump name layer_match_dbg 2>/dev/null \
         | grep -o '"formatted":{"key":[0-9]*' | sed 's/.*://' > "$OUT/matched.tids"
-    target_threads | while read -r _ t _; do grep -qx "$t" "$OUT/matched.tids" || echo "$t"; done
+    idle_since "$OUT/arms/$1.ran" > "$OUT/idle.tids"
+    target_threads | while read -r _ t _; do
+        grep -qx "$t" "$OUT/matched.tids" || grep -qx "$t" "$OUT/idle.tids" || echo "$t"
+    done
 }
 
 # settle ARM: refresh, then wait (up to SETTLE_TIMEOUT s, refreshing every 2 s) until every
-# target thread is in the match map, so no cell starts with a thread the scheduler never placed.
-# The cells still read membership mid-window and judge it; this only removes a start-up race.
+# target thread that has run since is in the match map, so no cell starts with a thread the
+# scheduler never placed. The cells still read membership in or after the window and judge it
+# against the run counts written here (arms/ARM.ran); this only removes a start-up race.
 settle() {
+    run_counts > "$OUT/arms/$1.ran"
     refresh
     [ -n "$(target_pids)" ] || return 0
     t0=$(date +%s)
     while :; do
-        missing=$(unmatched | tr '\n' ' ')
-        [ -z "$missing" ] && { say "attach $1: every target thread matched"; return 0; }
+        missing=$(unmatched "$1" | tr '\n' ' ')
+        idle=$(wc -l < "$OUT/idle.tids" | tr -d ' ')
+        [ -z "$missing" ] && { say "attach $1: every target thread that has run is matched ($idle not run since)"; return 0; }
         elapsed=$(( $(date +%s) - t0 ))
         if [ "$elapsed" -ge "$SETTLE_TIMEOUT" ]; then
-            say "attach $1: threads still unmatched after $elapsed s: $missing"; return 0
+            say "attach $1: threads still unmatched after $elapsed s: $missing($idle not run since)"; return 0
         fi
         sleep 1
         [ $(( elapsed % 2 )) -eq 1 ] && refresh
@@ -206,7 +234,8 @@ detach() {
 # Never in a subshell for the generator's CPU: a forked shell starts with zero child times (which
 # is why the membership probe's subshell can report its own CPU, `times.probe`).
 
-# probe DIR TIMES: the target's threads and the layer each one matched (membership), in a subshell
+# probe DIR TIMES: the target's threads, the layer each one matched (membership) and those not
+# run since the attach (idle.txt), in a subshell
 # that writes its own `times` (itself, then its children) to TIMES: the generator may exit while a
 # mid-window probe runs and this shell reaps it then, so the change of this shell's child times
 # around the probe is not the probe's CPU (measured: a probe starved for seconds under background
@@ -214,6 +243,7 @@ detach() {
 probe() {
     ( target_threads > "$1/threads.txt"
       bpftool -j map dump name layer_match_dbg > "$1/membership.json" 2> "$1/membership.err"
+      idle_since "$OUT/arms/$ATTACHED.ran" > "$1/idle.txt"
       times > "$2" )
 }
 
