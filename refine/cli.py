@@ -329,10 +329,15 @@ def _refuse_existing(profiles: Path, artifacts: Path, name: str, force: bool) ->
 
 def _train_and_show(options: object) -> None:
     # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
+    from threadwise.errors import KeepDefault
     from threadwise.refine.train import train
 
-    train(options, progress=lambda line: typer.echo(line, err=True))  # type: ignore[arg-type]
     report = options.artifacts_dir / options.name / "REPORT.md"  # type: ignore[attr-defined]
+    try:
+        train(options, progress=lambda line: typer.echo(line, err=True))  # type: ignore[arg-type]
+    except KeepDefault:
+        typer.echo(report.read_text().split("## Refinement steps")[0])  # the record's verdict, then the error
+        raise
     typer.echo(report.read_text().split("## Refinement steps")[0])
     written = options.profiles_dir / f"{options.name}.toml"  # type: ignore[attr-defined]
     typer.echo(next_line(written, report, options.workload_path))  # type: ignore[attr-defined]
@@ -378,12 +383,16 @@ def rejudge_command(
             rejudge.training_from_report(con, record / "REPORT.md")
         result = rejudge.rejudge_file(con)
         if record.is_dir():
-            report.write_report(con, record)
             row = con.execute(report.sql("training")).fetchone()
             target = profile or Path(row[3])
-            if target.is_file():
+            placed = rejudge.place(con, record, target, result.verdict) if target.is_file() else target
+            if placed != target:
+                typer.echo(f"rejudge: {target} does not beat the default scheduler by today's judge: "
+                           f"moved to {placed} (keep the default; {record / 'KEEP-DEFAULT.md'} says why)")
+            elif target.is_file():
                 rejudge.rewrite_header(target, record, result.verdict)
                 typer.echo(f"rejudge: rewrote {target}'s header")
+            report.write_report(con, record)
     finally:
         con.close()
     typer.echo(f"rejudge: {result.runs} runs judged again in {ladder_file}"

@@ -30,12 +30,13 @@ from pathlib import Path
 import duckdb
 
 from threadwise.errors import InputError
-from threadwise.refine import judge, report, stats, store
+from threadwise.refine import judge, outcome, report, stats, store
 from threadwise.refine.ladder import AA_ARM, BASELINE
 from threadwise.refine.loop import BEST, CANDIDATE, START
 from threadwise.refine.store import sql
 from threadwise.refine.train import profile_header
 from threadwise.refine.validity import SPINNER_ALIVE_CPUS
+from threadwise.synthesize.provenance import says_keep_default
 
 
 @dataclass(frozen=True)
@@ -142,4 +143,20 @@ def rewrite_header(profile: Path, record: Path, verdict: str) -> None:
     if not (when and command):
         raise InputError(f"{profile}: not a trained profile (no `# Trained by threadwise` header)")
     header = profile_header(command.group(1), record, verdict, when=when.group(1))
-    profile.write_text(header + text[body_at:])
+    kept_mark = outcome.keep_default_header() if says_keep_default(old) else ""
+    profile.write_text(kept_mark + header + text[body_at:])
+
+
+def place(con: duckdb.DuckDBPyConnection, record: Path, profile: Path, verdict: str) -> Path:
+    """The record's profile where the re-judged verdict puts it (outcome.py): a profile that no
+    longer beats the default scheduler leaves the profiles folder for the record, as the best
+    candidate not to apply, and the training row says where it went. Returns where it is."""
+    name = con.execute(sql("training")).fetchone()[0]
+    chosen = outcome.decide(con, profile, record, name)
+    if chosen.wins or not profile.is_file() or profile == chosen.path:
+        return profile
+    rewrite_header(profile, record, verdict)
+    text = profile.read_text()
+    outcome.write(chosen, "", text, profile)
+    con.execute("UPDATE training SET profile_path = ?", [str(chosen.path)])
+    return chosen.path

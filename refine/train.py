@@ -32,9 +32,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from threadwise.errors import LabError, NothingMeasured, ThreadwiseError, UsageError
+from threadwise.errors import KeepDefault, LabError, NothingMeasured, ThreadwiseError, UsageError
 from threadwise.paths import write_output
-from threadwise.refine import judge, loop, report, stats, store
+from threadwise.refine import judge, loop, outcome, report, stats, store
 from threadwise.refine.diagnose import Blocker, load_blockers
 from threadwise.refine.ladder import AA_ARM, BASELINE, Arm
 from threadwise.refine.mutate import toml_text
@@ -259,9 +259,11 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
     con = store.open_ladder(ladder_file)
     try:
         store_steps(con, result, runs, repeats=options.repeats, primary=workload.objective.primary.metric)
+        # a profile goes to the profiles folder only if it beat the default scheduler (outcome.py)
+        chosen = outcome.decide(con, profile_path, record, options.name)
         store.insert(con, "training", [TrainingRow(
             name=options.name, workload=workload.name, command=options.command,
-            profile_path=str(profile_path), wall_s=time.monotonic() - started,
+            profile_path=str(chosen.path), wall_s=time.monotonic() - started,
             limitations=json.dumps(limitations(options, workload)))])
         con.execute("CHECKPOINT")
         verdict = report.verdict_sentence(con)
@@ -275,12 +277,16 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
     if record.exists():
         shutil.rmtree(record)
     staging.rename(record)
-    tmp_profile = profile_path.with_name(f".{profile_path.name}.tmp")
     written_in = options.start_profile.parent if options.start_profile is not None else work
-    best = _capture_relative_to(result.best, written_in, profile_path.parent)
-    tmp_profile.write_text(header + toml_text(best))
-    tmp_profile.replace(profile_path)
-    progress(f"train: wrote {profile_path} and {record}/ in {(time.monotonic() - started) / 60:.1f} min")
+    best = _capture_relative_to(result.best, written_in, chosen.path.parent)
+    outcome.write(chosen, header, toml_text(best), profile_path)
+    took = f"{(time.monotonic() - started) / 60:.1f} min"
+    if not chosen.wins:
+        raise KeepDefault(outcome.message(chosen),
+                          hint=f"the record is in {record}/ (REPORT.md, KEEP-DEFAULT.md, ladder.duckdb), the "
+                               f"best candidate in {chosen.path} for review, not to apply; no "
+                               f"{profile_path} was written ({took})")
+    progress(f"train: wrote {profile_path} and {record}/ in {took}")
     return profile_path
 
 

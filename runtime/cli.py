@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 
 from threadwise.durations import optional_duration, parse_duration
-from threadwise.errors import GuestCommandFailed, SchedulerFailure
+from threadwise.errors import GuestCommandFailed, SchedulerFailure, UsageError
 from threadwise.runtime import display, launcher
 from threadwise.runtime import info as runtime_info_mod
 from threadwise.runtime.config import ResolvedConfig
@@ -139,6 +139,19 @@ def lab_run(
         raise GuestCommandFailed(result.status, result.out_dir, result.console_log)
 
 
+def _refuse_keep_default(profile: Path, force: bool) -> None:
+    """A candidate its training record rejected (refine/outcome.py) is not applied by accident."""
+    # deferred: synthesize's package loads pydantic; `threadwise --help` imports this module
+    from threadwise.synthesize.provenance import says_keep_default
+
+    if force or profile.suffix != ".toml" or not profile.is_file():
+        return
+    if says_keep_default(profile.read_text(errors="replace")):
+        raise UsageError(f"{profile}: its training record says keep the default scheduler for this service "
+                         "(no measured profile beat it; KEEP-DEFAULT.md beside it says why)",
+                         hint="pass --force to apply it anyway, e.g. to measure it yourself")
+
+
 def _echo_guest(stream: str, line: str) -> None:
     """One line of the guest command's output, on our stdout or stderr, at once."""
     out = sys.stderr if stream == "stderr" else sys.stdout
@@ -187,6 +200,11 @@ def apply(
                           "a time (a re-attach to their own cgroup, a nice change for running ones), so "
                           "threads that renamed themselves are matched to their layers."),
     ] = True,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Apply a training's rejected candidate anyway (its header says keep "
+                                     "the default scheduler: no measured profile beat it)."),
+    ] = False,
 ) -> None:
     """Apply PROFILE with the bundled scx_layered; return once it is attached.
 
@@ -211,6 +229,7 @@ def apply(
     """
     duration_s = optional_duration(duration, option="--duration")
     attach_timeout_s = parse_duration(attach_timeout, option="--attach-timeout")
+    _refuse_keep_default(profile, force)
     files = RunFiles.default()
     resolved = launcher.prepare(profile, shape, files, tuple(scx_arg or ()))
     for note in resolved.notes:

@@ -66,6 +66,21 @@ class RecordNote:
 RecordCheck = Callable[[Path, "Profile"], RecordNote | None]
 
 
+# Atop a trained candidate that did not beat the default scheduler (refine/outcome.py); `apply`
+# refuses a file that carries it unless --force.
+KEEP_DEFAULT_MARK = "# threadwise-verdict: keep-default"
+
+
+def says_keep_default(text: str) -> bool:
+    """Whether a profile's header (its comment lines above the first key) carries the keep-default mark."""
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            return False
+        if line.strip() == KEEP_DEFAULT_MARK:
+            return True
+    return False
+
+
 def read_header(text: str) -> Header | None:
     """The header of a trained profile's text, or None (an untrained profile has none)."""
     lines = text.splitlines()

@@ -24,25 +24,30 @@ from typing import Annotated
 
 import typer
 
-from threadwise.errors import FindingsReported, ThreadwiseError, UsageError
+from threadwise.errors import FindingsReported, KeepDefault, ThreadwiseError, UsageError
 
 # Steps whose findings are results for this machine: only the findings code
 # (errors.py) goes on; any other non-zero status, 1 included, is a failure.
 _FINDINGS_OK = {"lint": {FindingsReported.exit_code}}
+# train's "keep the default scheduler" (no measured profile beat it) is the demo's result too: the
+# rejected candidate is then validated, compiled and linted from the record instead.
+_KEEP_DEFAULT = KeepDefault.exit_code
 NAME = "rolesim"
 # Where the demo's capture stays: train observes into its work directory build/train/NAME
 # (refine/train.py). notebooks/explore_capture.ipynb reads it by default.
 CAPTURE = Path("build") / "train" / NAME / "capture.duckdb"
 
 
-def _run(step: list[str]) -> None:
+def _run(step: list[str], *, results: frozenset[int] = frozenset()) -> int:
+    """One step as the command a user would type; its status (0, or one of `results`)."""
     shown = shlex.join(["threadwise", *step])
     typer.echo(f"\n$ {shown}", err=False)
     result = subprocess.run([sys.executable, "-m", "threadwise.cli", *step], check=False)
     if result.returncode in _FINDINGS_OK.get(step[0], set()):
         typer.echo(f"(the demo goes on: {step[0]}'s findings above are results for this machine)")
-    elif result.returncode != 0:
+    elif result.returncode != 0 and result.returncode not in results:
         raise ThreadwiseError(f"demo step failed with status {result.returncode}: {shown}")
+    return result.returncode
 
 
 def demo_command(
@@ -59,6 +64,7 @@ def demo_command(
     """Train a profile for the bundled workload in the lab, then validate, compile and lint it."""
     # deferred: the bundled workloads' builder, which `threadwise --help` (importing this module) does without
     from threadwise.refine.bundled import build
+    from threadwise.refine.outcome import candidate_path
 
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: not a directory", hint="give a directory for the demo's outputs")
@@ -69,17 +75,20 @@ def demo_command(
     profile = profiles / f"{NAME}.toml"
     config = out / "rolesim.layered.json"
     shape = "cores=2,threads-per-core=1"  # the lab guest's shape (2 vCPUs)
-    steps = [
-        ["train", "--workload", "rolesim", "--name", NAME, "--lab", "--cpus", "2", "--levels", levels,
-         "--repeats", str(repeats), "--window", f"{window:g}", "--budget", str(budget),
-         "--profiles", str(profiles), "--artifacts", str(artifacts), "--force"],
-        ["validate", str(profile)],
-        ["compile", str(profile), "--shape", shape, "--check", "-o", str(config), "--force"],
-        ["lint", str(profile), "--shape", shape],
-    ]
-    for step in steps:
+    trained = _run(["train", "--workload", "rolesim", "--name", NAME, "--lab", "--cpus", "2", "--levels",
+                    levels, "--repeats", str(repeats), "--window", f"{window:g}", "--budget", str(budget),
+                    "--profiles", str(profiles), "--artifacts", str(artifacts), "--force"],
+                   results=frozenset({_KEEP_DEFAULT}))
+    if trained == _KEEP_DEFAULT:
+        profile = candidate_path(artifacts / NAME, NAME)
+        typer.echo(f"(the demo goes on: this run's answer is keep the default scheduler; the rejected "
+                   f"candidate {profile} is checked below, for review)")
+    for step in (["validate", str(profile)],
+                 ["compile", str(profile), "--shape", shape, "--check", "-o", str(config), "--force"],
+                 ["lint", str(profile), "--shape", shape]):
         _run(step)
-    typer.echo(f"\ndemo done: profile {profile}, record {artifacts / NAME}/REPORT.md, "
+    what = "profile" if trained != _KEEP_DEFAULT else "keep the default scheduler; rejected candidate"
+    typer.echo(f"\ndemo done: {what} {profile}, record {artifacts / NAME}/REPORT.md, "
                f"scx_layered config {config}, capture {CAPTURE}")
     typer.echo(f"next: read {artifacts / NAME}/REPORT.md; `make notebook` opens notebooks that read "
                "this capture (explore_capture) and profile (review_profile); apply the profile in the lab: "

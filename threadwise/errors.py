@@ -227,5 +227,12 @@ class NothingMeasured(ThreadwiseError):
     exit_code = 11
 
 
+class KeepDefault(ThreadwiseError):
+    """Training measured no profile that beats the kernel's default scheduler: the record says
+    "keep the default scheduler for this service"; no profile to apply was written."""
+
+    exit_code = 12
+
+
 class LadderIncomplete(ThreadwiseError):
     """A ladder stopped before its last cell; the cells that finished are stored."""
