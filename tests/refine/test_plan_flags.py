@@ -251,9 +251,10 @@ def test_the_agent_waits_for_the_first_step_since_scx_layered_started_running(tm
     done = subprocess.run([*argv, str(ladder.agent_path()), str(out)], capture_output=True, text=True,
                           timeout=60, check=False)
     assert done.returncode == 0, (done.stdout, done.stderr)
-    t0, t1, t2 = (float(v) for v in (out / "stamps").read_text().split())
+    t0, t1, _t2 = (float(v) for v in (out / "stamps").read_text().split())
     assert t1 - t0 >= 2.4          # 1.5 s step + 1 s margin, less /proc/uptime's and %.1f's rounding
-    assert t2 - t1 < 1.0           # started 10 s ago: its first step is long past
+    # started 10 s ago, its first step is long past: no sleep (the log's 0.0 s below; a wall-time
+    # bound on t2 - t1 failed on a busy host, where the shell's own steps took a second)
     log = (out / "agent.log").read_text()
     assert "attach fresh: first step (every 1500 ms) in 2.5 s" in log
     assert "attach old: first step (every 1500 ms) in 0.0 s" in log

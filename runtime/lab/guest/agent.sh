@@ -141,11 +141,19 @@ first_step() {
 # wake-up, and a runnable one (a spinner, or a thread renamed after its match that never blocks)
 # when `nudge` re-queues it. Paced, so the pool refills between matches.
 refresh() {
+    reattach
+    nudge_runnable
+}
+
+reattach() {
     for p in $(target_pids); do
         cg=$(sed -n 's/^0:://p' "/proc/$p/cgroup" 2>/dev/null)
         echo "$p" > "/sys/fs/cgroup${cg%/}/cgroup.procs" 2>/dev/null \
             || say "refresh: could not re-attach $p to its cgroup ${cg:-?}"
     done
+}
+
+nudge_runnable() {
     target_threads | while read -r p t _; do
         st=$(sed 's/.*) //' "/proc/$p/task/$t/stat" 2>/dev/null | cut -c1)
         [ "$st" = R ] && nudge "$t"
@@ -199,8 +207,11 @@ unmatched() {
 # scheduler never placed. The cells still read membership in or after the window and judge it
 # against the run counts written here (arms/ARM.ran); this only removes a start-up race.
 settle() {
+    # the run counts right after the flags are set: a thread that runs after this is matched as it
+    # becomes runnable, so one that has run since and is still absent from the map is a fault
+    reattach
     run_counts > "$OUT/arms/$1.ran"
-    refresh
+    nudge_runnable
     [ -n "$(target_pids)" ] || return 0
     t0=$(date +%s)
     while :; do
