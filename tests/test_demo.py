@@ -1,4 +1,5 @@
-"""`demo` goes on after lint's findings (exit 7) and stops on any other non-zero status."""
+"""`demo` goes on after lint's findings (exit 7) and train's keep-the-default (exit 12), and stops
+on any other non-zero status."""
 
 from __future__ import annotations
 
@@ -30,3 +31,12 @@ def test_only_the_findings_code_is_not_fatal(sample, capfd):
     assert "error" not in shown.out + shown.err
     with pytest.raises(ThreadwiseError, match="demo step failed with status 2"):
         demo._run(["lint", str(sample.with_name("missing.toml"))])
+
+
+def test_a_status_the_step_names_as_a_result_is_returned_not_raised(sample):
+    # validate of a missing file exits 2: a result only where the caller says so (train's 12)
+    missing = str(sample.with_name("missing.toml"))
+    assert demo._run(["validate", missing], results=frozenset({2})) == 2
+    assert demo._run(["validate", str(sample)]) == 0
+    with pytest.raises(ThreadwiseError, match="status 2"):
+        demo._run(["validate", missing], results=frozenset({demo._KEEP_DEFAULT}))
