@@ -7,8 +7,8 @@ the lab's measurements steady beside other work, and what does it cost when two 
 
 Each run is one ladder with three arms, as the calibration pool's (benchmarks/lab_modes.py):
 `baseline`, `baseline-aa` (the default scheduler again: the A/A floors) and `exclusive`
-(profiles/rolesim.toml for the lab shape: a known effect, hot-0 on a CPU of its own), in ABBA
-order, stored in one ladder file (`-o`, committed under benchmarks/data/ so the judge's
+(artifacts/rolesim/rolesim.not-a-profile.toml for the lab shape: a known effect, hot-0 on a CPU
+of its own), in ABBA order, stored in one ladder file (`-o`, committed under benchmarks/data/ so the judge's
 calibration re-runs on it without a VM: `benchmarks/calibration.py --pool FILE`). What ran
 beside it (`--beside`):
 
@@ -261,7 +261,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=6)
     parser.add_argument("--window", type=float, default=3.0)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--profile", type=Path, default=ROOT / "profiles" / "rolesim.toml")
+    parser.add_argument("--profile", type=Path,
+                        default=ROOT / "artifacts" / "rolesim" / "rolesim.not-a-profile.toml")
     parser.add_argument("-o", "--output", type=Path, default=ROOT / "build" / "bench" / "lab-busy.duckdb")
     parser.add_argument("--calibration", action="store_true",
                         help=f"also {TWIN} (a third identical arm) and {BAD} ({BAD_PROFILE.name}): the "

@@ -9,7 +9,7 @@ under background load while the default scheduler loses (LAB.md: 1.7x at bg=2, 2
 at bg=4).
 
 Each run is one ladder with three arms, `baseline`, `baseline-aa` (the same default
-scheduler again) and `exclusive` (profiles/rolesim.toml for the lab shape), in ABBA
+scheduler again) and `exclusive` (artifacts/rolesim/rolesim.not-a-profile.toml for the lab shape), in ABBA
 order, stored with everything else in one ladder file (`-o`, committed under
 benchmarks/data/ as the calibration pool of benchmarks/calibration.py). `--host
 loaded` runs benchmarks/hostburst.py's seeded bursts beside the VM. The summary per
@@ -86,7 +86,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--window", type=float, default=3.0)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--profile", type=Path, default=Path("profiles/rolesim.toml"))
+    parser.add_argument("--profile", type=Path, default=Path("artifacts/rolesim/rolesim.not-a-profile.toml"))
     parser.add_argument("-o", "--output", type=Path, default=Path("build/bench/lab-modes.duckdb"))
     args = parser.parse_args()
     if args.mode != "multi":

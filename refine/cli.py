@@ -165,7 +165,7 @@ def ladder_command(
     verdict pools that level's A/A pairs with its own; --no-aa saves that arm, and its
     verdicts rest on their own pairs alone.
 
-      threadwise ladder rolesim --arm profiles/rolesim.toml --lab --levels 0,2,4 --repeats 3
+      threadwise ladder redis --arm profiles/redis.toml --lab --levels 0,2,4 --repeats 3
     """
     # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
     from threadwise.refine import report

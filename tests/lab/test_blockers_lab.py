@@ -1,8 +1,9 @@
 """Who blocked whom, for real: a short rolesim ladder in the initramfs guest traces one extra cell.
 
-One boot (TCG, 2 vCPUs): `baseline` and profiles/rolesim.toml (latency groups `worker` and
-`feeder`), one level (bg=1), one repeat, 3-s windows. The profile arm's turn ends with a trace
-cell: the libbpf tracer, packed into the initramfs with its libraries, is live over its window,
+One boot (TCG, 2 vCPUs): `baseline` and rolesim's trained candidate
+(artifacts/rolesim/rolesim.not-a-profile.toml: latency groups `worker` and `feeder`), one level
+(bg=1), one repeat, 3-s windows. The profile arm's turn ends with a trace cell: the libbpf
+tracer, packed into the initramfs with its libraries, is live over its window,
 its records come back over the serial console, and ingest stores the blockers of both latency
 groups in the ladder file's `blocker` table. The trace cell's own metrics against the measured
 cell of the same arm and level (printed) are what tracing cost.
@@ -22,7 +23,7 @@ from threadwise.refine.ladder import BASELINE, Arm
 from threadwise.refine.run import Where, arm_from_file, run_ladder
 from threadwise.refine.workload import bundled_workload_path, parse_workload
 
-PROFILE = Path(__file__).parents[2] / "profiles" / "rolesim.toml"
+PROFILE = Path(__file__).parents[2] / "artifacts" / "rolesim" / "rolesim.not-a-profile.toml"
 pytestmark = pytest.mark.timeout(900)
 
 

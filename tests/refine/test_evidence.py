@@ -34,7 +34,8 @@ def repo(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("repo")
     (root / "profiles").mkdir()
     (root / "artifacts" / "rolesim").mkdir(parents=True)
-    shutil.copyfile(ROOT / "profiles" / "rolesim.toml", root / "profiles" / "rolesim.toml")
+    shutil.copyfile(ROOT / "artifacts" / "rolesim" / "rolesim.not-a-profile.toml",
+                    root / "profiles" / "rolesim.toml")
     record = root / "artifacts" / "rolesim" / "ladder.duckdb"
     shutil.copyfile(ROOT / "artifacts" / "rolesim" / "ladder.duckdb", record)
     store.open_ladder(record).close()
