@@ -252,7 +252,7 @@ def apply(
     else:
         state = launcher.apply_background(resolved, files, attach_timeout_s=attach_timeout_s)
         if rematch:
-            launcher.rematch_targets(resolved.config)
+            launcher.rematch_targets(resolved.config, files)
         _err(display.membership(launcher.status(files, interval_s=0.2).membership))
     print(json.dumps(state.to_json(), indent=2) if as_json else display.applied(state, resolved))
 
@@ -268,7 +268,7 @@ def _timed(resolved: ResolvedConfig, files: RunFiles, *, duration_s: float, atta
     state = launcher.apply_background(resolved, files, attach_timeout_s=attach_timeout_s,
                                       duration_s=duration_s + TIMED_BACKSTOP_S)
     if rematch:
-        launcher.rematch_targets(resolved.config)
+        launcher.rematch_targets(resolved.config, files)
     if not as_json:
         print(display.applied(state, resolved), flush=True)
     _err(f"apply: holding for {duration_s:g} s, then the per-layer summary and stop")

@@ -149,7 +149,8 @@ def membership(found: dict | None) -> str:
     for layer, members in per_layer.items():
         inside = sum(1 for row in members if row["actual"] == row["expected"])
         bad = [f"{row['comm']} ({row['tid']}) in "
-               + (row["actual"] or "no layer (not runnable since the attach)")
+               + (row["actual"] or ("no layer, though it has run since the re-match" if row.get("ran")
+                                    else "no layer (not matched since the attach)"))
                for row in members if not row["ok"]]
         flagged = "MISMATCH: " + ", ".join(bad) if bad else "-"
         lines.append(f"{layer:<16} {len(members):>7} {inside:>6}  {flagged}")

@@ -18,6 +18,7 @@ the supervisor stops scx_layered and confirms `disabled`.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -135,6 +136,7 @@ def prepare(path: Path, shape: str, files: RunFiles,
     resolved = config_mod.resolve_input(loaded, shape, scx_args)
     files.root.mkdir(parents=True, exist_ok=True)
     config_mod.write_config(resolved, files.config)
+    files.run_counts.unlink(missing_ok=True)  # an earlier apply's: this one re-matches anew, or not
     return resolved
 
 
@@ -236,23 +238,30 @@ def _membership(files: RunFiles) -> dict:
     from threadwise.synthesize.layered import LayerConfig
 
     try:
-        rows = membership.membership(LayerConfig.load(files.config))   # the applied copy, read typed
+        since = None
+        if files.run_counts.is_file():  # written by the last re-match: who has run since
+            since = {int(tid): count for tid, count in json.loads(files.run_counts.read_text()).items()}
+        rows = membership.membership(LayerConfig.load(files.config), since=since)   # the applied copy
     except (OSError, ValueError, ThreadwiseError) as error:
         return {"threads": [], "error": getattr(error, "message", str(error))}
     return {"threads": [row.to_json() for row in rows], "error": None}
 
 
-def rematch_targets(config: LayerConfig) -> list[int]:
-    """Make the config's target processes re-enter the run queue, so renamed threads re-match."""
+def rematch_targets(config: LayerConfig, files: RunFiles | None = None) -> list[int]:
+    """Have scx_layered match the config's target threads again (membership.rematch); their run
+    counts then go to `files.run_counts`, so `status` tells a thread still parked from a fault."""
     # deferred: membership, which `threadwise --help` (importing this module) does without
     from threadwise.runtime import membership
 
     pids = membership.pids_with_comm_prefix(membership.target_prefixes(config))
+    counts: dict[int, int] = {}
     for pid in pids:
         try:
-            membership.rematch(pid)
+            counts.update(membership.rematch(pid))
         except ProcessLookupError:
             continue
+    if files is not None:
+        files.run_counts.write_text(json.dumps(counts))
     return pids
 
 

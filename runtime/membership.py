@@ -54,10 +54,14 @@ class ThreadLayer:
     process: str
     expected: str | None  # None: no name-decidable layer (AvgRuntime, cgroup matchers)
     actual: str | None  # None: not in the map (never matched since the attach)
+    # False: it has not run since the re-match set its refresh flag (its schedstat count of times
+    # on a CPU unchanged), so it is placed nowhere yet, which is no fault; None: not known
+    ran: bool | None = None
 
     @property
     def ok(self) -> bool:
-        return self.expected is None or self.expected == self.actual
+        placed_nowhere_yet = self.actual is None and self.ran is False
+        return self.expected is None or self.expected == self.actual or placed_nowhere_yet
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}
@@ -156,27 +160,53 @@ def expected_layer(config: LayerConfig, comm: str, process: str) -> str | None:
 
 
 def classify(config: LayerConfig, threads: list[tuple[int, int, str, str]],
-             layer_of: dict[int, int]) -> list[ThreadLayer]:
-    """(pid, tid, comm, process comm) threads against the map: expected and actual layer of each."""
+             layer_of: dict[int, int], ran: dict[int, bool] | None = None) -> list[ThreadLayer]:
+    """(pid, tid, comm, process comm) threads against the map: expected and actual layer of each;
+    `ran`: tid -> whether it has run since the re-match (unknown for a tid it lacks)."""
     names = config.layer_names()
     rows = []
     for pid, tid, comm, process in threads:
         index = layer_of.get(tid)
         actual = names[index] if index is not None and 0 <= index < len(names) else None
-        rows.append(ThreadLayer(tid, pid, comm, process, expected_layer(config, comm, process), actual))
+        rows.append(ThreadLayer(tid, pid, comm, process, expected_layer(config, comm, process), actual,
+                                (ran or {}).get(tid)))
     return rows
 
 
+def run_count(pid: int, tid: int) -> int | None:
+    """How many times the thread has been on a CPU (schedstat's third field), None if gone."""
+    text = _read(PROC / str(pid) / "task" / str(tid) / "schedstat")
+    fields = text.split() if text else []
+    return int(fields[2]) if len(fields) >= 3 else None
+
+
+def run_counts(pids: list[int]) -> dict[int, int]:
+    """tid -> run count of every thread of `pids`."""
+    counts = {}
+    for pid in pids:
+        for tid, _ in process_threads(pid):
+            count = run_count(pid, tid)
+            if count is not None:
+                counts[tid] = count
+    return counts
+
+
 def membership(config: LayerConfig, *, pids: list[int] | None = None,
-               match_map: dict[int, int] | None = None) -> list[ThreadLayer]:
-    """Every thread of the target processes with its expected and actual layer."""
+               match_map: dict[int, int] | None = None,
+               since: dict[int, int] | None = None) -> list[ThreadLayer]:
+    """Every thread of the target processes with its expected and actual layer; `since` (the run
+    counts taken at the re-match) tells a thread that has not run since from one that has."""
     if pids is None:
         pids = pids_with_comm_prefix(target_prefixes(config))
     if match_map is None:
         match_map = read_match_map()
     threads = [(pid, tid, comm, _read(PROC / str(pid) / "comm") or "?")
                for pid in pids for tid, comm in process_threads(pid)]
-    return classify(config, threads, match_map)
+    ran = None
+    if since is not None:
+        now = {tid: run_count(pid, tid) for pid, tid, _, _ in threads}
+        ran = {tid: count != since[tid] for tid, count in now.items() if tid in since and count is not None}
+    return classify(config, threads, match_map, ran)
 
 
 def cgroup2_root(mounts: str | None = None) -> Path | None:
@@ -202,7 +232,7 @@ def nudge(tid: int) -> None:
     os.setpriority(os.PRIO_PROCESS, tid, nice)
 
 
-def rematch(pid: int, *, pace_s: float = 0.02) -> None:
+def rematch(pid: int, *, pace_s: float = 0.02) -> dict[int, int]:
     """Have scx_layered match every thread of `pid` again as it next becomes runnable, one at a time.
 
     Why not stop and continue the process: scx_layered's match map allocates each new entry from
@@ -211,8 +241,9 @@ def rematch(pid: int, *, pace_s: float = 0.02) -> None:
     in a burst"). Re-attaching the process to the cgroup it is in sets every thread's refresh
     flag (scx_layered's tp_btf/cgroup_attach_task) and moves nothing; sleeping threads re-match
     at their next wake-up, and runnable ones (a spinner renamed after its match) when `nudge`
-    re-queues them, paced. Raises ProcessLookupError when `pid` is gone; a host without cgroup v2
-    or that refuses the write gets the nudges alone."""
+    re-queues them, paced. Returns the threads' run counts taken right after the flags were set
+    (`membership(since=...)`). Raises ProcessLookupError when `pid` is gone; a host without
+    cgroup v2 or that refuses the write gets the nudges alone."""
     lines = _read(PROC / str(pid) / "cgroup")
     if lines is None:
         raise ProcessLookupError(pid)
@@ -221,11 +252,13 @@ def rematch(pid: int, *, pace_s: float = 0.02) -> None:
     if root is not None and path is not None:
         with contextlib.suppress(OSError):
             (root / path.lstrip("/") / "cgroup.procs").write_text(f"{pid}\n")
+    counts = run_counts([pid])
     for tid, _ in process_threads(pid):
         if _state(pid, tid) == "R":
             with contextlib.suppress(OSError):  # the thread ended meanwhile
                 nudge(tid)
         time.sleep(pace_s)
+    return counts
 
 
 def summarize(rows: list[ThreadLayer]) -> str:

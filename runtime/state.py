@@ -70,6 +70,11 @@ class RunFiles:
     def supervisor_log(self) -> Path:
         return self.root / "supervisor.log"
 
+    @property
+    def run_counts(self) -> Path:
+        """tid -> run count of the target threads at the last re-match (membership.py)."""
+        return self.root / "run-counts.json"
+
 
 @dataclass
 class RunState:

@@ -23,7 +23,13 @@ def test_layer_counts_come_with_their_meaning() -> None:
     assert "tasks: scx_layered's own count" in notes and "becomes runnable after the attach" in notes
     assert "workload: this profile's threads" in notes
     table = display.membership(found)
-    assert "bio_close_file (11) in no layer (not runnable since the attach)" in table
+    assert "bio_close_file (11) in no layer (not matched since the attach)" in table
+    # with the re-match's run counts: one that ran since is a fault, one still parked is not
+    found["threads"][0]["ran"] = True
+    found["threads"][1].update(ran=False, ok=True)
+    table = display.membership(found)
+    assert "bio_close_file (11) in no layer, though it has run since the re-match" in table
+    assert "bio_aof" not in table
 
 
 def test_without_membership_the_tasks_note_still_shows() -> None:

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,34 @@ def test_map_dump_parses_btf_and_raw_forms():
     assert membership.parse_map_dump(json.dumps(btf)) == {138: 1}
     assert membership.parse_map_dump(json.dumps(raw)) == {139: 2}
     assert membership.parse_map_dump("") == {}
+
+
+def test_a_thread_in_no_layer_is_a_fault_only_if_it_ran_since_the_re_match():
+    """Real processes, an empty match map: the parked one is placed nowhere yet (ok), the one that
+    wakes every 10 ms has run since the run counts were taken and is not in the map (a fault)."""
+    from threadwise.synthesize.layered import LayerConfig
+
+    config = LayerConfig.from_json_data([{"name": "py", "matches": [[{"PcommPrefix": "python"}]],
+                                          "kind": {"Open": {}}},
+                                         {"name": "rest", "matches": [[]], "kind": {"Open": {}}}])
+    parked = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    waking = "import time\nprint('up', flush=True)\nwhile True: time.sleep(0.01)"
+    waker = subprocess.Popen([sys.executable, "-c", waking], stdout=subprocess.PIPE, text=True)
+    try:
+        for proc in (parked, waker):
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
+        pids = [parked.pid, waker.pid]
+        since = membership.run_counts(pids)
+        deadline = time.monotonic() + 30  # until the waker has run again (a busy host may delay it)
+        while membership.run_count(waker.pid, waker.pid) == since[waker.pid] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        rows = {row.pid: row for row in membership.membership(config, pids=pids, match_map={}, since=since)}
+        assert rows[parked.pid].ran is False and rows[parked.pid].ok
+        assert rows[waker.pid].ran is True and not rows[waker.pid].ok
+        unknown = membership.membership(config, pids=pids, match_map={})
+        assert all(row.ran is None and not row.ok for row in unknown)
+    finally:
+        for proc in (parked, waker):
+            proc.kill()
+            proc.wait()
