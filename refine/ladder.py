@@ -90,7 +90,7 @@ def stall_bound(plan: Plan, attach_timeout_s: float = 240.0) -> float:
     its longest self-bounded step (an attach and the first step after it, a service's start or
     stop, a cell's warm-up, window and load timeout, a trace cell's start and send), plus 180 s
     for the boot before its first line and the probes between."""
-    # deferred like plan_script's: blockers loads duckdb and pydantic
+    # deferred: blockers loads duckdb and pydantic, which this module's other callers do without
     from threadwise.refine import blockers
 
     objective = plan.workload.objective

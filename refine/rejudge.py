@@ -158,5 +158,5 @@ def place(con: duckdb.DuckDBPyConnection, record: Path, profile: Path, verdict: 
     rewrite_header(profile, record, verdict)
     text = profile.read_text()
     outcome.write(chosen, "", text, profile)
-    con.execute("UPDATE training SET profile_path = ?", [str(chosen.path)])
+    con.execute(sql("move_profile"), [str(chosen.path)])
     return chosen.path

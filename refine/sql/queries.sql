@@ -261,3 +261,9 @@ SELECT count(*) AS cells FROM cell WHERE run_id = ?;
 -- Parameters: ? INTEGER run_id; ? VARCHAR reference arm; ? VARCHAR candidate arm; ? VARCHAR metric
 SELECT max(pairs) AS pairs FROM comparison
 WHERE run_id = ? AND reference = ? AND candidate = ? AND metric = ?;
+
+-- name: move_profile
+-- A training record's profile moved by rejudge's rule (outcome.py: only a winner is a profile).
+-- Columns: none
+-- Parameters: profile_path VARCHAR, where the profile (or the rejected candidate) now is
+UPDATE training SET profile_path = ?;
