@@ -21,11 +21,20 @@ ROOT = Path(__file__).parents[2]
 
 
 def _copy(name: str, root: Path) -> tuple[Path, Path]:
+    """A scratch copy of a committed record, and its profile as train wrote it to profiles/: the
+    committed one, or the rejected candidate without the two lines the rule put atop it."""
     record = root / "artifacts" / name
     shutil.copytree(ROOT / "artifacts" / name, record)
     (root / "profiles").mkdir(exist_ok=True)
     profile = root / "profiles" / f"{name}.toml"
-    shutil.copyfile(ROOT / "profiles" / f"{name}.toml", profile)
+    committed = ROOT / "profiles" / f"{name}.toml"
+    if committed.is_file():
+        shutil.copyfile(committed, profile)
+    else:
+        text = candidate_path(ROOT / "artifacts" / name, name).read_text()
+        profile.write_text(text.removeprefix(outcome.keep_default_header()))
+        (record / f"{name}.not-a-profile.toml").unlink()
+        (record / "KEEP-DEFAULT.md").unlink()
     return record, profile
 
 

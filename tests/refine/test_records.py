@@ -52,6 +52,12 @@ def test_readme_and_report_show_the_judges_table(record: Path) -> None:
     report_md = (record / "REPORT.md").read_text()
     assert "\n".join(table) in report_md
     assert verdict in report_md
-    profile_header = (ROOT / "profiles" / f"{record.name}.toml").read_text().split("# threadwise profile")[0]
+    # the record names its profile: profiles/NAME.toml, or its rejected candidate (outcome.py)
+    con = store.open_ladder(record / "ladder.duckdb", read_only=True)
+    try:
+        (named,) = con.execute(report.sql("training")).fetchone()[3:4]
+    finally:
+        con.close()
+    profile_header = (ROOT / named).read_text().split("# threadwise profile")[0]
     plain = re.sub(r"\s+", " ", verdict.replace("**", ""))
     assert plain in re.sub(r"\s*\n#\s*", " ", profile_header)

@@ -8,6 +8,7 @@ the host refuses (not root), it must say that instead and change nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -36,7 +37,13 @@ def _nice(tid: int) -> int:
 
 
 def _thread_nices(pid: int) -> dict[int, int]:
-    return {int(t.name): _nice(int(t.name)) for t in Path(f"/proc/{pid}/task").iterdir()}
+    """tid -> nice of the process's threads; a thread that ends while they are read is left out
+    (a pytest process's helper threads come and go: one did between the listing and its stat)."""
+    nices = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            nices[int(task.name)] = _nice(int(task.name))
+    return nices
 
 
 def _wait_threads(pid: int, count: int, timeout_s: float = 30.0) -> None:
