@@ -385,13 +385,11 @@ def rejudge_command(
         if record.is_dir():
             row = con.execute(report.sql("training")).fetchone()
             target = profile or Path(row[3])
-            placed = rejudge.place(con, record, target, result.verdict) if target.is_file() else target
-            if placed != target:
-                typer.echo(f"rejudge: {target} does not beat the default scheduler by today's judge: "
+            if target.is_file():
+                placed = rejudge.place(con, record, target, result.verdict)
+                typer.echo(f"rejudge: rewrote {target}'s header" if placed == target else
+                           f"rejudge: {target} does not beat the default scheduler by today's judge: "
                            f"moved to {placed} (keep the default; {record / 'KEEP-DEFAULT.md'} says why)")
-            elif target.is_file():
-                rejudge.rewrite_header(target, record, result.verdict)
-                typer.echo(f"rejudge: rewrote {target}'s header")
             report.write_report(con, record)
     finally:
         con.close()

@@ -66,16 +66,16 @@ def _membership(raw: CellRaw, directory: Path, config: LayerConfig, run_id: int,
         return []
     threads = [line.split(maxsplit=2) for line in threads_text.splitlines() if line.strip()]
     process_comm = {int(pid): comm for pid, tid, comm in threads if pid == tid}
+    # idle.txt: the threads that have not run since the attach's re-match (agent.sh idle_since);
+    # ThreadLayer.ok holds one of them absent from the map to be placed nowhere yet, no fault
+    idle = _tids(directory / "idle.txt") if (directory / "idle.txt").is_file() else None
+    ran = None if idle is None else {int(tid): int(tid) not in idle for _, tid, _ in threads}
     found = classify(config, [(int(pid), int(tid), comm, process_comm.get(int(pid), comm))
-                             for pid, tid, comm in threads], layer_of)
+                             for pid, tid, comm in threads], layer_of, ran)
     rows = [MembershipRow(run_id=run_id, idx=idx, tid=t.tid, comm=t.comm, expected_layer=t.expected,
                           actual_layer=t.actual) for t in found]
-    # A thread absent from the map that has not run since the attach's re-match is placed nowhere
-    # yet, which is no fault; one that ran and is absent, or sits in another layer, is
-    # (docs/lab.md "Membership: entries lost in a burst").
-    idle = _tids(directory / "idle.txt")
     raw.mismatched += [f"{t.comm} (tid {t.tid}): expected {t.expected}, in {t.actual or 'none'}"
-                       for t in found if not t.ok and not (t.actual is None and t.tid in idle)]
+                       for t in found if not t.ok]
     raw.members = len(rows)
     if not rows:
         raw.membership_error = "no target threads found during the window"
@@ -83,9 +83,8 @@ def _membership(raw: CellRaw, directory: Path, config: LayerConfig, run_id: int,
 
 
 def _tids(path: Path) -> set[int]:
-    """Thread ids, one a line (a file the agent did not write: none)."""
-    text = path.read_text() if path.is_file() else ""
-    return {int(word) for word in text.split() if word.isdigit()}
+    """Thread ids, one a line."""
+    return {int(word) for word in path.read_text().split() if word.isdigit()}
 
 
 def _metrics(plan: Plan, out: Path, directory: Path) -> tuple[dict[str, float], str | None]:

@@ -53,6 +53,12 @@ if TYPE_CHECKING:
 # After an attach, the agent re-matches the target and waits this long (s) for every target thread
 # to appear in scx_layered's match map before the first cell (a TCG guest is slow).
 SETTLE_TIMEOUT_S = 20
+ATTACH_TIMEOUT_S = 240.0  # how long the agent waits for scx_layered to attach (TCG: 25-57 s measured)
+
+
+def load_timeout_s(window_s: float) -> float:
+    """How long the agent lets a load generator run before stopping it (its cell is then invalid)."""
+    return max(120.0, window_s * 20)
 
 
 def _function(name: str, argv: list[str], *, replace: bool = False) -> str:
@@ -85,7 +91,7 @@ def _ready_function(workload: Workload, tcp_probe: str = "python") -> str:
     return _function("ready_cmd", render_argv(list(ready.command), window_s=workload.objective.window_s))
 
 
-def stall_bound(plan: Plan, attach_timeout_s: float = 240.0) -> float:
+def stall_bound(plan: Plan, attach_timeout_s: float = ATTACH_TIMEOUT_S) -> float:
     """The longest the agent may rightly stay silent running `plan` (runtime/lab/watchdog.py):
     its longest self-bounded step (an attach and the first step after it, a service's start or
     stop, a cell's warm-up, window and load timeout, a trace cell's start and send), plus 180 s
@@ -98,7 +104,7 @@ def stall_bound(plan: Plan, attach_timeout_s: float = 240.0) -> float:
     steps = [attach_timeout_s + SETTLE_TIMEOUT_S + max((step_interval_ms(plan.arm(name).scx_args) / 1000
                                                         for name, _ in plan.turns
                                                         if not plan.arm(name).is_baseline), default=0),
-             objective.warmup_s + window + max(120.0, window * 20),
+             objective.warmup_s + window + load_timeout_s(window),
              blockers.TRACE_START_TIMEOUT_S + blockers.TRACE_SEND_TIMEOUT_S]
     if plan.workload.service is not None:
         steps += [plan.workload.service.ready_timeout_s, plan.workload.service.stop_timeout_s]
@@ -106,7 +112,7 @@ def stall_bound(plan: Plan, attach_timeout_s: float = 240.0) -> float:
 
 
 def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
-                attach_timeout_s: float = 240.0, spin_args: str = "", tcp_probe: str = "python",
+                attach_timeout_s: float = ATTACH_TIMEOUT_S, spin_args: str = "", tcp_probe: str = "python",
                 tracer: Path | str | None = "auto") -> str:
     """plan.sh for guest/agent.sh: variables, the workload's commands, then one step a line.
 
@@ -135,7 +141,7 @@ def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
         f"MEMBERSHIP_AT={min(1.0, window / 2):g}",
         # a load generator that hangs (redis-benchmark retries forever without a server) is
         # stopped after this long; its cell is then invalid (load exit status)
-        f"LOAD_TIMEOUT={int(max(120.0, window * 20))}",
+        f"LOAD_TIMEOUT={int(load_timeout_s(window))}",
         f"LOAD_SOURCE={q(workload.load.source)}",
         f"SPIN={q(str(spin))}",
         f"SPIN_ARGS={q(spin_args)}",

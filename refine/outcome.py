@@ -4,7 +4,7 @@ Problem: train wrote `profiles/NAME.toml` whatever its record said, so a profile
 that lost to the kernel's default scheduler (poolservice: 0.47x requests/s at 4
 spinners) sat beside the winners, and only REPORT.md said not to apply it.
 
-Approach: the judge's verdict on the final profile (report.beats_default) decides.
+Approach: the judge's verdict on the final profile (report.final_comparison) decides.
 A win is written to the profiles folder as before. Otherwise the record says
 "keep the default scheduler for this service" (KEEP-DEFAULT.md, with the measured
 reasons per class of candidate tried) and the best candidate stays in the record
@@ -46,9 +46,10 @@ def keep_default_header() -> str:
 
 def decide(con: duckdb.DuckDBPyConnection, profile_path: Path, record: Path, name: str) -> Outcome:
     """Where this record's profile belongs, from the ladder file alone."""
-    if report.beats_default(con):
+    final = report.final_comparison(con)
+    if final is not None and final.wins:
         return Outcome(True, profile_path, [])
-    return Outcome(False, candidate_path(record, name), report.keep_default_reasons(con))
+    return Outcome(False, candidate_path(record, name), report.keep_default_reasons(con, final))
 
 
 def write(outcome: Outcome, header: str, body: str, profile_path: Path) -> None:

@@ -148,15 +148,15 @@ def rewrite_header(profile: Path, record: Path, verdict: str) -> None:
 
 
 def place(con: duckdb.DuckDBPyConnection, record: Path, profile: Path, verdict: str) -> Path:
-    """The record's profile where the re-judged verdict puts it (outcome.py): a profile that no
-    longer beats the default scheduler leaves the profiles folder for the record, as the best
-    candidate not to apply, and the training row says where it went. Returns where it is."""
+    """The record's profile with the re-judged verdict in its header, where that verdict puts it
+    (outcome.py): a profile that no longer beats the default scheduler leaves the profiles folder
+    for the record, as the best candidate not to apply, and the training row says where it went.
+    Returns where it is."""
+    rewrite_header(profile, record, verdict)
     name = con.execute(sql("training")).fetchone()[0]
     chosen = outcome.decide(con, profile, record, name)
-    if chosen.wins or not profile.is_file() or profile == chosen.path:
+    if chosen.wins or profile == chosen.path:
         return profile
-    rewrite_header(profile, record, verdict)
-    text = profile.read_text()
-    outcome.write(chosen, "", text, profile)
+    outcome.write(chosen, "", profile.read_text(), profile)
     con.execute(sql("move_profile"), [str(chosen.path)])
     return chosen.path

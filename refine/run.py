@@ -128,10 +128,11 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
                                 spin=build("spin"), scx=scx, tcp_probe="nc" if initramfs else "python",
                                 spin_args=background)
     ladder.write_plan(plan, out, script)
-    # The guest runs while it makes progress (runtime/lab/watchdog.py): stopped after the agent's
-    # longest rightful silence, and in all at `timeout_s` or three times the estimate (a host that
-    # slow measures nothing worth keeping, and a run must end).
-    budget = timeout_s or 3 * _timeout(plan)
+    # The initramfs guest runs while it makes progress (runtime/lab/watchdog.py): stopped after the
+    # agent's longest rightful silence, and in all at `timeout_s` or three times the estimate (a
+    # host that slow measures nothing worth keeping, and a run must end). Elsewhere the estimate is
+    # a plain deadline, with no watchdog to end a stuck run sooner.
+    budget = timeout_s or (3 if initramfs else 1) * _timeout(plan)
     progress(f"ladder: {len(plan.cells)} cells ({len(arms)} arms x {len(plan.levels)} levels x "
              f"{repeats} repeats, {workload.objective.window_s:g} s windows), "
              + (f"in the lab ({place.cpus} vCPUs, TCG, {place.guest} guest)" if place.lab else "on this host")
@@ -143,7 +144,7 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
         execution = ladder.execute(out, lab=place.lab, cpus=place.cpus, timeout_s=budget,
                                    progress=lambda line: progress(f"  {line}"), guest=place.guest,
                                    host_priority=place.host_priority, on_cell=interim,
-                                   stall_s=ladder.stall_bound(plan))
+                                   stall_s=ladder.stall_bound(plan) if initramfs else None)
     except BaseException as error:  # keep what was measured: ingest, then re-raise
         execution = Execution(None, place.cpus, place.lab, 0.0, 255)
         progress(f"ladder: stopped early ({type(error).__name__}: {error}); keeping the cells that finished")

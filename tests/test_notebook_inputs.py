@@ -26,9 +26,11 @@ from threadwise import demo
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _inputs(name: str, repo: Path, monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
-    """Run notebooks/NAME up to its first code cell inside `repo`/notebooks; the text it showed."""
-    for key in ("THREADWISE_CAPTURE", "THREADWISE_PROFILE"):
+def _first_cell(name: str, repo: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], *,
+                allow_errors: bool = False) -> list[dict]:
+    """Run notebooks/NAME up to its first code cell inside `repo`/notebooks, with only `env` of the
+    notebooks' variables set; that cell's outputs."""
+    for key in ("THREADWISE_CAPTURE", "THREADWISE_PROFILE", "THREADWISE_LADDER", "THREADWISE_LADDER_RUN"):
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
@@ -36,9 +38,14 @@ def _inputs(name: str, repo: Path, monkeypatch: pytest.MonkeyPatch, **env: str) 
     first_code = next(i for i, cell in enumerate(nb.cells) if cell.cell_type == "code")
     nb.cells = nb.cells[:first_code + 1]
     (repo / "notebooks").mkdir(parents=True, exist_ok=True)
-    NotebookClient(nb, timeout=120, kernel_name="python3",
+    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=allow_errors,
                    resources={"metadata": {"path": str(repo / "notebooks")}}).execute()
-    outputs = nb.cells[first_code].get("outputs", [])
+    return nb.cells[first_code].get("outputs", [])
+
+
+def _inputs(name: str, repo: Path, monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
+    """Run notebooks/NAME up to its first code cell inside `repo`/notebooks; the text it showed."""
+    outputs = _first_cell(name, repo, monkeypatch, env)
     return "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
 
 
@@ -154,17 +161,8 @@ def test_review_profile_notes_a_capture_that_is_not_the_one_it_was_trained_on(tm
 
 def _one_line_error(name: str, repo: Path, monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
     """The error the first code cell of notebooks/NAME stops with, checked to be one line."""
-    for key in ("THREADWISE_CAPTURE", "THREADWISE_PROFILE", "THREADWISE_LADDER", "THREADWISE_LADDER_RUN"):
-        monkeypatch.delenv(key, raising=False)
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    nb = nbformat.read(ROOT / "notebooks" / name, as_version=4)
-    first_code = next(i for i, cell in enumerate(nb.cells) if cell.cell_type == "code")
-    nb.cells = nb.cells[:first_code + 1]
-    (repo / "notebooks").mkdir(parents=True, exist_ok=True)
-    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(repo / "notebooks")}}).execute()
-    errors = [o for o in nb.cells[first_code].get("outputs", []) if o["output_type"] == "error"]
+    outputs = _first_cell(name, repo, monkeypatch, env, allow_errors=True)
+    errors = [o for o in outputs if o["output_type"] == "error"]
     assert errors, "the notebook did not stop"
     shown = [line for line in re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(errors[0]["traceback"])).splitlines()
              if line.strip()]
