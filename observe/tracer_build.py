@@ -1,14 +1,15 @@
-"""Build the libbpf tracer (tracers/sched.bpf.c, sched.c, sched.h) once per source version.
+"""Build the libbpf tracer (tracers/sched.bpf.c, sched.c, sched.h) and layerof.c once per source version.
 
 Problem: the tracer is C against the running kernel's BTF; set-up must build it on a fresh
 machine, repeat runs must not rebuild it, and a missing compiler must say which package to
 install rather than fail deep inside a capture.
-Approach: the build is keyed by a hash of the three sources and this file; the binary lives in
+Approach: the build is keyed by a hash of the four sources and this file; the binary lives in
 `~/.cache/threadwise/tracer-<hash>/threadwise-sched` (or THREADWISE_CACHE). Steps, as in bcc's
 libbpf-tools: `bpftool btf dump` of /sys/kernel/btf/vmlinux -> vmlinux.h; clang -target bpf ->
 sched.bpf.o (CO-RE, so it runs on other kernels too); `bpftool gen skeleton` -> sched.skel.h;
-cc sched.c -lbpf -lelf -lz. It builds in a temporary directory beside the target and renames
-it into place, so a build that fails or is killed never leaves a half-built tracer.
+cc sched.c -lbpf -lelf -lz; and cc layerof.c, the lab's reader of scx_layered's placement.
+It builds in a temporary directory beside the target and renames it into place, so a build that
+fails or is killed never leaves a half-built tracer.
 
 Usage: python -m threadwise.observe.tracer_build [--cache DIR] [--force]
 """
@@ -29,8 +30,11 @@ from pathlib import Path
 from threadwise.errors import MissingTool, TracerError
 from threadwise.paths import cache_dir, find_program
 
-SOURCES = ("sched.bpf.c", "sched.c", "sched.h")
+SOURCES = ("sched.bpf.c", "sched.c", "sched.h", "layerof.c")
 BINARY = "threadwise-sched"
+# layerof.c: not a tracer but a reader of scx_layered's per-task placement (the lab's membership
+# probe); built here because it needs the same compiler and libbpf, and nothing else
+LAYER_OF = "threadwise-layer-of"
 VMLINUX_BTF = Path("/sys/kernel/btf/vmlinux")
 CLANGS = ("clang-19", "clang")
 # tool -> the Debian package that provides it (scripts/setup-system.sh installs them)
@@ -53,6 +57,11 @@ def source_hash(src: Path | None = None) -> str:
 
 def binary_path(cache: Path | None = None) -> Path:
     return (cache or cache_dir()) / f"tracer-{source_hash()}" / BINARY
+
+
+def layer_of_path(cache: Path | None = None) -> Path:
+    """threadwise-layer-of, built beside the tracer (same cache directory)."""
+    return binary_path(cache).parent / LAYER_OF
 
 
 def _tool(names: tuple[str, ...], what: str) -> str:
@@ -103,9 +112,12 @@ def build(cache: Path | None = None, *, force: bool = False,
              stdout=work / "sched.skel.h")
         _run([cc, "-O2", "-g", "-Wall", f"-I{work}", f"-I{src}", str(src / "sched.c"), "-lbpf", "-lelf",
               "-lz", "-o", str(work / BINARY)], "cc (sched.c)")
+        _run([cc, "-O2", "-g", "-Wall", str(src / "layerof.c"), "-lbpf", "-lelf", "-lz",
+              "-o", str(work / LAYER_OF)], "cc (layerof.c)")
         final = work / "out"
         final.mkdir()
         (work / BINARY).rename(final / BINARY)
+        (work / LAYER_OF).rename(final / LAYER_OF)
         (work / "sched.bpf.o").rename(final / "sched.bpf.o")
         if target.parent.exists():
             shutil.rmtree(target.parent)

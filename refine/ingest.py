@@ -32,7 +32,7 @@ from threadwise.refine.rows import ArmRow, CellRow, MembershipRow, RunRow, Sampl
 from threadwise.refine.validity import CellRaw, read_cell, reasons
 from threadwise.runtime.lab import hostload
 from threadwise.runtime.lab.agent import Execution
-from threadwise.runtime.membership import classify, parse_map_dump
+from threadwise.runtime.membership import classify, parse_map_dump, parse_task_layers
 
 if TYPE_CHECKING:
     from threadwise.synthesize.layered import LayerConfig
@@ -53,16 +53,8 @@ def _membership(raw: CellRaw, directory: Path, config: LayerConfig, run_id: int,
                 idx: int) -> list[MembershipRow]:
     """The cell's membership rows (tid, comm, expected, actual); sets raw.mismatched / membership_error."""
     threads_text = (directory / "threads.txt").read_text() if (directory / "threads.txt").is_file() else ""
-    dump = directory / "membership.json"
-    try:
-        layer_of = parse_map_dump(dump.read_text()) if dump.is_file() else None
-    except (ValueError, KeyError) as bad:
-        layer_of = None
-        raw.membership_error = f"unreadable tid->layer map ({bad})"
+    layer_of = _placement(raw, directory)
     if layer_of is None:
-        err = (directory / "membership.err")
-        why = err.read_text().strip()[:200] if err.is_file() else "no map dump"
-        raw.membership_error = raw.membership_error or f"no tid->layer map ({why})"
         return []
     threads = [line.split(maxsplit=2) for line in threads_text.splitlines() if line.strip()]
     process_comm = {int(pid): comm for pid, tid, comm in threads if pid == tid}
@@ -80,6 +72,27 @@ def _membership(raw: CellRaw, directory: Path, config: LayerConfig, run_id: int,
     if not rows:
         raw.membership_error = "no target threads found during the window"
     return rows
+
+
+def _placement(raw: CellRaw, directory: Path) -> dict[int, int] | None:
+    """tid -> layer index at the probe: from scx_layered's task state (layers.txt, written by
+    threadwise-layer-of) where the plan carried the reader, else from its debug match map
+    (membership.json), which loses entries in a burst of matches; None (and
+    raw.membership_error) when neither was read."""
+    layers = directory / "layers.txt"
+    if layers.is_file() and layers.stat().st_size:
+        return parse_task_layers(layers.read_text())
+    dump = directory / "membership.json"
+    try:
+        if dump.is_file():
+            return parse_map_dump(dump.read_text())
+    except (ValueError, KeyError) as bad:
+        raw.membership_error = f"unreadable tid->layer map ({bad})"
+        return None
+    err = directory / "layers.err" if layers.is_file() else directory / "membership.err"
+    why = err.read_text().strip()[:200] if err.is_file() else "no map dump"
+    raw.membership_error = f"no tid->layer map ({why or 'empty'})"
+    return None
 
 
 def _tids(path: Path) -> set[int]:

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from threadwise.errors import UsageError
+from threadwise.errors import MissingTool, TracerError, UsageError
 
 # The plan's types and layout live in plan.py (blockers.py reads them too); importable here as well.
 from threadwise.refine.plan import (  # noqa: F401
@@ -111,15 +111,31 @@ def stall_bound(plan: Plan, attach_timeout_s: float = ATTACH_TIMEOUT_S) -> float
     return max(steps) + 180.0
 
 
+def default_layer_reader() -> Path | None:
+    """threadwise-layer-of, built with the libbpf tracer if it is not yet (observe/tracer_build);
+    None on a machine that cannot build it (no compiler or libbpf)."""
+    from threadwise.observe import tracer_build
+
+    try:
+        tracer_build.build(progress=lambda _message: None)
+    except (MissingTool, TracerError):
+        return None
+    path = tracer_build.layer_of_path()
+    return path if path.is_file() else None
+
+
 def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
                 attach_timeout_s: float = ATTACH_TIMEOUT_S, spin_args: str = "", tcp_probe: str = "python",
-                tracer: Path | str | None = "auto") -> str:
+                tracer: Path | str | None = "auto", layer_reader: Path | str | None = "auto") -> str:
     """plan.sh for guest/agent.sh: variables, the workload's commands, then one step a line.
 
     `tcp_probe`: how a `tcp_port` readiness check runs: "python" (this interpreter; the vng lab
     and the host have it) or "nc" (busybox nc, for the self-contained initramfs guest).
     `tracer`: the libbpf tracer for the extra, unmeasured trace cells (refine/blockers.py);
-    "auto": the built one when the agent attaches itself (`attach_mode="direct"`), None: none."""
+    "auto": the built one when the agent attaches itself (`attach_mode="direct"`), None: none.
+    `layer_reader`: threadwise-layer-of, which the membership probe reads placements with
+    ("auto": built with the tracer; None: the probe reads the debug match map, which loses
+    entries in a burst of matches)."""
     # deferred: loads duckdb, numpy, pyarrow and pydantic, which this module's other callers do without
     from threadwise.refine import blockers
     from threadwise.refine.workload import generator_argv, render_argv
@@ -151,6 +167,11 @@ def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
         f"SETTLE_TIMEOUT={SETTLE_TIMEOUT_S}",
         f"SCX={q(str(scx) if scx else '')}",
     ]
+    if layer_reader == "auto":
+        layer_reader = default_layer_reader()
+    lines += ([f"LAYER_OF={q(str(layer_reader))}"] if isinstance(layer_reader, Path) else
+              ["# threadwise-layer-of is not built: the probe reads the debug match map (docs/lab.md)",
+               "LAYER_OF=''"])
     if tracer == "auto":
         tracer = blockers.default_tracer(attach_mode)
     traced = blockers.trace_cells(plan) if isinstance(tracer, Path) else {}

@@ -9,9 +9,14 @@ itself and never blocks stays in the layer it got at fork: measured in the lab
 not where it puts them must not be trusted, and per-layer task counts cannot
 show it.
 
-Approach: the runtime starts scx_layered with `--enable-match-debug`, which
-keeps a BPF hash map `layer_match_dbg` (tid -> index of the layer last
-matched). `read_match_map` dumps it with bpftool. The expected layer of a
+Approach: where a thread is, is read from scx_layered's own task state:
+`read_placement` runs threadwise-layer-of (observe/tracers/layerof.c, built
+with the tracer), which looks each thread up in the scheduler's task-local
+storage (`task_ctxs`, keyed by a pidfd) and prints its `layer_id`. The debug
+match map (`layer_match_dbg`, `--enable-match-debug`, dumped by
+`read_match_map`) is the fallback where the reader is not built: it loses
+entries when many threads match at once (a thread placed but absent from it;
+docs/lab.md "Membership: entries lost in a burst"). The expected layer of a
 thread is the first layer of the applied config (a typed `LayerConfig`, as
 everywhere after compile) whose match blocks accept its comm and its
 process's comm (the same first-match rule scx_layered uses, through
@@ -53,7 +58,7 @@ class ThreadLayer:
     comm: str
     process: str
     expected: str | None  # None: no name-decidable layer (AvgRuntime, cgroup matchers)
-    actual: str | None  # None: not in the map (never matched since the attach)
+    actual: str | None  # None: not placed in a layer yet (never matched since the attach)
     # False: it has not run since the re-match set its refresh flag (its schedstat count of times
     # on a CPU unchanged), so it is placed nowhere yet, which is no fault; None: not known
     ran: bool | None = None
@@ -104,6 +109,36 @@ def read_match_map() -> dict[int, int]:
             hint="the runtime starts scx_layered with --enable-match-debug; is a profile applied?",
         )
     return parse_map_dump(done.stdout)
+
+
+def parse_task_layers(text: str) -> dict[int, int]:
+    """threadwise-layer-of output ("TID LAYER REFRESH"; LAYER "none" before the first match;
+    "TID -" for a thread without a task context) -> {tid: layer index} of the placed threads. A
+    thread with a re-match pending is where it last ran: it has not been runnable since."""
+    result: dict[int, int] = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 3 and fields[0].isdigit() and fields[1].isdigit():
+            result[int(fields[0])] = int(fields[1])
+    return result
+
+
+def read_placement(tids: list[int]) -> dict[int, int]:
+    """{tid: layer index} of `tids` from scx_layered's task state (threadwise-layer-of), or from
+    its debug match map when the reader is not built (set-up builds it with the tracer:
+    `python -m threadwise.observe.tracer_build`)."""
+    from threadwise.observe.tracer_build import layer_of_path  # deferred: keeps `status` light
+
+    reader = layer_of_path()
+    if not reader.is_file():
+        return read_match_map()
+    done = subprocess.run([str(reader), *(str(t) for t in tids)], capture_output=True, text=True,
+                          check=False) if tids else None
+    if done is not None and done.returncode != 0:
+        raise MembershipUnavailable(
+            f"cannot read scx_layered's task state: {done.stderr.strip() or done.stdout.strip()}",
+            hint="is a profile applied (threadwise status)?")
+    return parse_task_layers(done.stdout) if done is not None else {}
 
 
 def _read(path: Path) -> str | None:
@@ -198,10 +233,10 @@ def membership(config: LayerConfig, *, pids: list[int] | None = None,
     counts taken at the re-match) tells a thread that has not run since from one that has."""
     if pids is None:
         pids = pids_with_comm_prefix(target_prefixes(config))
-    if match_map is None:
-        match_map = read_match_map()
     threads = [(pid, tid, comm, _read(PROC / str(pid) / "comm") or "?")
                for pid in pids for tid, comm in process_threads(pid)]
+    if match_map is None:
+        match_map = read_placement([tid for _, tid, _, _ in threads])
     ran = None
     if since is not None:
         now = {tid: run_count(pid, tid) for pid, tid, _, _ in threads}

@@ -43,7 +43,8 @@ from threadwise.runtime.lab.runtimes import Tree, argument_tree, interpreter_tre
 # The guest's PATH before EXTRA_PATH (guest/init sets the same).
 GUEST_PATH = ("/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin")
 PLAN_FUNCTIONS = ("service_cmd", "load_cmd", "ready_cmd")
-PLAN_VARIABLES = ("SPIN", "SCX", "TRACER")  # TRACER: the libbpf tracer of trace cells (refine/blockers.py)
+PLAN_VARIABLES = ("SPIN", "SCX", "TRACER", "LAYER_OF")  # TRACER: the libbpf tracer of trace cells
+# (refine/blockers.py); LAYER_OF: the membership probe's reader of scx_layered's task state
 # Interpreters whose programs need a library tree the runtime disk does not know how to find
 # (Java and Python are carried with their trees, runtimes.py; Node is one ELF program).
 UNPACKABLE = re.compile(r"^(perl|ruby|php|lua|Rscript|tclsh|wish)")
@@ -160,7 +161,8 @@ def _cpio_entry(sink: gzip.GzipFile, name: str, mode: int, data: bytes, *, ino: 
 
 
 def plan_commands(plan_text: str) -> dict[str, list[str]]:
-    """The argv of each workload function and the words of SPIN/SCX/TRACER, as plan.sh spells them."""
+    """The argv of each workload function and the words of SPIN/SCX/TRACER/LAYER_OF, as plan.sh
+    spells them."""
     found: dict[str, list[str]] = {}
     for line in plan_text.splitlines():
         for name in PLAN_FUNCTIONS:

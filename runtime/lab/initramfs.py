@@ -11,7 +11,7 @@ results must come back without a shared filesystem.
 Approach: `pack` reads the run directory's `plan.sh` (rendered with
 `attach_mode="direct"`: the agent starts scx_layered itself, no Python in the
 guest) and collects every executable its functions (`service_cmd`, `load_cmd`,
-`ready_cmd`) and variables (`SPIN`, `SCX`, `TRACER`) name, plus bpftool (the agent dumps
+`ready_cmd`) and variables (`SPIN`, `SCX`, `TRACER`, `LAYER_OF`) name, plus bpftool (the agent dumps
 scx_layered's tid -> layer map with it). Each goes into the image at the SAME
 absolute path with the shared libraries `ldd` lists and the host's
 `ld.so.cache`, so plan.sh runs unchanged. Busybox provides the shell and the
@@ -123,7 +123,7 @@ def pack(out: Path, *, dest: Path, log: Callable[[str], None] = lambda _m: None)
         if name in words:
             carry_command(packer, words[name], why=f"plan.sh's {name}")
     for name in PLAN_VARIABLES:
-        if words.get(name):
+        if words.get(name) and words[name][0]:  # LAYER_OF='': not built
             packer.command(words[name][0], why=f"plan.sh's {name}")
     if not words.get("SCX"):
         raise InitramfsError(f"{plan_file} names no scx_layered (SCX=)",

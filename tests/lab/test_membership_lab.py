@@ -2,7 +2,8 @@
 
 tests/lab/guest/membership_scenarios.py applies a two-layer config and reads the map at each
 step. The burst that loses entries is measured and printed, not asserted: how many are lost
-depends on timing; that none stays lost after `rematch` is the claim.
+depends on timing; that none stays lost after `rematch` is the claim, and that scx_layered's
+own task state (threadwise-layer-of) has every matched thread placed, lost entry or not.
 """
 
 from __future__ import annotations
@@ -44,3 +45,14 @@ def test_the_stop_continue_burst_is_measured(results: dict) -> None:
     print(f"100 blocked threads after one SIGSTOP/SIGCONT: {present(burst)} in the map; "
           f"after rematch (they never wake): {present(results['burst_after_rematch'])}")
     assert results["stop_rc"] == 0
+
+
+def test_the_task_state_shows_every_placed_thread_the_map_lost(results: dict) -> None:
+    assert results["reader"], "threadwise-layer-of is not built: read_placement fell back to the map"
+    # the burst's threads all ran (SIGCONT woke them) and were all matched: scx_layered's task
+    # state has each in its layer, whatever the debug map kept
+    burst = results["burst_placed_after_stop_continue"]
+    assert len(burst) == 100
+    assert present(burst) == 100, {comm: layer for comm, layer in burst.items() if layer != CROWD}
+    crowd = results["crowd_placed_after_attach"]
+    assert present(crowd) == 60, {comm: layer for comm, layer in crowd.items() if layer != CROWD}

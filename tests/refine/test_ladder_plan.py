@@ -292,3 +292,35 @@ def test_a_thread_absent_from_the_map_is_a_fault_only_if_it_ran_since_the_attach
         ("rolesim", "rolesim", None), ("hot-0", "hot", None), ("housekeep", "rolesim", "rolesim")}
     assert raw.mismatched == ["hot-0 (tid 11): expected hot, in none"]
     assert raw.members == 3
+
+
+def test_the_task_state_read_is_preferred_to_the_debug_map(tmp_path: Path):
+    """layers.txt (threadwise-layer-of, scx_layered's task state) decides where a thread is; the
+    debug map beside it lost hot-0's entry (a burst), which must not read as a fault."""
+    from threadwise.refine.ingest import _membership
+    from threadwise.refine.validity import CellRaw
+
+    (tmp_path / "threads.txt").write_text("10 10 rolesim\n10 11 hot-0\n10 12 housekeep\n")
+    (tmp_path / "membership.json").write_text(json.dumps([{"formatted": {"key": 12, "value": 2}}]))
+    (tmp_path / "layers.txt").write_text("10 none 1\n11 0 0\n12 2 0\n")
+    (tmp_path / "idle.txt").write_text("10\n")
+    raw = CellRaw(idx=3, arm="p", level=0, repeat=1, done=True)
+    rows = _membership(raw, tmp_path, SPECS, run_id=1, idx=3)
+    assert {(r.comm, r.actual_layer) for r in rows} == {("rolesim", None), ("hot-0", "hot"),
+                                                         ("housekeep", "rolesim")}
+    assert raw.mismatched == [] and raw.membership_error is None
+
+
+def test_an_empty_task_state_read_falls_back_to_the_map_and_none_is_an_error(tmp_path: Path):
+    from threadwise.refine.ingest import _membership
+    from threadwise.refine.validity import CellRaw
+
+    (tmp_path / "threads.txt").write_text("10 11 hot-0\n")
+    (tmp_path / "layers.txt").write_text("")
+    (tmp_path / "layers.err").write_text("layer-of: no scx_layered task map (task_ctxs) is loaded\n")
+    raw = CellRaw(idx=3, arm="p", level=0, repeat=1, done=True)
+    assert _membership(raw, tmp_path, SPECS, run_id=1, idx=3) == []
+    assert raw.membership_error is not None and "task map" in raw.membership_error
+    (tmp_path / "membership.json").write_text(json.dumps([{"formatted": {"key": 11, "value": 0}}]))
+    raw = CellRaw(idx=3, arm="p", level=0, repeat=1, done=True)
+    assert [r.actual_layer for r in _membership(raw, tmp_path, SPECS, run_id=1, idx=3)] == ["hot"]

@@ -191,11 +191,24 @@ idle_since() {
     done
 }
 
-# Target thread ids that have run since the attach's re-match and that scx_layered's match map
-# does not hold (idle ones are listed in $OUT/idle.tids).
+# placed_tids: target thread ids scx_layered has placed in a layer. From its own task state
+# ($LAYER_OF, threadwise-layer-of: the thread's layer_id) where the plan carries the reader; else
+# from the debug match map, which loses entries in a burst of matches (docs/lab.md "Membership").
+placed_tids() {
+    if [ -n "${LAYER_OF:-}" ]; then
+        # shellcheck disable=SC2046  # one word per tid
+        "$LAYER_OF" $(target_threads | while read -r _ t _; do printf '%s ' "$t"; done) 2>/dev/null \
+            | while read -r t layer _; do case "$layer" in [0-9]*) echo "$t" ;; esac; done
+    else
+        bpftool -j map dump name layer_match_dbg 2>/dev/null \
+            | grep -o '"formatted":{"key":[0-9]*' | sed 's/.*://'
+    fi
+}
+
+# Target thread ids that have run since the attach's re-match and that scx_layered has not placed
+# (idle ones are listed in $OUT/idle.tids).
 unmatched() {
-    bpftool -j map dump name layer_match_dbg 2>/dev/null \
-        | grep -o '"formatted":{"key":[0-9]*' | sed 's/.*://' > "$OUT/matched.tids"
+    placed_tids > "$OUT/matched.tids"
     idle_since "$OUT/arms/$1.ran" > "$OUT/idle.tids"
     target_threads | while read -r _ t _; do
         grep -qx "$t" "$OUT/matched.tids" || grep -qx "$t" "$OUT/idle.tids" || echo "$t"
@@ -245,8 +258,9 @@ detach() {
 # Never in a subshell for the generator's CPU: a forked shell starts with zero child times (which
 # is why the membership probe's subshell can report its own CPU, `times.probe`).
 
-# probe DIR TIMES: the target's threads, the layer each one matched (membership) and those not
-# run since the attach (idle.txt), in a subshell
+# probe DIR TIMES: the target's threads, the layer scx_layered has each one in (layers.txt, from
+# its task state by $LAYER_OF; membership.json, its debug match map, kept beside it and read
+# where the reader is absent) and those not run since the attach (idle.txt), in a subshell
 # that writes its own `times` (itself, then its children) to TIMES: the generator may exit while a
 # mid-window probe runs and this shell reaps it then, so the change of this shell's child times
 # around the probe is not the probe's CPU (measured: a probe starved for seconds under background
@@ -254,6 +268,11 @@ detach() {
 probe() {
     ( target_threads > "$1/threads.txt"
       bpftool -j map dump name layer_match_dbg > "$1/membership.json" 2> "$1/membership.err"
+      if [ -n "${LAYER_OF:-}" ]; then
+          # shellcheck disable=SC2046  # one word per tid
+          "$LAYER_OF" $(while read -r _ t _; do printf '%s ' "$t"; done < "$1/threads.txt") \
+              > "$1/layers.txt" 2> "$1/layers.err"
+      fi
       idle_since "$OUT/arms/$ATTACHED.ran" > "$1/idle.txt"
       times > "$2" )
 }

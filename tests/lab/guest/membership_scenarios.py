@@ -8,7 +8,10 @@ scx_layered 1.1.4's match map (layer_match_dbg) loses entries when many threads 
 - `late`: a single-threaded process started after the attach that renames itself and never
   blocks (matched at fork under its old name): its layer before and after rematch;
 - `burst`: 100 threads blocked for good, started after the attach: how many the map holds after
-  one SIGSTOP/SIGCONT of their process (the burst the old re-match caused; a measurement).
+  one SIGSTOP/SIGCONT of their process (the burst the old re-match caused; a measurement);
+- for `crowd` after the attach and `burst` after the SIGCONT, also where scx_layered's own task
+  state has each thread (`membership.read_placement`, threadwise-layer-of): the placement the
+  map's lost entries hide.
 Writes $THREADWISE_LAB_OUT/results.json; tests/lab/test_membership_lab.py asserts on it.
 """
 
@@ -70,6 +73,13 @@ def in_map(pid: int) -> dict[str, int | None]:
     return {comm: layer_of.get(tid) for tid, comm in threads if comm.startswith("tw-")}
 
 
+def placed(pid: int) -> dict[str, int | None]:
+    """comm -> the layer scx_layered's task state has the thread in (threadwise-layer-of)."""
+    threads = [(tid, comm) for tid, comm in membership.process_threads(pid) if comm.startswith("tw-")]
+    layer_of = membership.read_placement([tid for tid, _ in threads])
+    return {comm: layer_of.get(tid) for tid, comm in threads}
+
+
 def threadwise(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True, text=True,
                           timeout=600, check=False)
@@ -80,6 +90,8 @@ def main() -> None:
     config.write_text(json.dumps(CONFIG))
     crowd = start(CROWD, "60", "wake")
     results: dict[str, object] = {}
+    from threadwise.observe.tracer_build import layer_of_path
+    results["reader"] = str(layer_of_path()) if layer_of_path().is_file() else None
     procs = [crowd]
     try:
         applied = threadwise("apply", str(config), "--no-rematch")
@@ -90,6 +102,7 @@ def main() -> None:
         procs.append(late)
         time.sleep(3)
         results["crowd_after_attach"] = in_map(crowd.pid)
+        results["crowd_placed_after_attach"] = placed(crowd.pid)
         results["late_before"] = in_map(late.pid)
         for proc in (crowd, late):
             membership.rematch(proc.pid)
@@ -104,6 +117,7 @@ def main() -> None:
         os.kill(burst.pid, signal.SIGCONT)
         time.sleep(3)
         results["burst_after_stop_continue"] = in_map(burst.pid)
+        results["burst_placed_after_stop_continue"] = placed(burst.pid)
         membership.rematch(burst.pid)  # blocked for good: nothing wakes them to match again
         time.sleep(2)
         results["burst_after_rematch"] = in_map(burst.pid)
