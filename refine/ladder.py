@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from threadwise.errors import MissingTool, TracerError, UsageError
+from threadwise.observe.tracer_build import build as build_tracer
+from threadwise.observe.tracer_build import layer_of_path
 
 # The plan's types and layout live in plan.py (blockers.py reads them too); importable here as well.
 from threadwise.refine.plan import (  # noqa: F401
@@ -114,13 +116,11 @@ def stall_bound(plan: Plan, attach_timeout_s: float = ATTACH_TIMEOUT_S) -> float
 def default_layer_reader() -> Path | None:
     """threadwise-layer-of, built with the libbpf tracer if it is not yet (observe/tracer_build);
     None on a machine that cannot build it (no compiler or libbpf)."""
-    from threadwise.observe import tracer_build
-
     try:
-        tracer_build.build(progress=lambda _message: None)
+        build_tracer(progress=lambda _message: None)
     except (MissingTool, TracerError):
         return None
-    path = tracer_build.layer_of_path()
+    path = layer_of_path()
     return path if path.is_file() else None
 
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from threadwise.errors import MembershipUnavailable, MissingTool
+from threadwise.observe.tracer_build import layer_of_path
 from threadwise.paths import find_program
 
 if TYPE_CHECKING:   # synthesize (pydantic) loads inside expected_layer: `threadwise status` stays fast
@@ -112,9 +113,10 @@ def read_match_map() -> dict[int, int]:
 
 
 def parse_task_layers(text: str) -> dict[int, int]:
-    """threadwise-layer-of output ("TID LAYER REFRESH"; LAYER "none" before the first match;
-    "TID -" for a thread without a task context) -> {tid: layer index} of the placed threads. A
-    thread with a re-match pending is where it last ran: it has not been runnable since."""
+    """threadwise-layer-of output ("TID LAYER REFRESH", or "TID -" for a thread without a task
+    context) -> {tid: layer_id}. An index past the config's layers (MAX_LAYERS before the first
+    match) is no layer (`classify`). A thread with a re-match pending is where it last ran: it
+    has not been runnable since."""
     result: dict[int, int] = {}
     for line in text.splitlines():
         fields = line.split()
@@ -127,8 +129,6 @@ def read_placement(tids: list[int]) -> dict[int, int]:
     """{tid: layer index} of `tids` from scx_layered's task state (threadwise-layer-of), or from
     its debug match map when the reader is not built (set-up builds it with the tracer:
     `python -m threadwise.observe.tracer_build`)."""
-    from threadwise.observe.tracer_build import layer_of_path  # deferred: keeps `status` light
-
     reader = layer_of_path()
     if not reader.is_file():
         return read_match_map()

@@ -33,7 +33,8 @@ ORDER = ("observe", "analyze", "synthesize", "runtime", "refine")
 # The core package's basics, below every stage (everyone may import them), and its shell,
 # above every stage (the `threadwise` command and the demo, which import the stages).
 BASICS = {"threadwise.errors", "threadwise.paths", "threadwise.scx", "threadwise.durations",
-          "threadwise.sqlfiles", "threadwise.procs", "threadwise.topology", "threadwise.shape"}
+          "threadwise.sqlfiles", "threadwise.procs", "threadwise.topology", "threadwise.shape",
+          "threadwise.givenclock"}
 SHELL = {"threadwise.cli", "threadwise.demo"}
 SOURCES = sorted(p for d in (*STAGES, "threadwise") for p in (ROOT / d).rglob("*.py"))
 

@@ -3,10 +3,10 @@
  *
  * Usage: threadwise-layer-of TID...
  * Prints one line per TID: "TID LAYER REFRESH", LAYER the index of the layer scx_layered placed
- * the thread in (task_ctx.layer_id), or "none" until the thread is first matched (layer_id is
- * MAX_LAYERS then), and REFRESH 1 while a re-match is pending (task_ctx.refresh_layer: the
- * thread has not been runnable since its flag was set); "TID -" when the thread is gone or has
- * no task context. Exit 0; 2 on a usage error; 3 when no scx_layered
+ * the thread in (task_ctx.layer_id; MAX_LAYERS, 16 in 1.1.4, until the thread is first matched:
+ * any index past the config's layers is no layer), and REFRESH 1 while a re-match is pending
+ * (task_ctx.refresh_layer: the thread has not been runnable since its flag was set); "TID -"
+ * when the thread is gone or has no task context. Exit 0; 2 on a usage error; 3 when no scx_layered
  * task map is loaded.
  *
  * Problem: scx_layered's debug match map (layer_match_dbg, --enable-match-debug) loses entries
@@ -39,25 +39,7 @@ static const char MAP_NAME[] = "task_ctxs";
 struct layout {
 	long layer_offset;   /* bytes into the value; -1 when absent */
 	long refresh_offset;
-	long max_layers;     /* enum MAX_LAYERS, the layer_id of a thread not matched yet; -1 unknown */
 };
-
-/* The value of enumerator NAME anywhere in BTF, or -1. */
-static long enum_value(const struct btf *btf, const char *name)
-{
-	for (__u32 id = 1; id < btf__type_cnt(btf); id++) {
-		const struct btf_type *type = btf__type_by_id(btf, id);
-		if (!btf_is_enum(type))
-			continue;
-		const struct btf_enum *value = btf_enum(type);
-		for (int i = 0; i < btf_vlen(type); i++, value++) {
-			const char *found = btf__name_by_offset(btf, value->name_off);
-			if (found && strcmp(found, name) == 0)
-				return value->val;
-		}
-	}
-	return -1;
-}
 
 /* The byte offset of member NAME of struct TYPE_ID in BTF, or -1. */
 static long member_offset(const struct btf *btf, __u32 type_id, const char *name)
@@ -93,7 +75,6 @@ static int find_map(struct layout *layout, __u32 *value_size)
 		struct btf *btf = btf__load_from_kernel_by_id(info.btf_id);
 		long layer = btf ? member_offset(btf, info.btf_value_type_id, "layer_id") : -1;
 		long refresh = btf ? member_offset(btf, info.btf_value_type_id, "refresh_layer") : -1;
-		long max_layers = btf ? enum_value(btf, "MAX_LAYERS") : -1;
 		btf__free(btf);
 		if (layer < 0) {
 			close(fd);
@@ -104,7 +85,6 @@ static int find_map(struct layout *layout, __u32 *value_size)
 		chosen = fd;
 		layout->layer_offset = layer;
 		layout->refresh_offset = refresh;
-		layout->max_layers = max_layers;
 		*value_size = info.value_size;
 	}
 	return chosen;
@@ -118,7 +98,7 @@ int main(int argc, char **argv)
 			argv[0]);
 		return 2;
 	}
-	struct layout layout = {-1, -1, -1};
+	struct layout layout = {-1, -1};
 	__u32 value_size = 0;
 	int map = find_map(&layout, &value_size);
 	if (map < 0) {
@@ -144,10 +124,7 @@ int main(int argc, char **argv)
 			__u32 layer;
 			memcpy(&layer, value + layout.layer_offset, sizeof(layer));
 			int refresh = layout.refresh_offset >= 0 ? value[layout.refresh_offset] != 0 : -1;
-			if (layout.max_layers >= 0 && layer >= layout.max_layers)
-				printf("%ld none %d\n", tid, refresh);
-			else
-				printf("%ld %u %d\n", tid, layer, refresh);
+			printf("%ld %u %d\n", tid, layer, refresh);
 		}
 		if (pidfd >= 0)
 			close(pidfd);

@@ -302,7 +302,7 @@ def test_the_task_state_read_is_preferred_to_the_debug_map(tmp_path: Path):
 
     (tmp_path / "threads.txt").write_text("10 10 rolesim\n10 11 hot-0\n10 12 housekeep\n")
     (tmp_path / "membership.json").write_text(json.dumps([{"formatted": {"key": 12, "value": 2}}]))
-    (tmp_path / "layers.txt").write_text("10 none 1\n11 0 0\n12 2 0\n")
+    (tmp_path / "layers.txt").write_text("10 16 1\n11 0 0\n12 2 0\n")
     (tmp_path / "idle.txt").write_text("10\n")
     raw = CellRaw(idx=3, arm="p", level=0, repeat=1, done=True)
     rows = _membership(raw, tmp_path, SPECS, run_id=1, idx=3)

@@ -115,8 +115,8 @@ def test_a_thread_in_no_layer_is_a_fault_only_if_it_ran_since_the_re_match():
             proc.wait()
 
 
-def test_task_layers_parse_placed_threads_only():
-    text = "138 1 0\n139 none 1\n140 -\n141 0 1\n"
-    # a thread with a re-match pending (141) is where it last ran; "none": not matched yet
-    assert membership.parse_task_layers(text) == {138: 1, 141: 0}
+def test_task_layers_parse_every_thread_with_a_task_context():
+    text = "138 1 0\n139 16 1\n140 -\n141 0 1\n"
+    # a thread with a re-match pending (141) is where it last ran; 16 (MAX_LAYERS): no layer yet
+    assert membership.parse_task_layers(text) == {138: 1, 139: 16, 141: 0}
     assert membership.parse_task_layers("") == {}

@@ -191,14 +191,15 @@ idle_since() {
     done
 }
 
-# placed_tids: target thread ids scx_layered has placed in a layer. From its own task state
-# ($LAYER_OF, threadwise-layer-of: the thread's layer_id) where the plan carries the reader; else
-# from the debug match map, which loses entries in a burst of matches (docs/lab.md "Membership").
+# placed_tids: target thread ids scx_layered has matched since their flag was set. From its own
+# task state ($LAYER_OF, threadwise-layer-of: no re-match pending) where the plan carries the
+# reader; else from the debug match map, which loses entries in a burst of matches (docs/lab.md
+# "Membership").
 placed_tids() {
     if [ -n "${LAYER_OF:-}" ]; then
         # shellcheck disable=SC2046  # one word per tid
         "$LAYER_OF" $(target_threads | while read -r _ t _; do printf '%s ' "$t"; done) 2>/dev/null \
-            | while read -r t layer _; do case "$layer" in [0-9]*) echo "$t" ;; esac; done
+            | while read -r t _ refresh; do [ "$refresh" = 0 ] && echo "$t"; done
     else
         bpftool -j map dump name layer_match_dbg 2>/dev/null \
             | grep -o '"formatted":{"key":[0-9]*' | sed 's/.*://'
