@@ -20,6 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from threadwise.errors import MissingTool, PermissionProblem, TracerError
+from threadwise.givenclock import Deadline
 from threadwise.observe import tracer_build
 from threadwise.observe.backend import TaskActivity, TracerReport, kill_tracer, stderr_tail
 from threadwise.observe.ingest import ingest_records
@@ -106,7 +107,9 @@ class LibbpfBackend:
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
                 start_new_session=True,  # the terminal's Ctrl-C is the observer's to handle
             )
-        deadline = time.monotonic() + attach_timeout_s
+        # host time given to the tracer, not wall time: beside a lab that claims the host a
+        # tracer that is compiling and loading waits for a CPU most of the time (givenclock)
+        deadline = Deadline.start(self._proc.pid, attach_timeout_s)
         while True:
             for line in self._read_control(timeout_s=0.1):
                 if line.startswith("live "):
@@ -115,9 +118,9 @@ class LibbpfBackend:
                 self._read_control(timeout_s=0)
                 raise TracerError(f"the libbpf tracer exited with status {self._proc.returncode} before "
                                   f"tracing started: {stderr_tail(self._err)}")
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 kill_tracer(self._proc)
-                raise TracerError(f"the libbpf tracer did not attach within {attach_timeout_s:.0f} s: "
+                raise TracerError(f"the libbpf tracer did not attach within {deadline.describe()}: "
                                   f"{stderr_tail(self._err)}")
 
     def _read_control(self, *, timeout_s: float) -> list[str]:

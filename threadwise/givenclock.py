@@ -16,7 +16,7 @@ reading is kept). Given time = wall time - that sum, never below zero. On a quie
 clocks agree; a tree held back 90% of the time gets a tenth of the wall time charged. A sum
 over threads overstates the delay of threads held back in parallel, so a guard still has a
 wall-clock cap (`cap_s`): a starved tree gets longer, not forever.
-`run` is subprocess.run with that guard; `Deadline` serves a polling wait.
+`run` and `communicate` are subprocess's with that guard; `Deadline` serves a polling wait.
 """
 
 from __future__ import annotations
@@ -121,13 +121,17 @@ class Deadline:
     clock: GivenClock
     bound_s: float
     cap_s: float
+    every_s: float = 0.25  # a reading walks /proc: at most this often
+    _sampled: float = float("-inf")
 
     @classmethod
     def start(cls, root: int, bound_s: float, cap_factor: float = DEFAULT_CAP_FACTOR) -> Deadline:
         return cls(GivenClock(root), bound_s, bound_s * cap_factor)
 
     def passed(self) -> bool:
-        self.clock.sample()
+        if self.clock.now() - self._sampled >= self.every_s:
+            self.clock.sample()
+            self._sampled = self.clock.now()
         return self.clock.given_s() > self.bound_s or self.clock.wall_s() > self.cap_s
 
     def describe(self) -> str:
@@ -136,30 +140,34 @@ class Deadline:
                 f"{self.clock.waited_s():.0f} s waiting for a CPU)")
 
 
+def communicate(proc: subprocess.Popen[Any], *, timeout: float, input: str | bytes | None = None,
+                cap_factor: float = DEFAULT_CAP_FACTOR, poll_s: float = 0.5) -> tuple[Any, Any]:
+    """proc.communicate() whose `timeout` counts the host time given to proc's tree (wall time at
+    most `cap_factor` times that). On expiry the child is killed and TimeoutExpired raised."""
+    deadline = Deadline.start(proc.pid, timeout, cap_factor)
+    pending_input = input
+    while True:
+        try:
+            return proc.communicate(pending_input, timeout=poll_s)
+        except subprocess.TimeoutExpired:
+            pending_input = None  # communicate() keeps what it has sent and read
+            if deadline.passed():
+                proc.kill()
+                out, err = proc.communicate()
+                raise subprocess.TimeoutExpired(proc.args, timeout, output=out, stderr=err) from None
+
+
 def run(argv: Sequence[str], *, timeout: float, cap_factor: float = DEFAULT_CAP_FACTOR,
         input: str | bytes | None = None, check: bool = False, capture_output: bool = False,
-        poll_s: float = 0.5, **popen: Any) -> subprocess.CompletedProcess[Any]:
+        **popen: Any) -> subprocess.CompletedProcess[Any]:
     """subprocess.run whose `timeout` counts the time the host gave the command's process tree
-    (wall time at most `cap_factor` times that). On expiry the child is killed and
-    subprocess.TimeoutExpired raised, as subprocess.run does."""
+    (`communicate`)."""
     if capture_output:
         popen["stdout"] = popen["stderr"] = subprocess.PIPE
     if input is not None:
         popen["stdin"] = subprocess.PIPE
     with subprocess.Popen(list(argv), **popen) as proc:
-        deadline = Deadline.start(proc.pid, timeout, cap_factor)
-        pending_input = input
-        while True:
-            try:
-                out, err = proc.communicate(pending_input, timeout=poll_s)
-                break
-            except subprocess.TimeoutExpired:
-                pending_input = None  # communicate() keeps what it has sent and read
-                if deadline.passed():
-                    proc.kill()
-                    out, err = proc.communicate()
-                    raise subprocess.TimeoutExpired(
-                        list(argv), timeout, output=out, stderr=err) from None
+        out, err = communicate(proc, timeout=timeout, input=input, cap_factor=cap_factor)
     done = subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
     if check:
         done.check_returncode()
