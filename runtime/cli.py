@@ -85,7 +85,8 @@ def lab_run(
     ] = 1,
     memory: Annotated[str, typer.Option("--memory", help="Guest memory (qemu -m).")] = "2G",
     timeout: Annotated[
-        str, typer.Option("--timeout", help="How long before the VM is stopped: 600, 600s, 10m.")
+        str, typer.Option("--timeout", help="How long before the VM is stopped: 600, 600s, 10m, counted in "
+                                            "host time given to the VM (beside other work: up to 3x that).")
     ] = "10m",
     out: Annotated[
         Path | None,

@@ -11,12 +11,15 @@ processes were working as fast as the host let them; the guard could not tell th
 Approach: charge a wait only with what the host gave. The kernel counts, per thread, the time
 it spent runnable but waiting for a CPU (schedstat's second field, `run_delay`, ns). A
 `GivenClock` follows a process and its descendants (by the parent pid in /proc/PID/stat) and
-sums the growth of every thread's run_delay it has seen, ended threads included (their last
-reading is kept). Given time = wall time - that sum, never below zero. On a quiet host the two
-clocks agree; a tree held back 90% of the time gets a tenth of the wall time charged. A sum
-over threads overstates the delay of threads held back in parallel, so a guard still has a
-wall-clock cap (`cap_s`): a starved tree gets longer, not forever.
-`run` and `communicate` are subprocess's with that guard; `Deadline` serves a polling wait.
+keeps the growth of every thread's run_delay it has seen, ended threads included (their last
+reading is kept). The tree was held back at least as long as its most-delayed thread: given
+time = wall time - that largest wait. On a quiet host the two clocks agree; a process held back
+90% of the time is charged a tenth of the wall time; a VM whose two vCPU threads each waited
+half the time, half (a sum over threads would charge it nothing). A chain of processes that
+wait one after another is credited only its longest wait, so a guard still fires on a starved
+chain, later; and every guard has a wall-clock cap (`cap_s`): a starved tree gets longer, not
+forever. `run` and `communicate` are subprocess's with that guard; `Deadline` serves a polling
+wait.
 """
 
 from __future__ import annotations
@@ -106,8 +109,8 @@ class GivenClock:
         return self.now() - self.started
 
     def waited_s(self) -> float:
-        """Run-queue waits of the tree's threads since the start, as last sampled."""
-        return sum(self.latest[tid] - self.baseline[tid] for tid in self.latest) / 1e9
+        """The longest run-queue wait of one of the tree's threads since the start, as last sampled."""
+        return max((self.latest[tid] - self.baseline[tid] for tid in self.latest), default=0) / 1e9
 
     def given_s(self) -> float:
         wall = self.wall_s()

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from threadwise.errors import GuestCommandFailed, LabError, LabTimeout, MissingTool, UsageError
+from threadwise.givenclock import Deadline
 from threadwise.runtime.lab import labtee
 from threadwise.runtime.lab.agent import TCG_PATCHING_OOPS
 from threadwise.runtime.lab.hostpriority import HostClaim
@@ -58,6 +59,9 @@ NOT_MOUNTED = "threadwise-lab: the results directory is not mounted"
 #   seen with 4 vCPUs on 2 host cores (LAB.md saw it with qemu 7.2 at boot).
 TRANSIENT = ("fallback to 9p", NOT_MOUNTED, TCG_PATCHING_OOPS)
 BOOT_ATTEMPTS = 3
+# --timeout counts host time given to the VM (threadwise.givenclock); in wall time a run may take
+# at most this many times as long (beside a second lab each gets about half the host)
+LAB_CAP_FACTOR = 3.0
 
 
 __all__ = ["GuestCommandFailed", "LabError", "LabResult", "LabTimeout", "run_in_lab"]
@@ -226,7 +230,9 @@ def _boot(argv: list[str], env: dict[str, str], cwd: Path, console: Path, timeou
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             env=env, cwd=cwd, start_new_session=True,
         )  # fmt: skip
-        deadline = time.monotonic() + timeout_s
+        # host time given to the session (its most-delayed thread: a vCPU), at most LAB_CAP_FACTOR
+        # times as long in wall time: beside another lab the two share the host (givenclock)
+        deadline = Deadline.start(process.pid, timeout_s, LAB_CAP_FACTOR)
         claim = HostClaim(process.pid, enabled=host_priority)
         try:
             with claim:
@@ -239,7 +245,7 @@ def _boot(argv: list[str], env: dict[str, str], cwd: Path, console: Path, timeou
                     except subprocess.TimeoutExpired:
                         if follower is not None:
                             follower.poll()
-                        if time.monotonic() >= deadline:
+                        if deadline.passed():
                             raise
             if follower is not None:
                 follower.finish()
@@ -249,7 +255,8 @@ def _boot(argv: list[str], env: dict[str, str], cwd: Path, console: Path, timeou
             if follower is not None:
                 follower.finish()
             raise LabTimeout(
-                f"the lab VM did not finish within {timeout_s:.0f} s (--timeout); stopped it",
+                f"the lab VM did not finish within {timeout_s:.0f} s of host time (--timeout; "
+                f"{deadline.describe()}); stopped it",
                 hint=f"console log: {console}; raise --timeout (TCG is slow: a boot takes 20-60 s)",
             ) from None
         except BaseException:
