@@ -19,12 +19,13 @@ lab VM or attach a scheduler: each is refused before that.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from threadwise import givenclock
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -243,7 +244,7 @@ def test_bad_input(case: Case, scratch: Path, request: pytest.FixtureRequest) ->
             os.chmod(case.argv[1], 0o600)
         argv, env = nobody.command(*case.argv), nobody.environ(env)
     try:
-        done = subprocess.run(argv, cwd=scratch, capture_output=True, text=True, timeout=120, env=env,
+        done = givenclock.run(argv, cwd=scratch, capture_output=True, text=True, timeout=120, env=env,
                               check=False)
     finally:
         if case.as_nobody and case.argv[1].startswith("/root/"):

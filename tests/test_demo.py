@@ -3,19 +3,18 @@ on any other non-zero status."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import pytest
 
-from threadwise import demo
+from threadwise import demo, givenclock
 from threadwise.errors import FindingsReported, ThreadwiseError
 
 
 @pytest.fixture
 def sample(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    done = subprocess.run([sys.executable, "-m", "threadwise.cli", "synthesize", "--example", "--name", "s"],
+    done = givenclock.run([sys.executable, "-m", "threadwise.cli", "synthesize", "--example", "--name", "s"],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     return tmp_path / "profiles" / "s.toml"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from benchmarks.bulk import bulk_capture
-from threadwise import demo
+from threadwise import demo, givenclock
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,7 +54,7 @@ def trained(tmp_path_factory) -> tuple[Path, str]:
     work = tmp_path_factory.mktemp("inputs")
     capture = bulk_capture(work / "capture.duckdb", switches=4_000)
     profile = work / "synthesized.toml"
-    done = subprocess.run([sys.executable, "-m", "threadwise.cli", "synthesize", str(capture), "-n", "demo",
+    done = givenclock.run([sys.executable, "-m", "threadwise.cli", "synthesize", str(capture), "-n", "demo",
                            "-o", str(profile)], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     return capture, profile.read_text()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ import pytest
 from nbclient import NotebookClient
 
 from benchmarks.bulk import bulk_capture
+from threadwise import givenclock
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -60,7 +60,7 @@ def _run(name: str, monkeypatch: pytest.MonkeyPatch, **env: str) -> tuple[str, i
 
 
 def _synthesize(capture: Path, out: Path, name: str) -> Path:
-    done = subprocess.run([sys.executable, "-m", "threadwise.cli", "synthesize", str(capture), "-n", name,
+    done = givenclock.run([sys.executable, "-m", "threadwise.cli", "synthesize", str(capture), "-n", name,
                            "-o", str(out)], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     return out

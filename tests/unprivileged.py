@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -24,6 +23,8 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from threadwise import givenclock
 
 ROOT = Path(__file__).resolve().parents[1]
 NOBODY = 65534
@@ -85,7 +86,7 @@ def user_python(uid: int = NOBODY) -> UserPython:
 
 
 def _imports(python: UserPython) -> bool:
-    done = subprocess.run([*python.argv, "-c", PROBE], env=python.environ(), capture_output=True,
+    done = givenclock.run([*python.argv, "-c", PROBE], env=python.environ(), capture_output=True,
                           timeout=120, check=False)
     return done.returncode == 0
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 import polars as pl
 import pytest
 
+from threadwise import givenclock
 from threadwise.analyze import analyze_capture
 from threadwise.analyze.contract import POLLER_SHARE
 from threadwise.analyze.store import stored_version
@@ -118,13 +119,12 @@ def test_prefixes_select_exactly_the_groups(rolesim):
 
 def test_cli_stores_the_analysis(rolesim, tmp_path):
     import shutil
-    import subprocess
     import sys
 
     path, _ = rolesim
     copy = tmp_path / "copy.duckdb"
     shutil.copy(path, copy)
-    done = subprocess.run([sys.executable, "-m", "threadwise.cli", "analyze", str(copy), "--store"],
+    done = givenclock.run([sys.executable, "-m", "threadwise.cli", "analyze", str(copy), "--store"],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert "feeder -> worker-*" in done.stdout

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from threadwise import givenclock
 from threadwise.analyze import analyze_capture
 from threadwise.analyze.store import analysis_path, load_analysis, store_analysis, stored_version
 from threadwise.errors import InputError
@@ -24,7 +25,7 @@ T0 = 1_000_000_000
 
 
 def tw(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True, text=True,
+    return givenclock.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True, text=True,
                           timeout=120, check=False)
 
 

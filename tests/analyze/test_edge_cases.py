@@ -9,6 +9,7 @@ import sys
 import polars as pl
 import pytest
 
+from threadwise import givenclock
 from threadwise.analyze import Analysis, analyze_capture
 from threadwise.analyze.model import CONTRACT_SCHEMA
 from threadwise.analyze.render import render
@@ -21,7 +22,7 @@ T0 = 1_000_000_000
 
 
 def tw(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True, text=True,
+    return givenclock.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True, text=True,
                           timeout=120, check=False)
 
 

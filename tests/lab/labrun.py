@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from threadwise import givenclock
 from threadwise.paths import cache_dir
 from threadwise.runtime.lab import vng as lab
 
@@ -87,7 +88,7 @@ def share_on(rows: list[tuple[str, int, int]], name: str, cpus: set[int]) -> flo
 
 def threadwise(*args: str) -> subprocess.CompletedProcess:
     """Run the CLI on the host (training, linting) as a user would."""
-    return subprocess.run(
+    return givenclock.run(
         [sys.executable, "-m", "threadwise.cli", *args],
         capture_output=True,
         text=True,

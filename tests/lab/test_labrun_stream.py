@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from threadwise import givenclock
 from threadwise.errors import LabTimeout
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -47,7 +48,7 @@ def test_output_streams_in_order_and_the_results_folder_goes(tmp_path: Path) -> 
 
 def test_stdout_and_stderr_stay_apart(tmp_path: Path) -> None:
     out = tmp_path / "kept"
-    done = subprocess.run([sys.executable, "-m", "threadwise.cli", "lab", "run", "--out", str(out), "--",
+    done = givenclock.run([sys.executable, "-m", "threadwise.cli", "lab", "run", "--out", str(out), "--",
                            "sh", "-c", "echo o1; sleep 0.3; echo e1 >&2; sleep 0.3; echo o2; exit 3"],
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 9, done.stderr
@@ -57,7 +58,7 @@ def test_stdout_and_stderr_stay_apart(tmp_path: Path) -> None:
 
 
 def test_a_timeout_has_its_own_exit_code(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "threadwise.cli", "lab", "run", "--timeout", "15s", "--out",
+    done = givenclock.run([sys.executable, "-m", "threadwise.cli", "lab", "run", "--timeout", "15s", "--out",
                            str(tmp_path / "t"), "--", "sleep", "600"],
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == LabTimeout.exit_code == 10, done.stderr

@@ -13,12 +13,12 @@ it mounted the disk. Every check reads the ladder file the training wrote.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from threadwise import givenclock
 from threadwise.errors import KeepDefault
 from threadwise.paths import cache_dir
 from threadwise.refine import store
@@ -65,7 +65,7 @@ def python_workload(root: Path) -> Path:
     venv = home / "venv"
     base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
     if not (venv / "bin" / "python").exists():
-        subprocess.run([str(base), "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+        givenclock.run([str(base), "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     script = home / "pyservice.py"
     shutil.copyfile(PYSERVICE, script)
     path = root / "pyservice.toml"

@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from threadwise import givenclock
 from threadwise.analyze import analyze_capture
 from threadwise.observe.interop.export_perfetto import export_perfetto
 from threadwise.observe.interop.import_trace import import_trace
@@ -71,11 +71,11 @@ def test_perf_sched_record_of_rolesim_gives_its_ground_truth(tmp_path):
     data = tmp_path / "perf.data"
     # rolesim at nice -10 (nice execs it: its comm stays rolesim): on a busy machine the ground
     # truth (hot threads compute-bound) needs the workload to get its CPU
-    subprocess.run([perf, "sched", "record", "-o", str(data), "--", "nice", "-n", "-10",
+    givenclock.run([perf, "sched", "record", "-o", str(data), "--", "nice", "-n", "-10",
                     str(build("rolesim")), "--hot", "2", "--workers", "3", "--duration", "5"],
                    check=True, capture_output=True, timeout=120)
     out = tmp_path / "rolesim.duckdb"
-    done = subprocess.run([sys.executable, "-m", "threadwise.cli", "import", str(data), "--comm", "rolesim",
+    done = givenclock.run([sys.executable, "-m", "threadwise.cli", "import", str(data), "--comm", "rolesim",
                            "-o", str(out)], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     analysis = analyze_capture(out)
@@ -92,7 +92,7 @@ def test_perf_sched_record_of_rolesim_gives_its_ground_truth(tmp_path):
     assert (backend, reason) == ("import:perf", "imported")
     assert "imported from perf.data recording" in notes and "perf sched record" in notes
     assert topology >= 1 and "CPU_TOPOLOGY" in notes
-    shown = subprocess.run([sys.executable, "-m", "threadwise.cli", "analyze", str(out)],
+    shown = givenclock.run([sys.executable, "-m", "threadwise.cli", "analyze", str(out)],
                            capture_output=True, text=True, timeout=300, check=False)
     assert shown.returncode == 0, shown.stderr
     print(shown.stdout)
@@ -101,9 +101,9 @@ def test_perf_sched_record_of_rolesim_gives_its_ground_truth(tmp_path):
 def test_perf_data_without_sched_tracepoints_is_refused(tmp_path):
     perf = _perf()
     data = tmp_path / "perf.data"
-    subprocess.run([perf, "record", "-e", "cpu-clock", "-o", str(data), "--", "sleep", "0.2"], check=True,
+    givenclock.run([perf, "record", "-e", "cpu-clock", "-o", str(data), "--", "sleep", "0.2"], check=True,
                    capture_output=True, timeout=60)
-    done = subprocess.run([sys.executable, "-m", "threadwise.cli", "import", str(data), "--comm", "sleep",
+    done = givenclock.run([sys.executable, "-m", "threadwise.cli", "import", str(data), "--comm", "sleep",
                            "-o", str(tmp_path / "c.duckdb")],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2, done.stderr
@@ -114,14 +114,14 @@ def test_perf_data_without_sched_tracepoints_is_refused(tmp_path):
 def test_truncated_perf_data_is_refused(tmp_path):
     perf = _perf()
     data = tmp_path / "perf.data"
-    subprocess.run([perf, "sched", "record", "-o", str(data), "--", "sleep", "0.2"], check=True,
+    givenclock.run([perf, "sched", "record", "-o", str(data), "--", "sleep", "0.2"], check=True,
                    capture_output=True, timeout=60)
     cut = tmp_path / "cut.data"
     whole = data.read_bytes()
     # half the file, whatever its size: a fixed 100 KB cut kept the whole of a quiet machine's
     # 45 KB recording (only a busy machine's was larger), and the file was not truncated at all
     cut.write_bytes(whole[:len(whole) // 2])
-    done = subprocess.run([sys.executable, "-m", "threadwise.cli", "import", str(cut), "--comm", "sleep",
+    done = givenclock.run([sys.executable, "-m", "threadwise.cli", "import", str(cut), "--comm", "sleep",
                            "-o", str(tmp_path / "c.duckdb")],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2, done.stderr

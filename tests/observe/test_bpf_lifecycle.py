@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from threadwise import givenclock
 from threadwise.observe import procfs
 from threadwise.observe.store import open_capture, temp_path_for
 from threadwise.refine.bundled import build
@@ -90,7 +91,7 @@ def test_target_exiting_mid_capture_keeps_the_capture_and_says_so(tmp_path):
     short = subprocess.Popen(["sleep", "3"])
     out = tmp_path / "c.duckdb"
     try:
-        result = subprocess.run([*OBSERVE, "--pid", str(short.pid), "-d", "30s", "-o", str(out)],
+        result = givenclock.run([*OBSERVE, "--pid", str(short.pid), "-d", "30s", "-o", str(out)],
                                 capture_output=True, text=True, timeout=60, check=False)
     finally:
         short.wait()
@@ -103,13 +104,13 @@ def test_target_exiting_mid_capture_keeps_the_capture_and_says_so(tmp_path):
 
 def test_existing_capture_needs_force(tmp_path, sleeper):
     out = tmp_path / "c.duckdb"
-    first = subprocess.run([*OBSERVE, "--pid", str(sleeper.pid), "-d", "500ms", "-o", str(out)],
+    first = givenclock.run([*OBSERVE, "--pid", str(sleeper.pid), "-d", "500ms", "-o", str(out)],
                            capture_output=True, text=True, timeout=60, check=False)
     assert first.returncode == 0, first.stderr
-    again = subprocess.run([*OBSERVE, "--pid", str(sleeper.pid), "-d", "500ms", "-o", str(out)],
+    again = givenclock.run([*OBSERVE, "--pid", str(sleeper.pid), "-d", "500ms", "-o", str(out)],
                            capture_output=True, text=True, timeout=60, check=False)
     assert again.returncode == 2 and "already exists" in again.stderr
-    forced = subprocess.run([*OBSERVE, "--pid", str(sleeper.pid), "-d", "500ms", "-o", str(out),
+    forced = givenclock.run([*OBSERVE, "--pid", str(sleeper.pid), "-d", "500ms", "-o", str(out),
                              "--force"], capture_output=True, text=True, timeout=60, check=False)
     assert forced.returncode == 0, forced.stderr
 
@@ -122,7 +123,7 @@ def test_comm_target_finds_the_process(tmp_path):
         time.sleep(0.3)
         comm = procfs.process_comm(workload.pid)
         assert comm == "rolesim"
-        result = subprocess.run([*OBSERVE, "--comm", comm, "-d", "1s", "-o", str(out)],
+        result = givenclock.run([*OBSERVE, "--comm", comm, "-d", "1s", "-o", str(out)],
                                 capture_output=True, text=True, timeout=60, check=False)
     finally:
         workload.terminate()
@@ -143,7 +144,7 @@ def test_cgroup_target(tmp_path):
     out = tmp_path / "c.duckdb"
     try:
         (group / "cgroup.procs").write_text(str(workload.pid))
-        result = subprocess.run([*OBSERVE, "--cgroup", f"/{group.name}", "-d", "1s", "-o", str(out)],
+        result = givenclock.run([*OBSERVE, "--cgroup", f"/{group.name}", "-d", "1s", "-o", str(out)],
                                 capture_output=True, text=True, timeout=60, check=False)
     finally:
         workload.kill()
@@ -168,5 +169,5 @@ def test_every_bpftrace_script_parses():
         # bookworm's bpftrace 0.17 has no --dry-run; --emit-elf compiles without attaching
         command = (["bpftrace", "--dry-run", str(script)] if has_dry_run
                    else ["bpftrace", "--emit-elf", "/dev/null", str(script)])
-        result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        result = givenclock.run(command, capture_output=True, text=True, timeout=120, check=False)
         assert result.returncode == 0, f"{script.name}: {result.stderr}"

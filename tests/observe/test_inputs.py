@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.unprivileged import UserPython
+from threadwise import givenclock
 from threadwise.durations import parse_duration
 from threadwise.errors import TargetError, UsageError
 from threadwise.observe import procfs
@@ -25,7 +26,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None, user: UserPython | No
     command = [*THREADWISE, *args] if user is None else user.command(*args)
     if user is not None:
         env = user.environ(env)
-    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=120,
+    return givenclock.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=120,
                           check=False)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from threadwise import givenclock
 from threadwise.refine import report, store
 from threadwise.refine.evidence import record_note
 from threadwise.synthesize.provenance import NOT_THE_HEADERS, read_header
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def tw(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True, text=True,
+    return givenclock.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True, text=True,
                           timeout=300, check=False, cwd=cwd)
 
 

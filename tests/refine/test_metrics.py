@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from threadwise import givenclock
 from threadwise.errors import InputError
 from threadwise.refine.metrics import PARSERS, MetricsError, parse_metrics, require
 
@@ -245,7 +246,7 @@ def _run_rolesim(*args: str, timeout: float = 15) -> tuple[subprocess.CompletedP
 
     binary = build("rolesim")
     start = time.monotonic()
-    result = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=timeout,
+    result = givenclock.run([str(binary), *args], capture_output=True, text=True, timeout=timeout,
                             check=False)
     return result, time.monotonic() - start
 
@@ -274,7 +275,7 @@ def test_rolesim_reports_well_formed_plausible_lines():
 def test_rolesim_ready_comes_before_the_first_report():
     from threadwise.refine.bundled import build
 
-    result = subprocess.run([str(build("rolesim")), "--hot", "1", "--report-ms", "100", "--duration", "1"],
+    result = givenclock.run([str(build("rolesim")), "--hot", "1", "--report-ms", "100", "--duration", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=15,
                             check=False)
     lines = result.stdout.splitlines()

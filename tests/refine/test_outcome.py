@@ -9,10 +9,10 @@ record as a candidate not to apply, with KEEP-DEFAULT.md's reasons per class of 
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
+from threadwise import givenclock
 from threadwise.refine import outcome, report, store
 from threadwise.refine.outcome import KEEP_DEFAULT, candidate_path
 from threadwise.synthesize.provenance import KEEP_DEFAULT_MARK, says_keep_default
@@ -70,7 +70,7 @@ def test_the_mark_is_read_from_the_header_only() -> None:
 
 def test_rejudge_retires_a_losing_profile_and_apply_refuses_it(tmp_path: Path) -> None:
     record, profile = _copy("poolservice", tmp_path)
-    done = subprocess.run([sys.executable, "-m", "threadwise.cli", "rejudge", str(record), "--profile",
+    done = givenclock.run([sys.executable, "-m", "threadwise.cli", "rejudge", str(record), "--profile",
                            str(profile)], capture_output=True, text=True, timeout=600, check=False,
                           cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -87,11 +87,11 @@ def test_rejudge_retires_a_losing_profile_and_apply_refuses_it(tmp_path: Path) -
         assert con.execute("SELECT profile_path FROM training").fetchone() == (str(moved),)
     finally:
         con.close()
-    again = subprocess.run([sys.executable, "-m", "threadwise.cli", "rejudge", str(record)],
+    again = givenclock.run([sys.executable, "-m", "threadwise.cli", "rejudge", str(record)],
                            capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert says_keep_default(moved.read_text())  # a second rejudge keeps the mark
-    refused = subprocess.run([sys.executable, "-m", "threadwise.cli", "apply", str(moved)],
+    refused = givenclock.run([sys.executable, "-m", "threadwise.cli", "apply", str(moved)],
                              capture_output=True, text=True, timeout=120, check=False)
     assert refused.returncode == 2
     assert "keep the default scheduler for this service" in refused.stderr

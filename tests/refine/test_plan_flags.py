@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from threadwise import givenclock
 from threadwise.refine import ladder
 from threadwise.refine.ladder import BASELINE, Arm
 from threadwise.refine.workload import parse_workload
@@ -118,7 +119,7 @@ def test_the_agent_starts_scx_layered_with_the_arms_flags(tmp_path: Path, shell:
             (out / "arms" / f"{arm}.args").write_text(flags)
         (out / "plan.sh").write_text(f"ATTACH_MODE=direct\nSCX={scx}\nATTACH_TIMEOUT=20\nattach {arm}\n")
         argv = [shell, "sh"] if shell == "busybox" else [shell]
-        done = subprocess.run([*argv, str(ladder.agent_path()), str(out)], capture_output=True, text=True,
+        done = givenclock.run([*argv, str(ladder.agent_path()), str(out)], capture_output=True, text=True,
                               timeout=60, check=False)
         assert done.returncode == 4, (done.stdout, done.stderr)   # attach failed: no sched_ext
         assert (out / "failed").read_text() == f"attach-{arm}\n"
@@ -221,7 +222,7 @@ def test_the_agent_runs_the_membership_probe_where_the_plan_says(tmp_path: Path,
         f"PROBE_AT={probe_at}\nSPIN=/bin/true\nSPIN_ARGS=\nATTACHED=stand-in\ncell 0 arm 0 1\n")
     argv = [shell, "sh"] if shell == "busybox" else [shell]
     env = {"PATH": f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin"}
-    done = subprocess.run([*argv, str(ladder.agent_path()), str(out)], capture_output=True, text=True,
+    done = givenclock.run([*argv, str(ladder.agent_path()), str(out)], capture_output=True, text=True,
                           timeout=60, check=False, env=env)
     assert done.returncode == 0, (done.stdout, done.stderr, (out / "agent.log").read_text())
     start, end = (float(v) for v in (out / "cells" / "0" / "wall").read_text().split())
@@ -248,7 +249,7 @@ def test_the_agent_waits_for_the_first_step_since_scx_layered_started_running(tm
         'first_step old 1500 "$(awk -v t="$t1" \'BEGIN { print t - 10 }\')"; t2=$(uptime_s)\n'
         'echo "$t0 $t1 $t2" > "$OUT/stamps"\n')
     argv = [shell, "sh"] if shell == "busybox" else [shell]
-    done = subprocess.run([*argv, str(ladder.agent_path()), str(out)], capture_output=True, text=True,
+    done = givenclock.run([*argv, str(ladder.agent_path()), str(out)], capture_output=True, text=True,
                           timeout=60, check=False)
     assert done.returncode == 0, (done.stdout, done.stderr)
     t0, t1, _t2 = (float(v) for v in (out / "stamps").read_text().split())
@@ -280,7 +281,7 @@ def test_the_agent_lists_each_spinner_thread_with_its_state_and_schedstat(tmp_pa
         'done\n'
         'spin_stats "$OUT" before; kill "$SPID"; echo "$SPID" > "$OUT/spid"\n')
     argv = [shell, "sh"] if shell == "busybox" else [shell]
-    done = subprocess.run([*argv, str(ladder.agent_path()), str(out)], capture_output=True, text=True,
+    done = givenclock.run([*argv, str(ladder.agent_path()), str(out)], capture_output=True, text=True,
                           timeout=60, check=False)
     assert done.returncode == 0, (done.stdout, done.stderr)
     spid = (out / "spid").read_text().strip()
@@ -323,7 +324,7 @@ def test_the_agent_tells_threads_that_have_not_run_since_a_snapshot(tmp_path: Pa
             "TARGET=python3\ntarget_pids() { echo " + f"{sleeper.pid} {waker.pid}" + "; }\n"
             'run_counts > "$OUT/arms/a.ran"; sleep 0.5; idle_since "$OUT/arms/a.ran" > "$OUT/idle"\n')
         argv = [shell, "sh"] if shell == "busybox" else [shell]
-        done = subprocess.run([*argv, str(ladder.agent_path()), str(out)], capture_output=True, text=True,
+        done = givenclock.run([*argv, str(ladder.agent_path()), str(out)], capture_output=True, text=True,
                               timeout=60, check=False)
         assert done.returncode == 0, (done.stdout, done.stderr)
         counts = dict(line.split() for line in (out / "arms" / "a.ran").read_text().splitlines())

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from threadwise import givenclock
 from threadwise.refine import ingest, ladder
 from threadwise.refine.workload import bundled_workload_path, parse_workload
 
@@ -42,7 +43,7 @@ LOAD_LINE = 13
 
 
 def tw(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True, text=True,
+    return givenclock.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True, text=True,
                           timeout=120, check=False, cwd=cwd)
 
 

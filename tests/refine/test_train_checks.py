@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from threadwise import givenclock
 from threadwise.errors import NothingMeasured, UsageError
 from threadwise.refine import report, store
 from threadwise.refine.run import Where
@@ -86,13 +87,12 @@ def test_a_misspelt_target_process_fails_train_before_it_measures_and_writes_no_
         tmp_path: Path) -> None:
     """The service starts and is ready, but `[target] process` names nothing: train stops there
     (exit 3, TargetError) with the service's real process name, and leaves no profile or record."""
-    import subprocess
     import sys
 
     text = bundled_workload_path("rolesim").read_text().replace('process = "rolesim"', 'process = "rolesimm"')
     workload = tmp_path / "misspelt.toml"
     workload.write_text(text)
-    done = subprocess.run([sys.executable, "-m", "threadwise.cli", "train", "--workload", str(workload),
+    done = givenclock.run([sys.executable, "-m", "threadwise.cli", "train", "--workload", str(workload),
                            "--name", "misspelt", "--lab", "--levels", "0", "--repeats", "2"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 3, done.stderr

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from threadwise import givenclock
 from threadwise.errors import InputError, UsageError
 from threadwise.refine.metrics import PARSER_NAMES, parse_metrics
 from threadwise.refine.workload import (
@@ -340,7 +341,7 @@ def test_several_problems_in_line_order(tmp_path: Path):
 
 
 def tw(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True,
+    return givenclock.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True,
                           text=True, timeout=120, check=False)
 
 

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from threadwise import givenclock
 from threadwise.runtime.lab import labtee
 
 
 def _run(tmp_path: Path, script: str) -> tuple[int, float]:
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-P", labtee.__file__, str(tmp_path), "--", "sh", "-c", script],
+    done = givenclock.run([sys.executable, "-P", labtee.__file__, str(tmp_path), "--", "sh", "-c", script],
                           check=False, timeout=60)
     return done.returncode, time.monotonic() - started
 
@@ -33,7 +33,7 @@ def test_a_background_child_holding_the_pipes_is_not_waited_for(tmp_path: Path) 
 
 
 def test_a_missing_program_is_status_127(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-P", labtee.__file__, str(tmp_path), "--", "/no/such/program"],
+    done = givenclock.run([sys.executable, "-P", labtee.__file__, str(tmp_path), "--", "/no/such/program"],
                           check=False, timeout=60)
     assert done.returncode == 127
     assert (tmp_path / "stream").read_text().startswith("E /no/such/program: ")

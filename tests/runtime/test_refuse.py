@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from threadwise import givenclock
+
 SCHED_EXT = Path("/sys/kernel/sched_ext")
 CONFIG = [
     {"name": "hot", "matches": [[{"CommPrefix": "tw-hot"}]], "kind": {"Confined": {"cpus_range": [1, 1]}}},
@@ -21,7 +23,7 @@ CONFIG = [
 def test_apply_refuses_with_lab_hint(tmp_path):
     config = tmp_path / "layered.json"
     config.write_text(json.dumps(CONFIG))
-    done = subprocess.run(
+    done = givenclock.run(
         [sys.executable, "-m", "threadwise.cli", "apply", str(config)],
         capture_output=True,
         text=True,
@@ -39,7 +41,7 @@ def test_durations_are_read_like_everywhere_else(tmp_path):
     env = {**os.environ, "THREADWISE_RUN_DIR": str(tmp_path / "run")}
 
     def tw(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True,
+        return givenclock.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True,
                               text=True, timeout=60, check=False, env=env)
 
     done = tw("apply", str(tmp_path / "any.json"), "--duration", "soon")

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROLESIM_ARGS, stop_by_pid
+from threadwise import givenclock
 from threadwise.analyze.store import load_analysis
 from threadwise.observe import procfs
 from threadwise.shape import parse_shape
@@ -97,7 +98,7 @@ def pod() -> Iterator[Pod]:
 
 
 def tw(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True,
+    return givenclock.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True,
                           text=True, timeout=timeout, check=False)
 
 

@@ -3,13 +3,13 @@ comm pattern, comes from `observe --cgroup` captures, and passes the real `--pri
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.synthesize.test_compact import jvm_like
+from threadwise import givenclock
 from threadwise.analyze.contract import AnalysisRecord
 from threadwise.shape import parse_shape
 from threadwise.synthesize import oracle
@@ -119,7 +119,7 @@ def test_a_workload_needs_a_process_or_a_cgroup() -> None:
 
 
 def test_observe_refuses_a_cgroup_that_does_not_exist(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "threadwise.cli", "observe", "--cgroup",
+    done = givenclock.run([sys.executable, "-m", "threadwise.cli", "observe", "--cgroup",
                            "/threadwise-no-such.slice/pod0", "-d", "1s", "-o", str(tmp_path / "x.duckdb")],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode in (3, 4), done.stderr     # 3: target missing; 4: not root (checked first)

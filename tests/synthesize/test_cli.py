@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from threadwise import givenclock
+
 
 def tw(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "threadwise.cli", *args], cwd=cwd,
+    return givenclock.run([sys.executable, "-m", "threadwise.cli", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=120, check=False)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from threadwise import givenclock
 from threadwise.shape import parse_shape
 from threadwise.synthesize.diff import diff_profiles
 from threadwise.synthesize.diff_render import render_text
@@ -23,7 +24,7 @@ UPDATE = os.environ.get("THREADWISE_UPDATE_GOLDEN") == "1"
 
 
 def tw(*args: str, cwd: Path = HERE) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True,
+    return givenclock.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True,
                           text=True, timeout=120, check=False, cwd=cwd)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import stop_by_pid
+from threadwise import givenclock
 from threadwise.synthesize.diagnostics import ProfileError
 from threadwise.synthesize.families import bundled, decide, load_families, parse_families
 from threadwise.synthesize.schema import Treatment
@@ -60,7 +61,7 @@ def test_an_unknown_treatment_is_an_error_at_its_line(tmp_path: Path) -> None:
 def test_cli_refuses_a_bad_families_file(tmp_path: Path) -> None:
     bad = tmp_path / "families.toml"
     bad.write_text(GOOD.replace('treatment = "batch"', 'treatment = "turbo"'))
-    done = subprocess.run([sys.executable, "-m", "threadwise.cli", "synthesize", "cap.duckdb", "-n", "x",
+    done = givenclock.run([sys.executable, "-m", "threadwise.cli", "synthesize", "cap.duckdb", "-n", "x",
                            "--families", str(bad), "-o", str(tmp_path / "x.toml")],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2, done.stderr
@@ -118,7 +119,7 @@ def test_redis_families_match_a_live_redis(tmp_path: Path) -> None:
 def test_jvm_families_match_a_live_jvm(tmp_path: Path) -> None:
     if shutil.which("javac") is None or shutil.which("java") is None:
         pytest.skip("needs a JDK (javac, java)")
-    subprocess.run(["javac", "-d", str(tmp_path), str(ROOT / "refine" / "workloads" / "PoolService.java")],
+    givenclock.run(["javac", "-d", str(tmp_path), str(ROOT / "refine" / "workloads" / "PoolService.java")],
                    check=True, timeout=120)
     proc = subprocess.Popen(["java", "-Xmx64m", "-cp", str(tmp_path), "PoolService", "20", "2", "50"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from threadwise import givenclock
 from threadwise.errors import ConfigRefused
 from threadwise.shape import parse_shape, synthetic
 from threadwise.synthesize import oracle
@@ -151,7 +151,7 @@ def test_the_oracle_passes_the_flags_before_print_and_exit(tmp_path: Path) -> No
 def test_compile_check_passes_the_profiles_flags_to_the_oracle(tmp_path: Path) -> None:
     fake, argv = _recording_binary(tmp_path)
     (tmp_path / "p.toml").write_text(dumps(profile(250)))
-    done = subprocess.run([sys.executable, "-m", "threadwise.cli", "compile", "p.toml", "--shape",
+    done = givenclock.run([sys.executable, "-m", "threadwise.cli", "compile", "p.toml", "--shape",
                            "cores=4,threads-per-core=2", "--check"], cwd=tmp_path, capture_output=True,
                           text=True, timeout=120, check=False,
                           env={**os.environ, "THREADWISE_SCX_LAYERED": str(fake)})

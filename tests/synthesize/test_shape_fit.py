@@ -4,12 +4,12 @@ reserve (lint clean where it is measured), and no sentinel in a written profile.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from threadwise import givenclock
 from threadwise.shape import parse_shape
 from threadwise.synthesize.build import analysis_from_dict, build_profile
 from threadwise.synthesize.compile import compile_profile
@@ -93,7 +93,7 @@ def test_later_exclusive_groups_get_what_earlier_ones_left() -> None:
 
 
 def test_synthesize_refuses_a_bad_shape_before_any_work(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "threadwise.cli", "synthesize",
+    done = givenclock.run([sys.executable, "-m", "threadwise.cli", "synthesize",
                            str(tmp_path / "none.duckdb"), "--name", "x", "--shape", "cores=two"],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2 and "bad shape item 'cores=two'" in done.stderr, done.stderr
