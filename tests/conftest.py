@@ -149,11 +149,12 @@ def stop_by_pid(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def _wait_for_port(port: int, timeout_s: float = 10) -> None:
+def _wait_for_port(port: int, server: int, timeout_s: float = 10) -> None:
+    """Until `server` (a pid) listens on `port`, for `timeout_s` of host time given to it."""
     import socket
 
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    deadline = givenclock.Deadline.start(server, timeout_s)
+    while not deadline.passed():
         with socket.socket() as sock:
             if sock.connect_ex(("127.0.0.1", port)) == 0:
                 return
@@ -204,7 +205,7 @@ def redis_capture(tmp_path_factory: pytest.TempPathFactory, tracer_backend: str)
          "--appendonly", "yes", "--appendfsync", "everysec"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)   # nice execs: server.pid is Redis
     try:
-        _wait_for_port(port)
+        _wait_for_port(port, server.pid)
         out = workdir / "redis.duckdb"
         observer = subprocess.Popen(
             [sys.executable, "-m", "threadwise.cli", "observe", "--pid", str(server.pid),

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from threadwise import givenclock
+
 ROOT = Path(__file__).resolve().parents[1]
 START_S, STOP_S = 240.0, 60.0   # a loaded 2-core machine starts JupyterLab slowly
 
@@ -59,10 +61,11 @@ def stop_make_notebook(tmp_path: Path, makefile: Path = ROOT / "Makefile") -> tu
                                  f"NOTEBOOK_PORT={port}"], cwd=ROOT, env=env, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + START_S
+        deadline = givenclock.Deadline.start(make.pid, START_S)  # host time given, not wall time
         while not _serving(port):
             assert make.poll() is None, f"make notebook exited ({make.returncode}):\n{log.read_text()}"
-            assert time.monotonic() < deadline, f"JupyterLab did not serve in {START_S} s:\n{log.read_text()}"
+            assert not deadline.passed(), (f"JupyterLab did not serve in {START_S} s "
+                                           f"({deadline.describe()}):\n{log.read_text()}")
             time.sleep(0.5)
         started = _session(make.pid)
         assert len(started) >= 2, f"make and JupyterLab expected in the session, found {started}"

@@ -160,6 +160,19 @@ def communicate(proc: subprocess.Popen[Any], *, timeout: float, input: str | byt
                 raise subprocess.TimeoutExpired(proc.args, timeout, output=out, stderr=err) from None
 
 
+def wait(proc: subprocess.Popen[Any], *, timeout: float, cap_factor: float = DEFAULT_CAP_FACTOR,
+         poll_s: float = 0.2) -> int:
+    """proc.wait() whose `timeout` counts the host time given to proc's tree; TimeoutExpired
+    (the process left running, as Popen.wait leaves it) when it passes."""
+    deadline = Deadline.start(proc.pid, timeout, cap_factor)
+    while True:
+        try:
+            return proc.wait(timeout=poll_s)
+        except subprocess.TimeoutExpired:
+            if deadline.passed():
+                raise subprocess.TimeoutExpired(proc.args, timeout) from None
+
+
 def run(argv: Sequence[str], *, timeout: float, cap_factor: float = DEFAULT_CAP_FACTOR,
         input: str | bytes | None = None, check: bool = False, capture_output: bool = False,
         **popen: Any) -> subprocess.CompletedProcess[Any]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from threadwise import givenclock
 from threadwise.observe import leftovers
 from threadwise.refine.bundled import build
 
@@ -137,7 +138,7 @@ def test_a_live_runs_files_survive_a_clean(tmp_path, env):
         assert before == after and any(".tmp-" in name for name in after)
     finally:
         observer.send_signal(signal.SIGINT)   # Ctrl-C: the capture completes normally
-        _stdout, stderr = observer.communicate(timeout=120)
+        _stdout, stderr = givenclock.communicate(observer, timeout=120)
     assert observer.returncode in (0, 130), stderr
     assert out.is_file()
     assert list(Path(env["TMPDIR"]).iterdir()) == []

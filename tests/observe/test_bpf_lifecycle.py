@@ -26,7 +26,7 @@ def _start_observer(*args: str) -> subprocess.Popen[str]:
     for line in proc.stderr:
         if "tracing live" in line:
             return proc
-    proc.wait(timeout=30)
+    givenclock.wait(proc, timeout=30)
     raise AssertionError(f"observer never went live (exit {proc.returncode})")
 
 
@@ -54,7 +54,7 @@ def test_ctrl_c_ends_cleanly_and_keeps_the_capture(tmp_path):
     proc = _start_observer("-o", str(out), "--", str(build("rolesim")), "--hot", "1")
     time.sleep(1.5)
     proc.send_signal(signal.SIGINT)
-    _stdout, stderr = proc.communicate(timeout=60)
+    _stdout, stderr = givenclock.communicate(proc, timeout=60)
     assert proc.returncode == 0, stderr
     assert "interrupted" in stderr
     with open_capture(out) as con:
@@ -88,12 +88,18 @@ def test_kill_9_leaves_nothing_under_the_final_name(tmp_path, sleeper):
 
 
 def test_target_exiting_mid_capture_keeps_the_capture_and_says_so(tmp_path):
-    short = subprocess.Popen(["sleep", "3"])
+    # the target ends once tracing is live, stopped by its PID (a wall-clock lifetime ended before
+    # the observer started when a lab held the host)
+    short = subprocess.Popen(["sleep", "600"])
     out = tmp_path / "c.duckdb"
     try:
-        result = givenclock.run([*OBSERVE, "--pid", str(short.pid), "-d", "30s", "-o", str(out)],
-                                capture_output=True, text=True, timeout=60, check=False)
+        observer = _start_observer("--pid", str(short.pid), "-d", "30s", "-o", str(out))
+        time.sleep(1)
+        short.terminate()
+        stdout, stderr = givenclock.communicate(observer, timeout=60)
+        result = subprocess.CompletedProcess(observer.args, observer.returncode, stdout, stderr)
     finally:
+        short.kill()
         short.wait()
     assert result.returncode == 3, result.stderr
     assert "the target exited after" in result.stderr and str(out) in result.stderr
@@ -117,7 +123,7 @@ def test_existing_capture_needs_force(tmp_path, sleeper):
 
 def test_comm_target_finds_the_process(tmp_path):
     binary = build("rolesim")
-    workload = subprocess.Popen([str(binary), "--hot", "1", "--duration", "20"])
+    workload = subprocess.Popen([str(binary), "--hot", "1"])  # until terminated (by its PID)
     out = tmp_path / "c.duckdb"
     try:
         time.sleep(0.3)

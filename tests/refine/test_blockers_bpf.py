@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from threadwise import givenclock
 from threadwise.observe import tracer_build
 from threadwise.refine import blockers
 from threadwise.synthesize.layered import LayerConfig
@@ -155,15 +156,15 @@ def _trace(tracer: Path, program: Path, trace: Path) -> None:
                                    stdin=subprocess.DEVNULL)
     workload = None
     try:
-        deadline = time.monotonic() + 30
+        deadline = givenclock.Deadline.start(tracing.pid, 30)  # host time given, not wall time
         while not (trace / "control").read_text().startswith("live "):
-            assert tracing.poll() is None and time.monotonic() < deadline, (trace / "stderr").read_text()
+            assert tracing.poll() is None and not deadline.passed(), (trace / "stderr").read_text()
             time.sleep(0.1)
         workload = subprocess.Popen([str(program), str(CPU), str(int(TRACED_S) + 2)])
         time.sleep(0.5 + TRACED_S)
     finally:
         tracing.send_signal(signal.SIGINT)  # stopped by its PID, as the agent does
-        tracing.wait(timeout=30)
+        givenclock.wait(tracing, timeout=30)
     try:
         names = subprocess.run(["sh", "-c", "grep -H '' /proc/[0-9]*/task/[0-9]*/comm"],
                                capture_output=True, text=True, check=False).stdout
