@@ -146,7 +146,7 @@ def test_cgroup_target(tmp_path):
         pytest.skip("needs a writable cgroup v2 hierarchy to create a test cgroup")
     group = mount / f"threadwise-test-{os.getpid()}"
     group.mkdir()
-    workload = subprocess.Popen(["sleep", "30"])
+    workload = subprocess.Popen(["sleep", "600"])  # killed by PID below; lives however slow observe starts
     out = tmp_path / "c.duckdb"
     try:
         (group / "cgroup.procs").write_text(str(workload.pid))
