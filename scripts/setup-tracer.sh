@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# setup-tracer.sh: build the libbpf tracer (observe/tracers/sched.*) into the cache (idempotent).
+# setup-tracer.sh: build the libbpf tracer (observe/tracers/sched.*) and threadwise-layer-of (layerof.c,
+# the lab's reader of scx_layered's placement) into the cache (idempotent).
 #
 # Cached by a hash of its sources in ~/.cache/threadwise/tracer-<hash>/ (or THREADWISE_CACHE);
 # about a second to build, nothing to do when the sources did not change. Needs clang-19, bpftool,
