@@ -235,12 +235,15 @@ def membership(config: LayerConfig, *, pids: list[int] | None = None,
         pids = pids_with_comm_prefix(target_prefixes(config))
     threads = [(pid, tid, comm, _read(PROC / str(pid) / "comm") or "?")
                for pid in pids for tid, comm in process_threads(pid)]
-    if match_map is None:
-        match_map = read_placement([tid for _, tid, _, _ in threads])
+    # run counts before placements: a thread counted as run was matched before the placement is
+    # read (scx_layered matches as a thread becomes runnable), so waking between the two reads
+    # cannot make it "run, yet placed nowhere" (measured in the lab: docs/lab.md "Membership")
     ran = None
     if since is not None:
         now = {tid: run_count(pid, tid) for pid, tid, _, _ in threads}
         ran = {tid: count != since[tid] for tid, count in now.items() if tid in since and count is not None}
+    if match_map is None:
+        match_map = read_placement([tid for _, tid, _, _ in threads])
     return classify(config, threads, match_map, ran)
 
 

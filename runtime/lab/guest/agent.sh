@@ -209,8 +209,11 @@ placed_tids() {
 # Target thread ids that have run since the attach's re-match and that scx_layered has not placed
 # (idle ones are listed in $OUT/idle.tids).
 unmatched() {
-    placed_tids > "$OUT/matched.tids"
+    # run counts first, placements second: a thread that ran before the count was read was
+    # matched before (scx_layered matches as a thread becomes runnable), so no thread can read
+    # "has run" and "not placed" only because it woke between the two reads
     idle_since "$OUT/arms/$1.ran" > "$OUT/idle.tids"
+    placed_tids > "$OUT/matched.tids"
     target_threads | while read -r _ t _; do
         grep -qx "$t" "$OUT/matched.tids" || grep -qx "$t" "$OUT/idle.tids" || echo "$t"
     done
@@ -268,13 +271,14 @@ detach() {
 # took the generator's whole CPU with it).
 probe() {
     ( target_threads > "$1/threads.txt"
+      # idle first (see unmatched): a thread counted as run was matched before the reads below
+      idle_since "$OUT/arms/$ATTACHED.ran" > "$1/idle.txt"
       bpftool -j map dump name layer_match_dbg > "$1/membership.json" 2> "$1/membership.err"
       if [ -n "${LAYER_OF:-}" ]; then
           # shellcheck disable=SC2046  # one word per tid
           "$LAYER_OF" $(while read -r _ t _; do printf '%s ' "$t"; done < "$1/threads.txt") \
               > "$1/layers.txt" 2> "$1/layers.err"
       fi
-      idle_since "$OUT/arms/$ATTACHED.ran" > "$1/idle.txt"
       times > "$2" )
 }
 
