@@ -32,7 +32,7 @@ from threadwise.refine.rows import ArmRow, CellRow, MembershipRow, RunRow, Sampl
 from threadwise.refine.validity import CellRaw, read_cell, reasons
 from threadwise.runtime.lab import hostload
 from threadwise.runtime.lab.agent import Execution
-from threadwise.runtime.membership import classify, parse_map_dump, parse_task_layers
+from threadwise.runtime.membership import classify, gone_tids, parse_map_dump, parse_task_layers
 
 if TYPE_CHECKING:
     from threadwise.synthesize.layered import LayerConfig
@@ -57,6 +57,9 @@ def _membership(raw: CellRaw, directory: Path, config: LayerConfig, run_id: int,
     if layer_of is None:
         return []
     threads = [line.split(maxsplit=2) for line in threads_text.splitlines() if line.strip()]
+    layers = directory / "layers.txt"
+    gone = gone_tids(layers.read_text()) if layers.is_file() else set()
+    threads = [t for t in threads if int(t[1]) not in gone]   # ended before their placement was read
     process_comm = {int(pid): comm for pid, tid, comm in threads if pid == tid}
     # idle.txt: the threads that have not run since the attach's re-match (agent.sh idle_since);
     # ThreadLayer.ok holds one of them absent from the map to be placed nowhere yet, no fault

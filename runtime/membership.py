@@ -125,6 +125,14 @@ def parse_task_layers(text: str) -> dict[int, int]:
     return result
 
 
+def gone_tids(text: str) -> set[int]:
+    """Threads threadwise-layer-of found no task context for ("TID -"): ended since they were
+    listed (a load command that is the workload ends with its window), so nothing can be said
+    of where they were."""
+    return {int(fields[0]) for fields in (line.split() for line in text.splitlines())
+            if len(fields) == 2 and fields[1] == "-" and fields[0].isdigit()}
+
+
 def read_placement(tids: list[int]) -> dict[int, int]:
     """{tid: layer index} of `tids` from scx_layered's task state (threadwise-layer-of), or from
     its debug match map when the reader is not built (set-up builds it with the tracer:

@@ -324,3 +324,18 @@ def test_an_empty_task_state_read_falls_back_to_the_map_and_none_is_an_error(tmp
     (tmp_path / "membership.json").write_text(json.dumps([{"formatted": {"key": 11, "value": 0}}]))
     raw = CellRaw(idx=3, arm="p", level=0, repeat=1, done=True)
     assert [r.actual_layer for r in _membership(raw, tmp_path, SPECS, run_id=1, idx=3)] == ["hot"]
+
+
+def test_a_thread_gone_before_its_placement_was_read_is_left_out(tmp_path: Path):
+    """A load command that is the workload ends with its window; a thread listed by the probe may
+    be gone when threadwise-layer-of reads it ("TID -"): no verdict on it, no fault."""
+    from threadwise.refine.ingest import _membership
+    from threadwise.refine.validity import CellRaw
+
+    (tmp_path / "threads.txt").write_text("10 10 rolesim\n10 11 hot-0\n")
+    (tmp_path / "layers.txt").write_text("10 2 0\n11 -\n")
+    (tmp_path / "idle.txt").write_text("")
+    raw = CellRaw(idx=3, arm="p", level=0, repeat=1, done=True)
+    rows = _membership(raw, tmp_path, SPECS, run_id=1, idx=3)
+    assert [(r.comm, r.actual_layer) for r in rows] == [("rolesim", "rolesim")]
+    assert raw.mismatched == [] and raw.membership_error is None

@@ -273,12 +273,12 @@ probe() {
     ( target_threads > "$1/threads.txt"
       # idle first (see unmatched): a thread counted as run was matched before the reads below
       idle_since "$OUT/arms/$ATTACHED.ran" > "$1/idle.txt"
-      bpftool -j map dump name layer_match_dbg > "$1/membership.json" 2> "$1/membership.err"
       if [ -n "${LAYER_OF:-}" ]; then
           # shellcheck disable=SC2046  # one word per tid
           "$LAYER_OF" $(while read -r _ t _; do printf '%s ' "$t"; done < "$1/threads.txt") \
               > "$1/layers.txt" 2> "$1/layers.err"
       fi
+      bpftool -j map dump name layer_match_dbg > "$1/membership.json" 2> "$1/membership.err"
       times > "$2" )
 }
 
