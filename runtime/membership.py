@@ -252,6 +252,8 @@ def membership(config: LayerConfig, *, pids: list[int] | None = None,
         ran = {tid: count != since[tid] for tid, count in now.items() if tid in since and count is not None}
     if match_map is None:
         match_map = read_placement([tid for _, tid, _, _ in threads])
+    # a thread that ended before its placement was read: nothing to say of it (gone_tids)
+    threads = [t for t in threads if (PROC / str(t[0]) / "task" / str(t[1])).exists()]
     return classify(config, threads, match_map, ran)
 
 
