@@ -58,8 +58,9 @@ def _membership(raw: CellRaw, directory: Path, config: LayerConfig, run_id: int,
         return []
     threads = [line.split(maxsplit=2) for line in threads_text.splitlines() if line.strip()]
     layers = directory / "layers.txt"
-    gone = gone_tids(layers.read_text()) if layers.is_file() else set()
-    threads = [t for t in threads if int(t[1]) not in gone]   # ended before their placement was read
+    # no task context and not in the map either: ended before its placement was read
+    gone = (gone_tids(layers.read_text()) if layers.is_file() else set()) - set(layer_of)
+    threads = [t for t in threads if int(t[1]) not in gone]
     process_comm = {int(pid): comm for pid, tid, comm in threads if pid == tid}
     # idle.txt: the threads that have not run since the attach's re-match (agent.sh idle_since);
     # ThreadLayer.ok holds one of them absent from the map to be placed nowhere yet, no fault
@@ -79,23 +80,26 @@ def _membership(raw: CellRaw, directory: Path, config: LayerConfig, run_id: int,
 
 def _placement(raw: CellRaw, directory: Path) -> dict[int, int] | None:
     """tid -> layer index at the probe: from scx_layered's task state (layers.txt, written by
-    threadwise-layer-of) where the plan carried the reader, else from its debug match map
+    threadwise-layer-of) where it has the thread, else from its debug match map
     (membership.json), which loses entries in a burst of matches; None (and
-    raw.membership_error) when neither was read."""
+    raw.membership_error) when neither was read. The reader found no task context for some
+    threads the map held (sysbench, the workload of a load-is-target ladder, 2026-11-28: cause
+    not found yet), so the map fills in per thread."""
     layers = directory / "layers.txt"
-    if layers.is_file() and layers.stat().st_size:
-        return parse_task_layers(layers.read_text())
+    exact = parse_task_layers(layers.read_text()) if layers.is_file() else {}
     dump = directory / "membership.json"
     try:
-        if dump.is_file():
-            return parse_map_dump(dump.read_text())
+        witness = parse_map_dump(dump.read_text()) if dump.is_file() else None
     except (ValueError, KeyError) as bad:
+        witness = None
         raw.membership_error = f"unreadable tid->layer map ({bad})"
+    if witness is None and not exact:
+        err = directory / "layers.err" if layers.is_file() else directory / "membership.err"
+        why = err.read_text().strip()[:200] if err.is_file() else "no map dump"
+        raw.membership_error = raw.membership_error or f"no tid->layer map ({why or 'empty'})"
         return None
-    err = directory / "layers.err" if layers.is_file() else directory / "membership.err"
-    why = err.read_text().strip()[:200] if err.is_file() else "no map dump"
-    raw.membership_error = f"no tid->layer map ({why or 'empty'})"
-    return None
+    raw.membership_error = None
+    return {**(witness or {}), **exact}
 
 
 def _tids(path: Path) -> set[int]:
