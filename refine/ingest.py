@@ -32,7 +32,13 @@ from threadwise.refine.rows import ArmRow, CellRow, MembershipRow, RunRow, Sampl
 from threadwise.refine.validity import CellRaw, read_cell, reasons
 from threadwise.runtime.lab import hostload
 from threadwise.runtime.lab.agent import Execution
-from threadwise.runtime.membership import classify, gone_tids, parse_map_dump, parse_task_layers
+from threadwise.runtime.membership import (
+    classify,
+    gone_tids,
+    parse_map_dump,
+    parse_task_layers,
+    pending_tids,
+)
 
 if TYPE_CHECKING:
     from threadwise.synthesize.layered import LayerConfig
@@ -66,6 +72,13 @@ def _membership(raw: CellRaw, directory: Path, config: LayerConfig, run_id: int,
     # ThreadLayer.ok holds one of them absent from the map to be placed nowhere yet, no fault
     idle = _tids(directory / "idle.txt") if (directory / "idle.txt").is_file() else None
     ran = None if idle is None else {int(tid): int(tid) not in idle for _, tid, _ in threads}
+    # a re-match pending on a thread asleep at the probe (an exec'd leader waiting in join) is
+    # taken as it wakes: placed for its new name nowhere yet, no fault; a running one is judged
+    states = _states(directory / "states.txt")
+    for tid in (pending_tids(layers.read_text()) if layers.is_file() else set()):
+        if states.get(tid, "R") not in ("R", "") and ran is not None:
+            layer_of.pop(tid, None)
+            ran[tid] = False
     found = classify(config, [(int(pid), int(tid), comm, process_comm.get(int(pid), comm))
                              for pid, tid, comm in threads], layer_of, ran)
     rows = [MembershipRow(run_id=run_id, idx=idx, tid=t.tid, comm=t.comm, expected_layer=t.expected,
@@ -100,6 +113,14 @@ def _placement(raw: CellRaw, directory: Path) -> dict[int, int] | None:
         return None
     raw.membership_error = None
     return {**(witness or {}), **exact}
+
+
+def _states(path: Path) -> dict[int, str]:
+    """tid -> its state letter at the probe (states.txt: "TID STATE")."""
+    if not path.is_file():
+        return {}
+    pairs = (line.split() for line in path.read_text().splitlines())
+    return {int(f[0]): f[1] for f in pairs if len(f) == 2 and f[0].isdigit()}
 
 
 def _tids(path: Path) -> set[int]:

@@ -125,6 +125,13 @@ def parse_task_layers(text: str) -> dict[int, int]:
     return result
 
 
+def pending_tids(text: str) -> set[int]:
+    """Threads threadwise-layer-of reports with a re-match pending ("TID LAYER 1"): not runnable
+    since their flag was set (a rename, an exec), so their layer was chosen for their old name."""
+    return {int(fields[0]) for fields in (line.split() for line in text.splitlines())
+            if len(fields) == 3 and fields[2] == "1" and fields[0].isdigit()}
+
+
 def gone_tids(text: str) -> set[int]:
     """Threads threadwise-layer-of found no task context for ("TID -"): ended since they were
     listed (a load command that is the workload ends with its window), so nothing can be said

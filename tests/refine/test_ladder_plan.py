@@ -339,3 +339,19 @@ def test_a_thread_gone_before_its_placement_was_read_is_left_out(tmp_path: Path)
     rows = _membership(raw, tmp_path, SPECS, run_id=1, idx=3)
     assert [(r.comm, r.actual_layer) for r in rows] == [("rolesim", "rolesim")]
     assert raw.mismatched == [] and raw.membership_error is None
+
+
+def test_a_pending_rematch_counts_only_for_a_running_thread(tmp_path: Path):
+    """An exec'd leader matched under its fork-time name, asleep at the probe with its re-match
+    pending, is taken as it wakes: no fault. The same pending re-match on a running thread (a
+    renamed spinner) is one."""
+    from threadwise.refine.ingest import _membership
+    from threadwise.refine.validity import CellRaw
+
+    (tmp_path / "threads.txt").write_text("10 10 rolesim\n10 11 hot-0\n10 12 hot-1\n")
+    (tmp_path / "layers.txt").write_text("10 2 0\n11 2 1\n12 2 1\n")
+    (tmp_path / "states.txt").write_text("10 S\n11 S\n12 R\n")
+    (tmp_path / "idle.txt").write_text("")
+    raw = CellRaw(idx=3, arm="p", level=0, repeat=1, done=True)
+    _membership(raw, tmp_path, SPECS, run_id=1, idx=3)
+    assert raw.mismatched == ["hot-1 (tid 12): expected hot, in rolesim"]

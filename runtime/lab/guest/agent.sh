@@ -273,6 +273,11 @@ probe() {
     ( target_threads > "$1/threads.txt"
       # idle first (see unmatched): a thread counted as run was matched before the reads below
       idle_since "$OUT/arms/$ATTACHED.ran" > "$1/idle.txt"
+      # each thread's state (R, S, D...): a re-match pending on a sleeping thread is taken when it
+      # wakes, one on a running thread is not (ingest, docs/lab.md "Open")
+      while read -r p t _; do
+          read -r st < "/proc/$p/task/$t/stat" 2>/dev/null && { st=${st##*) }; echo "$t ${st%% *}"; }
+      done < "$1/threads.txt" > "$1/states.txt"
       if [ -n "${LAYER_OF:-}" ]; then
           # shellcheck disable=SC2046  # one word per tid
           "$LAYER_OF" $(while read -r _ t _; do printf '%s ' "$t"; done < "$1/threads.txt") \
