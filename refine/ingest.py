@@ -64,8 +64,9 @@ def _membership(raw: CellRaw, directory: Path, config: LayerConfig, run_id: int,
         return []
     threads = [line.split(maxsplit=2) for line in threads_text.splitlines() if line.strip()]
     layers = directory / "layers.txt"
+    layers_text = layers.read_text() if layers.is_file() else ""   # read once: three views below
     # no task context and not in the map either: ended before its placement was read
-    gone = (gone_tids(layers.read_text()) if layers.is_file() else set()) - set(layer_of)
+    gone = gone_tids(layers_text) - set(layer_of)
     threads = [t for t in threads if int(t[1]) not in gone]
     process_comm = {int(pid): comm for pid, tid, comm in threads if pid == tid}
     # idle.txt: the threads that have not run since the attach's re-match (agent.sh idle_since);
@@ -75,7 +76,7 @@ def _membership(raw: CellRaw, directory: Path, config: LayerConfig, run_id: int,
     # a re-match pending on a thread asleep at the probe (an exec'd leader waiting in join) is
     # taken as it wakes: placed for its new name nowhere yet, no fault; a running one is judged
     states = _states(directory / "states.txt")
-    for tid in (pending_tids(layers.read_text()) if layers.is_file() else set()):
+    for tid in pending_tids(layers_text):
         if states.get(tid, "R") not in ("R", "") and ran is not None:
             layer_of.pop(tid, None)
             ran[tid] = False
