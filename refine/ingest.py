@@ -32,13 +32,7 @@ from threadwise.refine.rows import ArmRow, CellRow, MembershipRow, RunRow, Sampl
 from threadwise.refine.validity import CellRaw, read_cell, reasons
 from threadwise.runtime.lab import hostload
 from threadwise.runtime.lab.agent import Execution
-from threadwise.runtime.membership import (
-    classify,
-    gone_tids,
-    parse_map_dump,
-    parse_task_layers,
-    pending_tids,
-)
+from threadwise.runtime.membership import TaskLayers, classify, parse_map_dump, parse_task_layers
 
 if TYPE_CHECKING:
     from threadwise.synthesize.layered import LayerConfig
@@ -59,15 +53,15 @@ def _membership(raw: CellRaw, directory: Path, config: LayerConfig, run_id: int,
                 idx: int) -> list[MembershipRow]:
     """The cell's membership rows (tid, comm, expected, actual); sets raw.mismatched / membership_error."""
     threads_text = (directory / "threads.txt").read_text() if (directory / "threads.txt").is_file() else ""
-    layer_of = _placement(raw, directory)
+    layers = directory / "layers.txt"
+    task_layers = parse_task_layers(layers.read_text() if layers.is_file() else "")
+    layer_of = _placement(raw, directory, task_layers)
     if layer_of is None:
         return []
-    threads = [line.split(maxsplit=2) for line in threads_text.splitlines() if line.strip()]
-    layers = directory / "layers.txt"
-    layers_text = layers.read_text() if layers.is_file() else ""   # read once: three views below
-    # no task context and not in the map either: ended before its placement was read
-    gone = gone_tids(layers_text) - set(layer_of)
-    threads = [t for t in threads if int(t[1]) not in gone]
+    listed = [line.split(maxsplit=2) for line in threads_text.splitlines() if line.strip()]
+    # ended before its placement was read and not in the map either: nothing to say of it
+    gone = task_layers.gone - set(layer_of)
+    threads = [t for t in listed if int(t[1]) not in gone]
     process_comm = {int(pid): comm for pid, tid, comm in threads if pid == tid}
     # idle.txt: the threads that have not run since the attach's re-match (agent.sh idle_since);
     # ThreadLayer.ok holds one of them absent from the map to be placed nowhere yet, no fault
@@ -76,7 +70,7 @@ def _membership(raw: CellRaw, directory: Path, config: LayerConfig, run_id: int,
     # a re-match pending on a thread asleep at the probe (an exec'd leader waiting in join) is
     # taken as it wakes: placed for its new name nowhere yet, no fault; a running one is judged
     states = _states(directory / "states.txt")
-    for tid in pending_tids(layers_text):
+    for tid in task_layers.pending:
         if states.get(tid, "R") not in ("R", "") and ran is not None:
             layer_of.pop(tid, None)
             ran[tid] = False
@@ -85,14 +79,32 @@ def _membership(raw: CellRaw, directory: Path, config: LayerConfig, run_id: int,
     rows = [MembershipRow(run_id=run_id, idx=idx, tid=t.tid, comm=t.comm, expected_layer=t.expected,
                           actual_layer=t.actual) for t in found]
     raw.mismatched += [f"{t.comm} (tid {t.tid}): expected {t.expected}, in {t.actual or 'none'}"
-                       for t in found if not t.ok]
+                       + _unread(task_layers, t.tid) for t in found if not t.ok]
     raw.members = len(rows)
     if not rows:
-        raw.membership_error = "no target threads found during the window"
+        raw.membership_error = ("no target threads found during the window" if not listed else
+                                f"all {len(listed)} target threads ended before the probe read their "
+                                f"layers{_probe_timing(directory)}")
     return rows
 
 
-def _placement(raw: CellRaw, directory: Path) -> dict[int, int] | None:
+def _probe_timing(directory: Path) -> str:
+    """ " (read 2.3 s into a 2.1-s window)" from probe.at and wall, or "" where either is missing."""
+    try:
+        read_at = float((directory / "probe.at").read_text().split()[2])
+        start, end = (float(v) for v in (directory / "wall").read_text().split())
+    except (OSError, ValueError, IndexError):
+        return ""
+    return f" (read {read_at - start:.1f} s into a {end - start:.1f}-s window)"
+
+
+def _unread(task_layers: TaskLayers, tid: int) -> str:
+    """Why threadwise-layer-of could not read a thread, for the mismatch line ("" if it could)."""
+    reason = task_layers.unknown.get(tid)
+    return "" if reason is None else f" (layer-of: {reason})"
+
+
+def _placement(raw: CellRaw, directory: Path, task_layers: TaskLayers) -> dict[int, int] | None:
     """tid -> layer index at the probe: from scx_layered's task state (layers.txt, written by
     threadwise-layer-of) where it has the thread, else from its debug match map
     (membership.json), which loses entries in a burst of matches; None (and
@@ -100,14 +112,14 @@ def _placement(raw: CellRaw, directory: Path) -> dict[int, int] | None:
     threads the map held (sysbench, the workload of a load-is-target ladder, 2026-11-28: cause
     not found yet), so the map fills in per thread."""
     layers = directory / "layers.txt"
-    exact = parse_task_layers(layers.read_text()) if layers.is_file() else {}
+    exact = task_layers.layer
     dump = directory / "membership.json"
     try:
         witness = parse_map_dump(dump.read_text()) if dump.is_file() else None
     except (ValueError, KeyError) as bad:
         witness = None
         raw.membership_error = f"unreadable tid->layer map ({bad})"
-    if witness is None and not exact:
+    if witness is None and task_layers.empty:
         err = directory / "layers.err" if layers.is_file() else directory / "membership.err"
         why = err.read_text().strip()[:200] if err.is_file() else "no map dump"
         raw.membership_error = raw.membership_error or f"no tid->layer map ({why or 'empty'})"

@@ -112,32 +112,51 @@ def read_match_map() -> dict[int, int]:
     return parse_map_dump(done.stdout)
 
 
-def parse_task_layers(text: str) -> dict[int, int]:
-    """threadwise-layer-of output ("TID LAYER REFRESH", or "TID -" for a thread without a task
-    context) -> {tid: layer_id}. An index past the config's layers (MAX_LAYERS before the first
-    match) is no layer (`classify`). A thread with a re-match pending is where it last ran: it
-    has not been runnable since."""
-    result: dict[int, int] = {}
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) == 3 and fields[0].isdigit() and fields[1].isdigit():
-            result[int(fields[0])] = int(fields[1])
-    return result
+@dataclass(frozen=True)
+class TaskLayers:
+    """What threadwise-layer-of reported, one view per kind of line.
+
+    layer: tid -> layer_id for each thread with a task context ("TID LAYER REFRESH"); an index
+    past the config's layers (MAX_LAYERS before the first match) is no layer (`classify`), and a
+    thread with a re-match pending is where it last ran. pending: those whose REFRESH is 1 (not
+    runnable since their flag was set by a rename or an exec, so placed for their old name).
+    gone: threads that ended before the read ("TID - gone"; a load command that is the workload
+    ends with its window), of which nothing can be said. unknown: live threads the reader found
+    no context for ("TID - nocontext") or could not read ("TID - ERRNO"), with the reason."""
+
+    layer: dict[int, int]
+    pending: frozenset[int]
+    gone: frozenset[int]
+    unknown: dict[int, str]
+
+    @property
+    def empty(self) -> bool:
+        """No thread reported at all (the reader did not run, or found no map)."""
+        return not (self.layer or self.gone or self.unknown)
 
 
-def pending_tids(text: str) -> set[int]:
-    """Threads threadwise-layer-of reports with a re-match pending ("TID LAYER 1"): not runnable
-    since their flag was set (a rename, an exec), so their layer was chosen for their old name."""
-    return {int(fields[0]) for fields in (line.split() for line in text.splitlines())
-            if len(fields) == 3 and fields[2] == "1" and fields[0].isdigit()}
-
-
-def gone_tids(text: str) -> set[int]:
-    """Threads threadwise-layer-of found no task context for ("TID -"): ended since they were
-    listed (a load command that is the workload ends with its window), so nothing can be said
-    of where they were."""
-    return {int(fields[0]) for fields in (line.split() for line in text.splitlines())
-            if len(fields) == 2 and fields[1] == "-" and fields[0].isdigit()}
+def parse_task_layers(text: str) -> TaskLayers:
+    """threadwise-layer-of's output -> TaskLayers. Lines it does not print are ignored; a bare
+    "TID -" (the reader before it gave reasons) counts as unknown."""
+    layer: dict[int, int] = {}
+    pending: set[int] = set()
+    gone: set[int] = set()
+    unknown: dict[int, str] = {}
+    for fields in (line.split() for line in text.splitlines()):
+        if len(fields) < 2 or not fields[0].isdigit():
+            continue
+        tid = int(fields[0])
+        if fields[1] == "-":
+            reason = fields[2] if len(fields) > 2 else "unknown"
+            if reason == "gone":
+                gone.add(tid)
+            else:
+                unknown[tid] = reason
+        elif len(fields) == 3 and fields[1].isdigit():
+            layer[tid] = int(fields[1])
+            if fields[2] == "1":
+                pending.add(tid)
+    return TaskLayers(layer, frozenset(pending), frozenset(gone), unknown)
 
 
 def read_placement(tids: list[int]) -> dict[int, int]:
@@ -153,7 +172,7 @@ def read_placement(tids: list[int]) -> dict[int, int]:
         raise MembershipUnavailable(
             f"cannot read scx_layered's task state: {done.stderr.strip() or done.stdout.strip()}",
             hint="is a profile applied (threadwise status)?")
-    return parse_task_layers(done.stdout) if done is not None else {}
+    return parse_task_layers(done.stdout).layer if done is not None else {}
 
 
 def _read(path: Path) -> str | None:
@@ -259,7 +278,7 @@ def membership(config: LayerConfig, *, pids: list[int] | None = None,
         ran = {tid: count != since[tid] for tid, count in now.items() if tid in since and count is not None}
     if match_map is None:
         match_map = read_placement([tid for _, tid, _, _ in threads])
-    # a thread that ended before its placement was read: nothing to say of it (gone_tids)
+    # a thread that ended before its placement was read: nothing to say of it (TaskLayers.gone)
     threads = [t for t in threads if (PROC / str(t[0]) / "task" / str(t[1])).exists()]
     return classify(config, threads, match_map, ran)
 
@@ -274,7 +293,8 @@ def cgroup2_root(mounts: str | None = None) -> Path | None:
     return None
 
 
-def _state(pid: int, tid: int) -> str:
+def thread_state(pid: int, tid: int) -> str:
+    """A thread's state letter (R running or runnable, S asleep, D in I/O...); "" when gone."""
     stat = _read(PROC / str(pid) / "task" / str(tid) / "stat")
     return stat.rpartition(") ")[2][:1] if stat else ""
 
@@ -309,7 +329,7 @@ def rematch(pid: int, *, pace_s: float = 0.02) -> dict[int, int]:
             (root / path.lstrip("/") / "cgroup.procs").write_text(f"{pid}\n")
     counts = run_counts([pid])
     for tid, _ in process_threads(pid):
-        if _state(pid, tid) == "R":
+        if thread_state(pid, tid) == "R":
             with contextlib.suppress(OSError):  # the thread ended meanwhile
                 nudge(tid)
         time.sleep(pace_s)

@@ -5,9 +5,10 @@
  * Prints one line per TID: "TID LAYER REFRESH", LAYER the index of the layer scx_layered placed
  * the thread in (task_ctx.layer_id; MAX_LAYERS, 16 in 1.1.4, until the thread is first matched:
  * any index past the config's layers is no layer), and REFRESH 1 while a re-match is pending
- * (task_ctx.refresh_layer: the thread has not been runnable since its flag was set); "TID -"
- * when the thread is gone or has no task context. Exit 0; 2 on a usage error; 3 when no scx_layered
- * task map is loaded.
+ * (task_ctx.refresh_layer: the thread has not been runnable since its flag was set);
+ * "TID - gone" when the thread has ended, "TID - nocontext" when it lives but the map holds no
+ * context for it, "TID - ERRNO" (a number) on any other failure. Exit 0; 2 on a usage error; 3
+ * when no scx_layered task map is loaded.
  *
  * Problem: scx_layered's debug match map (layer_match_dbg, --enable-match-debug) loses entries
  * when many threads match at once: each insert takes an element from a small per-CPU pool and
@@ -94,7 +95,8 @@ int main(int argc, char **argv)
 {
 	if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
 		fprintf(stderr, "usage: %s TID...\n"
-			"  prints \"TID LAYER REFRESH\" per thread (scx_layered's task_ctx), \"TID -\" if unknown\n",
+			"  prints \"TID LAYER REFRESH\" per thread (scx_layered's task_ctx), or \"TID - gone\",\n"
+			"  \"TID - nocontext\", \"TID - ERRNO\" when it has none\n",
 			argv[0]);
 		return 2;
 	}
@@ -118,8 +120,21 @@ int main(int argc, char **argv)
 		int pidfd = syscall(SYS_pidfd_open, (pid_t)tid, PIDFD_THREAD);
 		if (pidfd < 0 && errno == EINVAL) /* a kernel before 6.9: only a process leader */
 			pidfd = syscall(SYS_pidfd_open, (pid_t)tid, 0);
-		if (pidfd < 0 || bpf_map_lookup_elem(map, &pidfd, value) != 0) {
-			printf("%ld -\n", tid);
+		if (pidfd < 0 && errno == ESRCH) {
+			printf("%ld - gone\n", tid);
+		} else if (pidfd < 0) {
+			printf("%ld - %d\n", tid, errno);
+		} else if (bpf_map_lookup_elem(map, &pidfd, value) != 0) {
+			int lookup_errno = errno;
+			/* ENOENT is both "no context" and "ended since the pidfd was opened": signal 0
+			 * to the pidfd tells them apart */
+			int alive = syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0;
+			if (!alive)
+				printf("%ld - gone\n", tid);
+			else if (lookup_errno == ENOENT)
+				printf("%ld - nocontext\n", tid);
+			else
+				printf("%ld - %d\n", tid, lookup_errno);
 		} else {
 			__u32 layer;
 			memcpy(&layer, value + layout.layer_offset, sizeof(layer));

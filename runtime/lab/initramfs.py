@@ -129,6 +129,7 @@ def pack(out: Path, *, dest: Path, log: Callable[[str], None] = lambda _m: None)
         raise InitramfsError(f"{plan_file} names no scx_layered (SCX=)",
                              hint="plan_script(..., scx=scx_layered_path())")
     packer.executable(_bpftool(), why="the agent's membership dump")
+    packer.command("chrt", why="the agent's membership probe (util-linux; busybox has no chrt)")
     kernel = find_lab_kernel()  # after the plan's commands: a refusal needs no kernel
     disk = build_disk(packer.trees, log=log) if packer.trees else None
     if disk is not None:

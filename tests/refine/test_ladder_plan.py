@@ -328,17 +328,34 @@ def test_an_empty_task_state_read_falls_back_to_the_map_and_none_is_an_error(tmp
 
 def test_a_thread_gone_before_its_placement_was_read_is_left_out(tmp_path: Path):
     """A load command that is the workload ends with its window; a thread listed by the probe may
-    be gone when threadwise-layer-of reads it ("TID -"): no verdict on it, no fault."""
+    be gone when threadwise-layer-of reads it ("TID - gone"): no verdict on it, no fault. One
+    that lives without a task context ("TID - nocontext") is a fault that says so; a cell whose
+    listed threads all ended says that, not "none found"."""
     from threadwise.refine.ingest import _membership
     from threadwise.refine.validity import CellRaw
 
     (tmp_path / "threads.txt").write_text("10 10 rolesim\n10 11 hot-0\n")
-    (tmp_path / "layers.txt").write_text("10 2 0\n11 -\n")
+    (tmp_path / "layers.txt").write_text("10 2 0\n11 - gone\n")
     (tmp_path / "idle.txt").write_text("")
     raw = CellRaw(idx=3, arm="p", level=0, repeat=1, done=True)
     rows = _membership(raw, tmp_path, SPECS, run_id=1, idx=3)
     assert [(r.comm, r.actual_layer) for r in rows] == [("rolesim", "rolesim")]
     assert raw.mismatched == [] and raw.membership_error is None
+
+    (tmp_path / "layers.txt").write_text("10 2 0\n11 - nocontext\n")
+    raw = CellRaw(idx=3, arm="p", level=0, repeat=1, done=True)
+    _membership(raw, tmp_path, SPECS, run_id=1, idx=3)
+    assert raw.mismatched == ["hot-0 (tid 11): expected hot, in none (layer-of: nocontext)"]
+
+    (tmp_path / "layers.txt").write_text("10 - gone\n11 - gone\n")
+    raw = CellRaw(idx=3, arm="p", level=0, repeat=1, done=True)
+    assert _membership(raw, tmp_path, SPECS, run_id=1, idx=3) == []
+    assert raw.membership_error == "all 2 target threads ended before the probe read their layers"
+    (tmp_path / "probe.at").write_text("36.0 37.9 38.4\n")
+    (tmp_path / "wall").write_text("36.1 38.3\n")
+    raw = CellRaw(idx=3, arm="p", level=0, repeat=1, done=True)
+    _membership(raw, tmp_path, SPECS, run_id=1, idx=3)
+    assert raw.membership_error.endswith("(read 2.3 s into a 2.2-s window)"), raw.membership_error
 
 
 def test_a_pending_rematch_counts_only_for_a_running_thread(tmp_path: Path):

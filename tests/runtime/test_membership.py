@@ -100,6 +100,11 @@ def test_a_thread_in_no_layer_is_a_fault_only_if_it_ran_since_the_re_match():
         for proc in (parked, waker):
             assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
         pids = [parked.pid, waker.pid]
+        # "up" is printed before the sleep begins: on a busy host the parked one may run again
+        # after the counts are taken, on its way into the sleep, unless they wait for it to sleep
+        deadline = time.monotonic() + 30
+        while membership.thread_state(parked.pid, parked.pid) != "S" and time.monotonic() < deadline:
+            time.sleep(0.05)
         since = membership.run_counts(pids)
         deadline = time.monotonic() + 30  # until the waker has run again (a busy host may delay it)
         while membership.run_count(waker.pid, waker.pid) == since[waker.pid] and time.monotonic() < deadline:
@@ -115,8 +120,14 @@ def test_a_thread_in_no_layer_is_a_fault_only_if_it_ran_since_the_re_match():
             proc.wait()
 
 
-def test_task_layers_parse_every_thread_with_a_task_context():
-    text = "138 1 0\n139 16 1\n140 -\n141 0 1\n"
+def test_task_layers_parse_every_kind_of_line():
+    text = "138 1 0\n139 16 1\n140 - gone\n141 0 1\n142 - nocontext\n143 - 13\n144 -\nlayer-of: x\n"
+    parsed = membership.parse_task_layers(text)
     # a thread with a re-match pending (141) is where it last ran; 16 (MAX_LAYERS): no layer yet
-    assert membership.parse_task_layers(text) == {138: 1, 139: 16, 141: 0}
-    assert membership.parse_task_layers("") == {}
+    assert parsed.layer == {138: 1, 139: 16, 141: 0}
+    assert parsed.pending == {139, 141}
+    assert parsed.gone == {140}
+    # a live thread without a context, an errno, and the reader's old bare "-": not gone
+    assert parsed.unknown == {142: "nocontext", 143: "13", 144: "unknown"}
+    empty = membership.parse_task_layers("")
+    assert (empty.layer, empty.pending, empty.gone, empty.unknown) == ({}, set(), set(), {})
