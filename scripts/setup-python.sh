@@ -27,7 +27,11 @@ if up_to_date "$stamp_file" || { [[ $SET == demo ]] && up_to_date "$core_stamp";
 fi
 "$PYTHON" -c 'import sys; assert sys.version_info >= (3, 11), sys.version' || {
     echo "setup-python: need Python >= 3.11 (set THREADWISE_PYTHON)" >&2; exit 1; }
-[[ -x $VENV/bin/python ]] || "$PYTHON" -m venv "$VENV"
+# a venv whose creation was cut off (Ctrl-C while ensurepip ran) has python but no pip: start over
+if [[ ! -x $VENV/bin/python || ! -x $VENV/bin/pip ]]; then
+    [[ -e $VENV ]] && echo "setup-python: .venv is incomplete (no pip: its creation was cut off?); creating it again"
+    "$PYTHON" -m venv --clear "$VENV"
+fi
 mkdir -p "$CACHE/pip"
 echo "setup-python: installing pinned dependencies into .venv ($SET set)"
 $VENV/bin/pip install -q --cache-dir "$CACHE/pip" --upgrade pip
