@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from threadwise import givenclock
 from threadwise.refine import ladder
 from threadwise.refine.ladder import BASELINE, Arm
 from threadwise.refine.workload import parse_workload
+from threadwise.runtime import membership
 from threadwise.runtime.lab import initramfs
 from threadwise.scx import DEFAULT_INTERVAL_MS, interval_args, step_interval_ms
 from threadwise.synthesize.layered import LayerConfig
@@ -317,12 +319,20 @@ def test_the_agent_tells_threads_that_have_not_run_since_a_snapshot(tmp_path: Pa
     try:
         for proc in (sleeper, waker):
             assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
+        # "up" comes before the sleep: on a busy host the sleeper may still run on its way into it
+        deadline = time.monotonic() + 30
+        while membership.thread_state(sleeper.pid, sleeper.pid) != "S" and time.monotonic() < deadline:
+            time.sleep(0.05)
         out = tmp_path / "out"
         (out / "arms").mkdir(parents=True)
-        # target_pids matches comm by prefix: only these two are ours among python3 processes
+        # target_pids matches comm by prefix: only these two are ours among python3 processes; the
+        # idle read waits (up to 30 s) until the waker has run again, however busy the host is
         (out / "plan.sh").write_text(
             "TARGET=python3\ntarget_pids() { echo " + f"{sleeper.pid} {waker.pid}" + "; }\n"
-            'run_counts > "$OUT/arms/a.ran"; sleep 0.5; idle_since "$OUT/arms/a.ran" > "$OUT/idle"\n')
+            'run_counts > "$OUT/arms/a.ran"; n=0\n'
+            f'while grep -qx "{waker.pid} $(cut -d" " -f3 /proc/{waker.pid}/schedstat)" "$OUT/arms/a.ran"'
+            ' && [ "$n" -lt 3000 ]; do n=$((n + 1)); sleep 0.01; done\n'
+            'idle_since "$OUT/arms/a.ran" > "$OUT/idle"\n')
         argv = [shell, "sh"] if shell == "busybox" else [shell]
         done = givenclock.run([*argv, str(ladder.agent_path()), str(out)], capture_output=True, text=True,
                               timeout=60, check=False)
