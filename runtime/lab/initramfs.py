@@ -79,8 +79,9 @@ from threadwise.runtime.lab.carry import (  # noqa: F401
     shared_libraries,
 )
 from threadwise.runtime.lab.hostpriority import HostClaim
-from threadwise.runtime.lab.kernel import find_lab_kernel
+from threadwise.runtime.lab.kernel import LabKernel, find_lab_kernel
 from threadwise.runtime.lab.runtimes import build_disk
+from threadwise.runtime.lab.turns import take_turn
 from threadwise.runtime.lab.watchdog import Watchdog, fixed
 
 GUEST_OUT = "/out"
@@ -383,6 +384,17 @@ def run_initramfs(out: Path, *, cpus: int, memory: str = "2G", timeout_s: float,
     `stopped_by_host`."""
     kernel = find_lab_kernel()
     qemu = find_qemu()
+    # one lab at a time where their vCPUs outnumber the host's cores (turns.py); the watchdog and
+    # the wall time count from the turn
+    with take_turn(cpus, progress):
+        return _run_initramfs(out, kernel, qemu, cpus=cpus, memory=memory, timeout_s=timeout_s,
+                              progress=progress, host_priority=host_priority, on_cell=on_cell,
+                              stall_s=stall_s)
+
+
+def _run_initramfs(out: Path, kernel: LabKernel, qemu: Path, *, cpus: int, memory: str,
+                   timeout_s: float, progress: Callable[[str], None], host_priority: bool,
+                   on_cell: Callable[[str], str | None] | None, stall_s: float | None) -> Execution:
     started = time.monotonic()
     watchdog = fixed(started, timeout_s) if stall_s is None else Watchdog(started, stall_s, timeout_s)
     with tempfile.TemporaryDirectory(prefix="threadwise-initramfs-") as scratch:

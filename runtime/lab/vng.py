@@ -43,6 +43,7 @@ from threadwise.runtime.lab import labtee
 from threadwise.runtime.lab.agent import TCG_PATCHING_OOPS
 from threadwise.runtime.lab.hostpriority import HostClaim
 from threadwise.runtime.lab.kernel import LabKernel, find_lab_kernel
+from threadwise.runtime.lab.turns import take_turn
 
 VIRTIOFSD_PATHS = ("/usr/libexec/virtiofsd",)
 SETUP_HINT = "run scripts/setup-lab.sh (virtiofsd, virtme-ng, the lab kernel)"
@@ -310,32 +311,35 @@ def run_in_lab(
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(_venv_bin()), env.get("PATH", "/usr/bin:/bin")])
     console = out / "console.log"
-    started = time.monotonic()
     say = progress or (lambda _line: None)
-    say(f"lab: booting {kernel.release} under qemu TCG ({cpus} vCPUs, {memory}; a boot takes 20-60 s); "
-        f"results in {out}")
-    for attempt in range(1, BOOT_ATTEMPTS + 1):
-        for stale in (STREAM_FILE, "guest-release"):
-            (out / stale).unlink(missing_ok=True)
-        follower = _Follower(out, on_output, say, started)
-        returncode, priority = _boot(argv, env, workdir, console,
-                                     max(timeout_s - (time.monotonic() - started), 1.0),
-                                     follower=follower, host_priority=host_priority)
-        if (out / STATUS_FILE).is_file():
-            break
-        text = console.read_text(errors="replace")
-        if attempt < BOOT_ATTEMPTS and any(marker in text for marker in TRANSIENT):
-            why = next(marker for marker in TRANSIENT if marker in text)
-            print(f"lab: boot {attempt} failed in the emulator ({why!r}); retrying", file=sys.stderr)
-            (out / f"console-attempt{attempt}.log").write_text(text)
-            continue
-        tail = text.strip().splitlines()[-15:]
-        raise LabError(
-            f"the command never reported an exit status (vng exited {returncode}); "
-            "last console lines:\n  " + "\n  ".join(tail),
-            hint=f"full console log: {console}",
-        )
-    wall = time.monotonic() - started
+    # one lab at a time where their vCPUs outnumber the host's cores (turns.py); the timeout and
+    # the wall time count from the turn
+    with take_turn(cpus, say):
+        started = time.monotonic()
+        say(f"lab: booting {kernel.release} under qemu TCG ({cpus} vCPUs, {memory}; a boot takes 20-60 s); "
+            f"results in {out}")
+        for attempt in range(1, BOOT_ATTEMPTS + 1):
+            for stale in (STREAM_FILE, "guest-release"):
+                (out / stale).unlink(missing_ok=True)
+            follower = _Follower(out, on_output, say, started)
+            returncode, priority = _boot(argv, env, workdir, console,
+                                         max(timeout_s - (time.monotonic() - started), 1.0),
+                                         follower=follower, host_priority=host_priority)
+            if (out / STATUS_FILE).is_file():
+                break
+            text = console.read_text(errors="replace")
+            if attempt < BOOT_ATTEMPTS and any(marker in text for marker in TRANSIENT):
+                why = next(marker for marker in TRANSIENT if marker in text)
+                print(f"lab: boot {attempt} failed in the emulator ({why!r}); retrying", file=sys.stderr)
+                (out / f"console-attempt{attempt}.log").write_text(text)
+                continue
+            tail = text.strip().splitlines()[-15:]
+            raise LabError(
+                f"the command never reported an exit status (vng exited {returncode}); "
+                "last console lines:\n  " + "\n  ".join(tail),
+                hint=f"full console log: {console}",
+            )
+        wall = time.monotonic() - started
     status_file = out / STATUS_FILE
     status = int(status_file.read_text().strip() or "255")
     kept: Path | None = console
