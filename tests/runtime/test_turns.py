@@ -99,3 +99,12 @@ def test_the_host_directory_is_used_where_it_can_be_written() -> None:
     expected = turns.HOST_DIR if os.geteuid() == 0 else None
     assert os.access(where, os.W_OK) and (expected is None or where == expected)
     assert turns.host_slots() == len(os.sched_getaffinity(0)) >= 1
+
+
+def test_a_turn_inside_a_turn_of_the_same_process_is_free(tmp_path: Path) -> None:
+    with turns.take_turn(2, pytest.fail, directory=tmp_path, slots=2), \
+            turns.take_turn(2, pytest.fail, directory=tmp_path, slots=2) as waited:
+        assert waited == 0.0
+    # and given back: a new turn gets the slots at once
+    with turns.take_turn(2, pytest.fail, directory=tmp_path, slots=2) as waited:
+        assert waited < 5
