@@ -19,9 +19,10 @@ the layer's CPU-seconds over the interval times ln 2 / 0.1 s (its 100-ms usage
 half-life): one busy CPU showed 692.5% on a one-CPU layer in the lab
 (2026-11-26). So `read_layers` measures each layer's utilisation itself: the
 on-CPU nanoseconds of every thread (`/proc/*/task/*/schedstat`, first field)
-before and after the interval, summed per layer by scx_layered's tid -> layer
-map (`membership.read_match_map`), over the interval's wall time. Where the
-map cannot be read, or the interval is 0, the figure is scx_layered's and the
+before and after the interval, summed per layer by where scx_layered has each
+thread (`membership.read_placement`: its task state, or its debug match map
+where the reader is not built), over the interval's wall time. Where neither
+can be read, or the interval is 0, the figure is scx_layered's and the
 `util_source` says so.
 """
 
@@ -35,7 +36,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from threadwise.errors import MembershipUnavailable, MissingTool, StatsUnavailable
-from threadwise.runtime.membership import PROC, read_match_map
+from threadwise.runtime.membership import PROC, read_placement
 
 STATS_SOCKET = Path("/var/run/scx/root/stats")
 THREADS = "threads"          # util_pct measured here from the threads' CPU time
@@ -136,17 +137,17 @@ def utilisation(before: dict[int, int], after: dict[int, int], layer_of: dict[in
 
 
 def read_layers(path: Path = STATS_SOCKET, *, interval_s: float = 1.0, proc: Path = PROC,
-                layer_map: Callable[[], dict[int, int]] = read_match_map,
+                layer_map: Callable[[list[int]], dict[int, int]] = read_placement,
                 clock: Callable[[], float] = time.monotonic) -> list[LayerFigures]:
     """Per-layer figures over `interval_s`: tasks and CPUs from scx_layered, utilisation measured
-    from the threads' CPU time (see the module note)."""
+    from the threads' CPU time (see the module note); `layer_map(tids)` says where each is."""
     if interval_s <= 0:
         return layers_from_stats(read_sys_stats(path, interval_s=interval_s))
     before, started = cpu_ns_by_tid(proc), clock()
     figures = layers_from_stats(read_sys_stats(path, interval_s=interval_s))
     after, seconds = cpu_ns_by_tid(proc), clock() - started
     try:
-        layer_of = layer_map()
+        layer_of = layer_map(sorted(after))
     except (MembershipUnavailable, MissingTool):
         return figures
     measured = utilisation(before, after, layer_of, seconds)

@@ -62,7 +62,7 @@ def serve(path, answers):
 def test_read_layers_asks_twice_and_reports_the_second(tmp_path):
     first = {"layers": {"hot": {"index": 0, "tasks": 1, "util": 2.0, "cpus": [1]}}}
     thread, requests = serve(tmp_path / "stats", [first, SYS_STATS])
-    layers = read_layers(tmp_path / "stats", interval_s=0.01, layer_map=dict)   # an empty map
+    layers = read_layers(tmp_path / "stats", interval_s=0.01, layer_map=lambda _tids: {})   # no thread placed
     thread.join(5)
     assert requests == [{"req": "stats", "args": {"target": "top"}}] * 2
     assert layers[0].tasks == 1 and layers[0].util_source == "threads"
@@ -94,7 +94,8 @@ def test_read_layers_measures_utilisation_itself_not_scx_layereds(tmp_path, monk
     answered = {"layers": {"hot": {"index": 0, "tasks": 1, "util": 692.5, "cpus": [1], "is_excl": 1},
                            "rest": {"index": 1, "tasks": 1, "util": 40.0, "cpus": [2]}}}
 
-    def busy_while_asked() -> dict[int, int]:
+    def busy_while_asked(tids: list[int]) -> dict[int, int]:
+        assert tids == [10, 11]   # every thread read after the interval
         return {10: 0, 11: 1}   # tid -> layer index
 
     def stats_then_run(path, *, interval_s):   # the threads run during the interval
@@ -115,7 +116,7 @@ def test_read_layers_measures_utilisation_itself_not_scx_layereds(tmp_path, monk
 
 
 def test_without_the_layer_map_the_figure_is_scx_layereds_and_says_so(tmp_path):
-    def no_map() -> dict[int, int]:
+    def no_map(_tids: list[int]) -> dict[int, int]:
         raise MembershipUnavailable("cannot read scx_layered's layer_match_dbg map: not attached")
 
     thread, _ = serve(tmp_path / "stats", [SYS_STATS, SYS_STATS])
