@@ -46,8 +46,9 @@ def _run_delay_ns(pid: int, tid: int) -> int | None:
 
 
 def _parents() -> dict[int, list[int]]:
-    """ppid -> child pids of every process (/proc/PID/stat field 4). The kernel's own list
-    (/proc/PID/task/TID/children) needs CONFIG_PROC_CHILDREN, which these hosts lack."""
+    """ppid -> child pids of every process (/proc/PID/stat field 4): one pass over /proc for the
+    whole tree, where the kernel's own lists (/proc/PID/task/TID/children) hold only the children
+    each thread forked and take a read per thread of every process in it."""
     children: dict[int, list[int]] = {}
     for entry in os.scandir(PROC):
         if not entry.name.isdigit():
