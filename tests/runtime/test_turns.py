@@ -108,3 +108,12 @@ def test_a_turn_inside_a_turn_of_the_same_process_is_free(tmp_path: Path) -> Non
     # and given back: a new turn gets the slots at once
     with turns.take_turn(2, pytest.fail, directory=tmp_path, slots=2) as waited:
         assert waited < 5
+
+
+def test_where_no_turn_can_be_taken_the_lab_says_so_and_boots(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the directory should be")
+    said: list[str] = []
+    with turns.take_turn(2, said.append, directory=blocked / "turns", slots=2) as waited:
+        assert waited == 0.0
+    assert len(said) == 1 and said[0].startswith("lab: cannot take turns with other labs")
