@@ -63,6 +63,13 @@ def scx_missing(*, source: bool) -> str | None:
     return None
 
 
+# A lab VM, and a ground-truth capture (alone_with_labs), waits its turn while another lab runs on
+# the host (runtime/lab/turns.py): up to one VM of a training beside it (a step's ladder ran
+# 443-600 s on a busy host), on top of its own minutes. The suite's 900 s would cut it short.
+CAPTURE_FIXTURES = ("rolesim_capture", "redis_capture", "jvm_capture")
+WAITS_FOR_LABS_TIMEOUT_S = 1800
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     unmarked = [item.nodeid for item in items if "scx" not in item.keywords
                 and set(SCX_FIXTURES) & set(getattr(item, "fixturenames", ()))]
@@ -73,6 +80,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if bpf and "bpf" in item.keywords:
             item.add_marker(pytest.mark.skip(reason=bpf))
+        waits = "lab" in item.keywords or set(CAPTURE_FIXTURES) & set(getattr(item, "fixturenames", ()))
+        if waits and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(WAITS_FOR_LABS_TIMEOUT_S))
         reason = scx["crate_src" in getattr(item, "fixturenames", ())]
         if reason and "scx" in item.keywords:
             item.add_marker(pytest.mark.skip(reason=reason))

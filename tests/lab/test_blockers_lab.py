@@ -24,7 +24,7 @@ from threadwise.refine.run import Where, arm_from_file, run_ladder
 from threadwise.refine.workload import bundled_workload_path, parse_workload
 
 PROFILE = Path(__file__).parents[2] / "artifacts" / "rolesim" / "rolesim.not-a-profile.toml"
-pytestmark = pytest.mark.timeout(900)
+pytestmark = pytest.mark.timeout(1800)   # with a wait for its turn beside another lab
 
 
 def test_a_profile_arm_yields_blocker_rows_from_its_trace_cell(tmp_path: Path, monkeypatch):
