@@ -108,9 +108,10 @@ def _placement(raw: CellRaw, directory: Path, task_layers: TaskLayers) -> dict[i
     """tid -> layer index at the probe: from scx_layered's task state (layers.txt, written by
     threadwise-layer-of) where it has the thread, else from its debug match map
     (membership.json), which loses entries in a burst of matches; None (and
-    raw.membership_error) when neither was read. The reader found no task context for some
-    threads the map held (sysbench, the workload of a load-is-target ladder, 2026-11-28: cause
-    not found yet), so the map fills in per thread."""
+    raw.membership_error) when neither was read. The map fills in per thread where the reader
+    has none: for a thread that ended before the read ("TID - gone"), its entry (the map keeps
+    entries of ended threads) is the layer it was last matched to (docs/lab.md "The mid-window
+    probe came too late")."""
     layers = directory / "layers.txt"
     exact = task_layers.layer
     dump = directory / "membership.json"

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from threadwise.paths import cache_dir
+from threadwise.runtime.membership import thread_state
 
 HOST_DIR = Path("/run/threadwise/lab-turns")
 _HELD: dict[Path, int] = {}   # slots this process holds, per directory: a nested turn is free
@@ -61,11 +62,7 @@ def host_slots() -> int:
 
 def _alive(pid: int) -> bool:
     """A process that exists and has not exited (a zombie waits only for its parent's reap)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2:][:1] != "Z"
+    return thread_state(pid, pid) not in ("", "Z")
 
 
 def _tickets(queue: Path) -> list[Path]:

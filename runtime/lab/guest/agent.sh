@@ -273,9 +273,10 @@ detach() {
 # took the generator's whole CPU with it).
 probe() {
     ( # first in line: a mid-window probe races the load command's end, and under a profile it
-      # waits in the catch-all behind the workload's layer (measured: 1.2-2.3 s into a 2-s sysbench
-      # window at nice 0, its threads gone before their layers were read, 4 runs in 6; 0.45-0.75 s
-      # to list 3 threads at nice -20). SCHED_FIFO runs above sched_ext: the same CPU, no wait.
+      # waits in the catch-all behind the workload's layer (measured beside a 2-thread sysbench and
+      # a spinner: at nice 0 over a second to list 3 threads, gone before their layers were read
+      # in 4 runs of 6; at nice -20 still 0.45-0.75 s). SCHED_FIFO runs above sched_ext: the
+      # same CPU, no wait.
       read -r me _ < /proc/self/stat   # this subshell ($$ is the agent's own pid)
       chrt -f -p 1 "$me" > /dev/null 2>&1 || renice -20 -p "$me" > /dev/null 2>&1
       # the delay in here, not in the caller: a FIFO sleeper wakes on time (measured: 0.2-0.4 s
