@@ -122,7 +122,14 @@ def holders(directory: Path, slots: int) -> list[str]:
 
 
 def _who() -> str:
-    command = " ".join(Path(arg).name if i == 0 else arg for i, arg in enumerate(sys.argv))
+    # the command line as started (/proc), not sys.argv: under `python -m pytest` argv[0] is
+    # pytest's __main__.py, which names nothing a user would recognise
+    try:
+        argv = Path("/proc/self/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except OSError:
+        argv = []
+    argv = argv or sys.argv
+    command = " ".join(Path(arg).name if i == 0 else arg for i, arg in enumerate(argv))
     return f"pid {os.getpid()}: {command[:120]} since {time.strftime('%H:%M:%S')}"
 
 
