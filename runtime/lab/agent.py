@@ -22,6 +22,12 @@ GUEST = "threadwise.runtime.lab"
 TCG_PATCHING_OOPS = "Oops: int3"
 
 
+def emulation_failure(console_text: str, markers: tuple[str, ...]) -> str | None:
+    """The first of a guest's known emulation failures (`markers`) its console shows, or None:
+    what makes a failed boot worth one more try (vng.py, initramfs.py)."""
+    return next((marker for marker in markers if marker in console_text), None)
+
+
 def agent_path() -> Path:
     """guest/agent.sh: the POSIX sh agent that runs a plan's cells (any guest, or this host)."""
     return Path(str(resources.files(GUEST).joinpath("guest", "agent.sh")))

@@ -60,7 +60,13 @@ from pathlib import Path
 
 from threadwise.errors import InitramfsError, LabError, MissingTool, ThreadwiseError
 from threadwise.runtime.lab import hostload
-from threadwise.runtime.lab.agent import TCG_PATCHING_OOPS, Execution, agent_path, init_path
+from threadwise.runtime.lab.agent import (
+    TCG_PATCHING_OOPS,
+    Execution,
+    agent_path,
+    emulation_failure,
+    init_path,
+)
 
 # What the image carries and how it is packed live in carry.py; these names stay importable here.
 from threadwise.runtime.lab.carry import (  # noqa: F401
@@ -408,9 +414,8 @@ def _run_initramfs(out: Path, kernel: LabKernel, qemu: Path, *, cpus: int, memor
             priority, (returncode, timed_out) = _boot(argv, console, watchdog, host_priority)
             (out / "console.log").write_text("$ " + shlex.join(argv) + "\n" + "\n".join(console.log) + "\n")
             text = "\n".join(console.log)
-            if (not console.agent_lines and not timed_out and attempt < BOOT_ATTEMPTS
-                    and any(marker in text for marker in TRANSIENT)):
-                why = next(marker for marker in TRANSIENT if marker in text)
+            why = emulation_failure(text, TRANSIENT)
+            if not console.agent_lines and not timed_out and attempt < BOOT_ATTEMPTS and why is not None:
                 print(f"initramfs: boot {attempt} failed in the emulator ({why!r}); retrying",
                       file=sys.stderr)
                 (out / f"console-attempt{attempt}.log").write_text(text)

@@ -40,7 +40,7 @@ from pathlib import Path
 from threadwise.errors import GuestCommandFailed, LabError, LabTimeout, MissingTool, UsageError
 from threadwise.givenclock import Deadline
 from threadwise.runtime.lab import labtee
-from threadwise.runtime.lab.agent import TCG_PATCHING_OOPS
+from threadwise.runtime.lab.agent import TCG_PATCHING_OOPS, emulation_failure
 from threadwise.runtime.lab.hostpriority import HostClaim
 from threadwise.runtime.lab.kernel import LabKernel, find_lab_kernel
 from threadwise.runtime.lab.turns import take_turn
@@ -64,20 +64,20 @@ NOT_MOUNTED = "threadwise-lab: the results directory is not mounted"
 #   cause is not known): a boot that ends before the guest runs the command has run nothing.
 TRANSIENT = ("fallback to 9p", NOT_MOUNTED, TCG_PATCHING_OOPS)
 BOOT_ATTEMPTS = 3
+# --timeout counts host time given to the VM (threadwise.givenclock); in wall time a run may take
+# at most this many times as long (beside a second lab each gets about half the host)
+LAB_CAP_FACTOR = 3.0
 
 
 def retry_reason(console_text: str, returncode: int, came_up: bool) -> str | None:
     """Why a boot that reported no exit status is worth one more try, or None: a known failure
     of the emulation in its console, or vng's failure before the guest ran the command."""
-    known = next((marker for marker in TRANSIENT if marker in console_text), None)
+    known = emulation_failure(console_text, TRANSIENT)
     if known is not None:
         return repr(known)
     if not came_up and returncode != 0:
         return f"vng exited {returncode} before the guest came up"
     return None
-# --timeout counts host time given to the VM (threadwise.givenclock); in wall time a run may take
-# at most this many times as long (beside a second lab each gets about half the host)
-LAB_CAP_FACTOR = 3.0
 
 
 __all__ = ["GuestCommandFailed", "LabError", "LabResult", "LabTimeout", "run_in_lab"]
@@ -345,7 +345,7 @@ def run_in_lab(
             text = console.read_text(errors="replace")
             why = retry_reason(text, returncode, (out / "guest-release").is_file())
             if attempt < BOOT_ATTEMPTS and why is not None:
-                print(f"lab: boot {attempt} failed in the emulator ({why}); retrying; its console is "
+                print(f"lab: boot {attempt} failed ({why}); retrying; its console is "
                       f"kept as console-attempt{attempt}.log", file=sys.stderr)
                 (out / f"console-attempt{attempt}.log").write_text(text)
                 continue
