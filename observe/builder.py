@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from threadwise.observe.ingest import ingest_records
-from threadwise.observe.procfs import ThreadSnapshot
+from threadwise.observe.procfs import CpuSteal, ThreadSnapshot
 from threadwise.observe.records import RecordReader
 from threadwise.observe.schema import CLONE_THREAD, SCHEMAS, table_from_rows
 from threadwise.observe.store import (
@@ -82,6 +82,7 @@ class CaptureBuilder:
     _threads: list[_Thread] = field(default_factory=list)
     _slices: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     _snapshots: list[ThreadSnapshot] = field(default_factory=list)
+    _steal: list[CpuSteal] = field(default_factory=list)
 
     @property
     def end_ts(self) -> int:
@@ -108,6 +109,11 @@ class CaptureBuilder:
             ts=ts, tid=tid, tgid=tgid, comm=comm, process_comm=process_comm, cmdline=cmdline,
             cgroup="/test", nice=0, policy="SCHED_OTHER", rt_priority=0, sum_exec_runtime=runtime_ns,
             run_delay=0, timeslices=1, phase=phase))
+        return self
+
+    def steal(self, ts: int, phase: str, cpu: int, steal_ns: int) -> CaptureBuilder:
+        """One read of a CPU's steal counter (a `cpu_steal` row)."""
+        self._steal.append(CpuSteal(ts=ts, phase=phase, cpu=cpu, steal_ns=steal_ns))
         return self
 
     # --- described events -----------------------------------------------------------
@@ -202,6 +208,7 @@ class CaptureBuilder:
             cmdline=leaders.get(t.tgid, t.comm), cgroup="/synthetic", nice=0, policy="SCHED_OTHER",
             rt_priority=0, sum_exec_runtime=0, run_delay=0, timeslices=0, phase="end") for t in alive]
         writer.insert("proc_snapshot", [*self._snapshots, *end])
+        writer.insert("cpu_steal", self._steal)
         if self.events_lost:
             writer.insert("raw_lost", [LossReport(self.end_ts, "synthetic", self.events_lost)])
         writer.insert("cpu_topology", synthetic_topology(self.nr_cpus, self.threads_per_core))

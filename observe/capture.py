@@ -96,6 +96,10 @@ class _Snapshotter:
         self.seen_tids: set[int] = set()
 
     def take(self, tgids: set[int], phase: str, *, only_new: bool = False) -> int:
+        # the CPUs' steal counters bracket every thread's window: read before a start or
+        # scan snapshot and after the end one (runtime_check.sql)
+        if phase != "end":
+            self.writer.insert("cpu_steal", procfs.read_cpu_steal(phase))
         rows = []
         skip = self.seen_tids if only_new else frozenset()
         for tgid in sorted(tgids):
@@ -103,6 +107,8 @@ class _Snapshotter:
                 self.seen_tids.add(snap.tid)
                 rows.append(dataclasses.replace(snap, phase=phase))
         self.writer.insert("proc_snapshot", rows)
+        if phase == "end":
+            self.writer.insert("cpu_steal", procfs.read_cpu_steal(phase))
         return len(rows)
 
 

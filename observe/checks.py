@@ -25,14 +25,23 @@ import polars as pl
 # mid-read; and, for a thread on a CPU at the read, schedstat's lag: it prints
 # the runtime as last updated, up to a tick old), and the span of any
 # switch-chain gap the thread is part of (the capture cannot know when it
-# started or stopped inside one).
+# started or stopped inside one). One term is one-sided: steal. On a virtual
+# machine the hypervisor takes the CPU from whatever runs (measured here with a
+# bpftrace probe of se.sum_exec_runtime at every switch: the two CPU hogs read
+# 616 ms longer in the trace than in the kernel over a 16 s window in which
+# /proc/stat counted 660 ms of steal); the kernel leaves it out of task runtime
+# (PARAVIRT_TIME_ACCOUNTING), the trace cannot see it. It can only make the
+# trace read more, so it widens the tolerance above, never below (steal_ns:
+# the most steal the thread's traced time on each CPU can hold, from the CPUs'
+# steal counters read around the snapshots).
 RUNTIME_TOLERANCE_ABS_NS = 2_000_000
 RUNTIME_TOLERANCE_REL = 0.02
 RUNTIME_TOLERANCE_PER_SLICE_NS = 5_000
 
 
 def runtime_agreement(con: Any) -> pl.DataFrame:
-    """Per target thread: kernel_ns (schedstat delta) vs traced_ns (slices), and whether they agree."""
+    """Per target thread: kernel_ns (schedstat delta) vs traced_ns (slices), and whether they agree:
+    -tolerance_ns <= traced - kernel <= tolerance_ns + steal_ns."""
     sql = resources.files("threadwise.observe").joinpath("sql", "runtime_check.sql").read_text()
     frame = con.sql(sql).pl()
     if frame.is_empty():
@@ -45,4 +54,5 @@ def runtime_agreement(con: Any) -> pl.DataFrame:
          + pl.col("wake_to_switch_ns") + pl.col("woken_to_run_ns") + pl.col("read_ns")
          + pl.col("gap_ns")
          + pl.col("slices") * RUNTIME_TOLERANCE_PER_SLICE_NS).cast(pl.Int64).alias("tolerance_ns"),
-    ).with_columns((pl.col("diff_ns").abs() <= pl.col("tolerance_ns")).alias("agrees"))
+    ).with_columns(((pl.col("diff_ns") >= -pl.col("tolerance_ns"))
+                    & (pl.col("diff_ns") <= pl.col("tolerance_ns") + pl.col("steal_ns"))).alias("agrees"))

@@ -116,6 +116,37 @@ def descendants_of(pid: int) -> list[int]:
     return out
 
 
+@dataclass(frozen=True)
+class CpuSteal:
+    """One CPU's steal time as /proc/stat shows it at `ts` (monotonic ns): a row of `cpu_steal`.
+
+    Steal is time the hypervisor ran something else while this (virtual) CPU had work. With
+    CONFIG_PARAVIRT_TIME_ACCOUNTING the kernel leaves it out of every task's runtime (schedstat),
+    while the trace's clock runs on: measured here, a thread on the CPU is traced that much longer
+    than schedstat says (checks.py). `/proc/stat` prints it in USER_HZ units (`steal_ns` is that
+    count converted, so each read is up to one unit low). Schema migration 5.
+    """
+
+    ts: int
+    phase: str
+    cpu: int
+    steal_ns: int
+
+
+def read_cpu_steal(phase: str) -> list[CpuSteal]:
+    """Every CPU's steal counter now (empty where /proc/stat has no steal column)."""
+    ts = time.monotonic_ns()
+    text = _read(PROC / "stat") or ""
+    unit_ns = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    rows = []
+    for line in text.splitlines():
+        name, *values = line.split()
+        # per-CPU lines only ("cpu" alone is the sum); steal is the 8th value (proc(5))
+        if name.startswith("cpu") and name[3:].isdigit() and len(values) >= 8:
+            rows.append(CpuSteal(ts, phase, int(name[3:]), int(values[7]) * unit_ns))
+    return rows
+
+
 def _stat_fields(text: str) -> list[str]:
     # comm (field 2) may contain spaces and parentheses: split after the last ')'.
     return text[text.rfind(")") + 2 :].split()

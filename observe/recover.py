@@ -42,7 +42,7 @@ CAVEAT = ("recovered from an observe run that was killed: no end-of-run kernel c
           "events the tracer dropped are unknown; events_lost counts only the switch-chain gaps "
           "(a lower bound), and the capture ends at the last complete event")
 # metadata tables copied from the partial capture (the capture row is rebuilt)
-COPIED = ("cpu_topology", "proc_snapshot", "raw_lost")
+COPIED = ("cpu_topology", "proc_snapshot", "cpu_steal", "raw_lost")
 
 
 @dataclass(frozen=True)
@@ -164,8 +164,12 @@ def _copy_tables(source: Path, writer: CaptureWriter, tables: tuple[str, ...]) -
     """Copy `tables` of the capture file `source` into the capture being written."""
     con = duckdb.connect(str(source))   # read-write: opening replays the killed run's WAL
     try:
+        present = {name for (name,) in
+                   con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         for table in tables:
             name = identifier(table, tables)
+            if table not in present:
+                continue   # a partial capture of an older schema (cpu_steal came in migration 5)
             batch = con.execute(f"SELECT * FROM {name}").to_arrow_table()
             if table in RAW_TABLES:
                 writer.append(table, batch)

@@ -26,14 +26,14 @@ import pyarrow as pa
 
 from threadwise.errors import InputError, UsageError
 from threadwise.observe.leftovers import temp_capture_path
-from threadwise.observe.procfs import ThreadSnapshot
+from threadwise.observe.procfs import CpuSteal, ThreadSnapshot
 from threadwise.observe.schema import RAW_TABLES, SCHEMAS
 from threadwise.paths import duckdb_kind, file_kind
 from threadwise.procs import me
 from threadwise.sqlfiles import identifier, placeholders, statement
 from threadwise.topology import CpuInfo
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Numbered migrations: version -> description; the step that reaches it from
 # version - 1 is statement `migration_<version>` of sql/migrations.sql.
@@ -44,6 +44,7 @@ MIGRATIONS: dict[int, str] = {
     2: "proc_snapshot.read_ns: how long each schedstat read took",
     3: "tracer_counts.dropped: records the tracer counted exactly as dropped (libbpf)",
     4: "capture.cgroup_cpu_quota_us, _period_us, _source: the targeted cgroup's CPU limit",
+    5: "cpu_steal: each CPU's steal time beside the proc snapshots",
 }
 
 # Raw event tables (schema.RAW_TABLES) are appended as Arrow batches of schema.SCHEMAS;
@@ -104,10 +105,10 @@ class TracerCount:
 
 # Metadata tables and the record type of their rows: the one statement of
 # their columns (the dataclass fields), checked against this whitelist.
-Record = CaptureMeta | CpuInfo | ThreadSnapshot | LossReport | TracerCount
+Record = CaptureMeta | CpuInfo | ThreadSnapshot | CpuSteal | LossReport | TracerCount
 RECORD_TABLES: dict[str, type[Record]] = {
     "capture": CaptureMeta, "cpu_topology": CpuInfo, "proc_snapshot": ThreadSnapshot,
-    "raw_lost": LossReport, "tracer_counts": TracerCount,
+    "cpu_steal": CpuSteal, "raw_lost": LossReport, "tracer_counts": TracerCount,
 }
 
 

@@ -28,6 +28,23 @@ ALTER TABLE capture ADD COLUMN IF NOT EXISTS cgroup_cpu_quota_us BIGINT;
 ALTER TABLE capture ADD COLUMN IF NOT EXISTS cgroup_cpu_period_us BIGINT;
 ALTER TABLE capture ADD COLUMN IF NOT EXISTS cgroup_cpu_source VARCHAR;
 
+-- name: migration_5
+-- Each CPU's steal time (/proc/stat, converted to ns) read beside the proc snapshots: before
+-- the start and scan snapshots, after the end one, so any thread's snapshot window lies
+-- between two reads. The kernel leaves steal out of task runtime (schedstat) while the trace's
+-- clock runs on; the runtime check (runtime_check.sql) allows for it. Empty in migrated
+-- captures and in captures of hosts without the column: no steal known.
+-- cpu_steal.ts BIGINT        monotonic ns of the read
+-- cpu_steal.phase VARCHAR    start | scan | end, as proc_snapshot
+-- cpu_steal.cpu INTEGER
+-- cpu_steal.steal_ns BIGINT  the counter, in USER_HZ units (10 ms) converted to ns
+CREATE TABLE IF NOT EXISTS cpu_steal (
+    ts       BIGINT NOT NULL,
+    phase    VARCHAR NOT NULL,
+    cpu      INTEGER NOT NULL,
+    steal_ns BIGINT NOT NULL
+);
+
 -- name: record_migration
 -- Parameters: ? INTEGER version reached, ? TIMESTAMP applied at (UTC), ? VARCHAR description.
 INSERT INTO schema_migrations (version, applied_at, description) VALUES (?, ?, ?);

@@ -4,8 +4,9 @@
 -- found it) and an end snapshot, compare
 --   kernel_ns: schedstat sum_exec_runtime(end) - sum_exec_runtime(first)
 --   traced_ns: sum of its sched_slice time clipped to [first.ts, end.ts]
--- Both cover the same window, so they should agree up to the clock reads and
--- IRQ time (which the kernel's task runtime may exclude).
+-- Both cover the same window, so they should agree up to the clock reads, steal
+-- (which the kernel's task runtime excludes, the trace not) and IRQ time (which
+-- the kernel's task runtime may exclude).
 WITH first_snap AS (
     SELECT tid,
            MIN(ts)                         AS t0,  -- BIGINT ns, first read
@@ -64,6 +65,34 @@ WITH first_snap AS (
         ON w.target_cpu = s.cpu AND w.ts <= s.ts + s.dur
     WHERE s.end_state IN ('R', 'R+') AND w.ts >= s.ts
     GROUP BY s.utid
+), steal_bound AS (
+    -- Steal (capture.py reads each CPU's counter before a start/scan snapshot and after the
+    -- end one): the kernel leaves it out of task runtime, the trace's clock runs on. The
+    -- counter only grows, so the reads bracketing [t0, t1] are the largest at or before t0
+    -- and the smallest at or after t1. Upper bound on the steal in between: their difference
+    -- plus 10 ms for /proc/stat's USER_HZ units (each read is up to one unit low) plus 10 ms
+    -- for the kernel accounting steal at its next tick (HZ=100, the coarsest) while the run-
+    -- queue clock leaves it out at once. A CPU whose counter is still 0 never had a unit of
+    -- steal (bare metal, or a hypervisor that does not report it): none counted there.
+    SELECT w.tid, c.cpu,
+           MIN(c.steal_ns) FILTER (WHERE c.ts >= w.t1)
+             - MAX(c.steal_ns) FILTER (WHERE c.ts <= w.t0) + 20000000 AS bound_ns,
+           MAX(c.steal_ns) AS counter_ns
+    FROM window_ w CROSS JOIN cpu_steal c
+    GROUP BY w.tid, c.cpu
+), on_cpu AS (
+    -- each thread's traced time per CPU inside its window
+    SELECT w.tid, s.cpu, SUM(LEAST(s.ts + s.dur, w.t1) - GREATEST(s.ts, w.t0)) AS on_ns
+    FROM window_ w
+    JOIN live l USING (tid)
+    JOIN sched_slice s ON s.utid = l.utid AND s.ts < w.t1 AND s.ts + s.dur > w.t0
+    GROUP BY w.tid, s.cpu
+), steal_time AS (
+    -- a thread can have lost to steal only time it was traced on that CPU
+    SELECT o.tid, SUM(LEAST(o.on_ns, b.bound_ns)) AS steal_ns
+    FROM on_cpu o JOIN steal_bound b ON b.tid = o.tid AND b.cpu = o.cpu
+    WHERE b.counter_ns > 0 AND b.bound_ns IS NOT NULL
+    GROUP BY o.tid
 )
 SELECT
     w.tid,
@@ -85,7 +114,9 @@ SELECT
     (ANY_VALUE(w.read_ns) + COALESCE(ANY_VALUE(rl.lag_ns), 0))::BIGINT
         AS read_ns,                    -- BIGINT ns, the two reads: their duration + on-CPU lag
     COALESCE(ANY_VALUE(g.gap_ns), 0)::BIGINT
-        AS gap_ns                      -- BIGINT ns, span of switch gaps involving the thread
+        AS gap_ns,                     -- BIGINT ns, span of switch gaps involving the thread
+    COALESCE(ANY_VALUE(st.steal_ns), 0)::BIGINT
+        AS steal_ns                    -- BIGINT ns, most steal its traced time can hold (0: none known)
 FROM window_ w
 JOIN live l USING (tid)
 LEFT JOIN sched_slice s ON s.utid = l.utid AND s.ts < w.t1 AND s.ts + s.dur > w.t0
@@ -93,5 +124,6 @@ LEFT JOIN preempt_delay p ON p.utid = l.utid
 LEFT JOIN woken_delay d ON d.utid = l.utid
 LEFT JOIN gap_time g ON g.tid = w.tid
 LEFT JOIN read_lag rl ON rl.tid = w.tid
+LEFT JOIN steal_time st ON st.tid = w.tid
 GROUP BY w.tid, l.utid, l.name, w.t1, w.t0, w.kernel_ns
 ORDER BY w.tid

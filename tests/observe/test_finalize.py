@@ -7,6 +7,7 @@ import pytest
 
 from threadwise.errors import InputError, UsageError
 from threadwise.observe.builder import CaptureBuilder
+from threadwise.observe.checks import runtime_agreement
 from threadwise.observe.store import CaptureWriter, open_capture, temp_path_for
 
 
@@ -66,13 +67,47 @@ def test_thread_state_sleep_wake_and_preemption(capture):
 
 
 def test_runtime_check_uses_the_snapshot_window(capture):
-    from threadwise.observe.checks import runtime_agreement
-
     with open_capture(capture) as con:
         frame = runtime_agreement(con)
     row = frame.row(0, named=True)
     assert (row["tid"], row["kernel_ns"], row["traced_ns"], row["slices"]) == (10, 400, 400, 2)
     assert row["agrees"]
+
+
+MS = 1_000_000
+
+
+def _stolen_capture(path, *, kernel_ms, steal_ms=None):
+    """Thread 10 traced on cpu0 for 1000 ms inside its snapshot window; schedstat says
+    `kernel_ms`; cpu0's steal counter grew by `steal_ms` over the window (None: no reads)."""
+    cap = CaptureBuilder(start_ts=0, duration_ns=2000 * MS, target_tgids=[10])
+    cap.events("raw_sched_switch", [(100 * MS, 0, 0, 0, 120, 10, 120),
+                                     (1100 * MS, 0, 10, S, 120, 0, 120)])
+    cap.events("raw_task_seen", [(1100 * MS, 10, 10, "alpha")])
+    cap.snapshot(50 * MS, "start", 10, 10, "alpha", runtime_ns=0)
+    cap.snapshot(1500 * MS, "end", 10, 10, "alpha", runtime_ns=kernel_ms * MS)
+    if steal_ms is not None:
+        base = 5000 * MS if steal_ms >= 0 else 0
+        cap.steal(40 * MS, "start", 0, base).steal(40 * MS, "start", 1, 7000 * MS)
+        cap.steal(1600 * MS, "end", 0, base + max(steal_ms, 0) * MS).steal(1600 * MS, "end", 1, 7000 * MS)
+    with open_capture(cap.write(path)) as con:
+        return runtime_agreement(con).row(0, named=True)
+
+
+def test_steal_widens_the_runtime_check_above_only(tmp_path):
+    # 100 ms of the traced 1000 are steal: schedstat leaves them out; the tolerance without
+    # steal (2 ms + 2 %) is about 20 ms
+    without = _stolen_capture(tmp_path / "a.duckdb", kernel_ms=900)
+    assert (without["diff_ns"], without["steal_ns"], without["agrees"]) == (100 * MS, 0, False)
+    stolen = _stolen_capture(tmp_path / "b.duckdb", kernel_ms=900, steal_ms=100)
+    # the counter's growth plus 20 ms (USER_HZ units, the tick), only on the CPU it ran on
+    assert stolen["steal_ns"] == 120 * MS and stolen["agrees"], stolen
+    # steal can only make the trace read more: 100 ms less is still a disagreement
+    short = _stolen_capture(tmp_path / "c.duckdb", kernel_ms=1100, steal_ms=100)
+    assert short["diff_ns"] == -100 * MS and not short["agrees"], short
+    # a CPU whose counter never moved off 0 (bare metal) had no steal to allow for
+    bare = _stolen_capture(tmp_path / "d.duckdb", kernel_ms=900, steal_ms=-1)
+    assert bare["steal_ns"] == 0 and not bare["agrees"], bare
 
 
 def test_tid_reuse_gives_two_thread_instances(tmp_path):
