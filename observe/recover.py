@@ -33,7 +33,7 @@ from threadwise.observe import leftovers
 from threadwise.observe.ingest import ingest_records
 from threadwise.observe.records import FILES, RecordReader
 from threadwise.observe.schema import RAW_TABLES
-from threadwise.observe.store import EVENT_TABLES, SCHEMA_VERSION, CaptureMeta, CaptureWriter
+from threadwise.observe.store import EVENT_TABLES, SCHEMA_VERSION, CaptureMeta, CaptureWriter, has_table
 from threadwise.observe.stream import StreamParser
 from threadwise.procs import is_alive_and_ours
 from threadwise.sqlfiles import identifier, statement
@@ -164,11 +164,9 @@ def _copy_tables(source: Path, writer: CaptureWriter, tables: tuple[str, ...]) -
     """Copy `tables` of the capture file `source` into the capture being written."""
     con = duckdb.connect(str(source))   # read-write: opening replays the killed run's WAL
     try:
-        present = {name for (name,) in
-                   con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         for table in tables:
             name = identifier(table, tables)
-            if table not in present:
+            if not has_table(con, table):
                 continue   # a partial capture of an older schema (cpu_steal came in migration 5)
             batch = con.execute(f"SELECT * FROM {name}").to_arrow_table()
             if table in RAW_TABLES:

@@ -316,7 +316,7 @@ def open_capture(path: str | Path, *, read_only: bool = True) -> Iterator[duckdb
     scratch: Path | None = None
     try:
         version = schema_version_of(con)
-        if version is None or not _has_table(con, "capture"):
+        if version is None or not has_table(con, "capture"):
             what = duckdb_kind(path) if version is None else "a DuckDB file"
             raise InputError(f"{path}: not a threadwise capture (it is {what}, with no capture tables)",
                              hint="give a capture written by `threadwise observe`")
@@ -332,7 +332,7 @@ def open_capture(path: str | Path, *, read_only: bool = True) -> Iterator[duckdb
                 con = _migrated_copy(path, version, scratch)
             else:
                 _migrate(con, version)
-        if not _has_table(con, "sched_slice"):
+        if not has_table(con, "sched_slice"):
             raise InputError(f"{path} was never finalized (no derived tables)")
         yield con
     finally:
@@ -341,6 +341,6 @@ def open_capture(path: str | Path, *, read_only: bool = True) -> Iterator[duckdb
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     row = con.execute(_stmt("has_table"), [name]).fetchall()[0]
     return bool(row and row[0])
