@@ -147,7 +147,12 @@ def _metrics(plan: Plan, out: Path, directory: Path) -> tuple[dict[str, float], 
     try:
         if load.source == "command":
             text = (directory / "load.stdout").read_text(errors="replace")
+        elif (directory / "service.window").is_file():
+            # the window's lines, cut by the agent as the cell ended (agent.sh): a cell that has
+            # just come back is read before service.log arrives (the early-stop question)
+            text = (directory / "service.window").read_text(errors="replace")
         else:
+            # a raw directory from before service.window: cut the window out of service.log
             first, last = (int(v) for v in (directory / "service.lines").read_text().split())
             lines = (out / "service.log").read_text(errors="replace").splitlines()
             # the warm-up is before the window; lines written during it are outside [first, last)

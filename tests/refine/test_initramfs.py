@@ -187,6 +187,31 @@ def test_interim_counts_only_repeats_whose_every_cell_is_back(tmp_path: Path):
     assert interim("5") is None  # the last repeat is the run's own end: no early stop to make
 
 
+def test_a_service_window_is_read_from_its_cell_before_service_log_arrives(tmp_path: Path):
+    """The early-stop question reads cells as they come back; a self-reporting service's lines
+    used to be cut out of service.log, which comes only with the final archive, so no cell had a
+    metric then and no step of rolesim or poolservice ever stopped early (measured 2026-11-28)."""
+    from threadwise.refine.ingest import _metrics
+    from threadwise.refine.plan import Arm, make_plan
+    from threadwise.refine.workload import bundled_workload_path, load_workload
+
+    plan = make_plan(load_workload(bundled_workload_path("rolesim")), [Arm("baseline")],
+                     levels=[0], repeats=1, shape="cores=2,threads-per-core=1")
+    report = ('{{"ts": {ts}, "interval_s": 0.5, "hot_chunks_per_s": {hot}, "items_per_s": 300.0, '
+              '"worker_lat_p50_us": 150.0, "worker_lat_p99_us": {p99}}}')
+    log = [report.format(ts=i, hot=1000 + i, p99=2000 + i) for i in range(10)]
+    cell = tmp_path / "cells" / "0"
+    cell.mkdir(parents=True)
+    (cell / "service.lines").write_text("4 7\n")   # the window: lines 4, 5 and 6 (0-based)
+    (cell / "service.window").write_text("\n".join(log[4:7]) + "\n")
+    values, error = _metrics(plan, tmp_path, cell)   # no service.log yet: the run is still going
+    assert error is None and values["hot_chunks_per_s"] == 1005 and values["worker_lat_p99_us"] == 2005
+    # a raw directory from before service.window: the same window cut out of service.log
+    (cell / "service.window").unlink()
+    (tmp_path / "service.log").write_text("\n".join(log) + "\n")
+    assert _metrics(plan, tmp_path, cell) == (values, None)
+
+
 # --- lab ------------------------------------------------------------------------------------------
 
 

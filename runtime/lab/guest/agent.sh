@@ -414,6 +414,16 @@ cell() {
     [ "${PROBE_AT:-mid}" = after ] && [ -n "$ATTACHED" ] && probe "$d" /dev/null
     [ -n "$SPID" ] && { kill "$SPID"; wait "$SPID" 2>/dev/null; }
     echo "$start $end" > "$d/wall"; echo "$lines0 $lines1" > "$d/service.lines"
+    # the window's own report lines go with the cell, so the host can read its metrics as soon as
+    # the cell comes back (refine's early stop) and not only once service.log does, at the end.
+    # Guarded: sed prints line N alone for an address range N,M with M < N.
+    if [ "$LOAD_SOURCE" != command ]; then
+        if [ "$lines1" -gt "$lines0" ]; then
+            sed -n "$((lines0 + 1)),${lines1}p" "$OUT/service.log" > "$d/service.window"
+        else
+            : > "$d/service.window"
+        fi
+    fi
     sched_state > "$d/state.after"; alive > "$d/service.alive.after"
     getconf CLK_TCK > "$d/clk_tck" 2>/dev/null || echo 100 > "$d/clk_tck"
     echo ok > "$d/done"
