@@ -257,13 +257,16 @@ def test_rolesim_reports_well_formed_plausible_lines():
     assert elapsed < 5
     assert result.stderr == "rolesim: ready\n"
     lines = result.stdout.splitlines()
-    assert 7 <= len(lines) <= 10  # one per 200 ms of 2 s
+    # one per 200-ms deadline of the 2 s; a reporter starved past deadlines skips them (fewer lines)
+    assert 1 <= len(lines) <= 10
     rows = [json.loads(line) for line in lines]
     for row in rows:
         assert set(row) == {"ts", "interval_s", "hot_chunks_per_s", "items_per_s",
                             "worker_lat_p50_us", "worker_lat_p99_us"}
-        assert row["interval_s"] > 0 and abs(row["ts"] - time.time()) < 60
-    # the intervals tile the run (a late report is followed by a short one, not lost)
+        assert abs(row["ts"] - time.time()) < 60
+        # a late line is never followed by a near-empty one: at least half a period apart
+        assert row["interval_s"] >= 0.1, rows
+    # the intervals tile the run (a late report covers the time it was late, nothing is lost)
     assert sum(row["interval_s"] for row in rows) == pytest.approx(2.0, abs=0.45)
     assert [row["ts"] for row in rows] == sorted(row["ts"] for row in rows)
     values = parse_metrics("rolesim", result.stdout, source="service")
