@@ -1,4 +1,4 @@
-"""Calibration of the ladder judge (refine/stats.py): false verdicts, power and early stops, from pools.
+"""Calibration of the ladder judge (refine/measure/stats.py): false verdicts, power, early stops.
 
 Problem: every verdict threadwise prints (better / worse / within noise) claims a false-verdict
 rate of ALPHA per comparison. The judge takes each comparison's noise from the same run's A/A
@@ -58,9 +58,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from results import stamp, write_section
 
-from threadwise.refine import stats, store
-from threadwise.refine.plan import AA_ARM, BASELINE
-from threadwise.refine.stats import Direction, Measured, Obs, Verdict
+from threadwise.refine.measure import stats, store
+from threadwise.refine.measure.plan import AA_ARM, BASELINE
+from threadwise.refine.measure.stats import Direction, Measured, Obs, Verdict
 
 POOL = Path(__file__).resolve().parent / "data" / "lab-calibration.duckdb"
 TWIN, EFFECT_ARM, BAD_ARM = "baseline-aa2", "exclusive", "bad"

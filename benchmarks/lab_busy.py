@@ -52,10 +52,10 @@ from pathlib import Path
 import numpy as np
 from hostburst import BurstyLoad
 
-from threadwise.refine import judge, store
-from threadwise.refine.ladder import AA_ARM, BASELINE, Arm
-from threadwise.refine.run import arm_from_file, run_ladder, where
-from threadwise.refine.workload import load_workload, resolve_workload
+from threadwise.refine.measure import judge, store
+from threadwise.refine.measure.ladder import AA_ARM, BASELINE, Arm
+from threadwise.refine.measure.run import arm_from_file, run_ladder, where
+from threadwise.refine.measure.workload import load_workload, resolve_workload
 from threadwise.runtime.lab import hostload, hostpriority, initramfs
 
 EXCLUSIVE, TWIN, BAD = "exclusive", "baseline-aa2", "bad"

@@ -32,10 +32,10 @@ from pathlib import Path
 import numpy as np
 from hostburst import BurstyLoad
 
-from threadwise.refine import store
-from threadwise.refine.ladder import BASELINE, Arm
-from threadwise.refine.run import arm_from_file, run_ladder, where
-from threadwise.refine.workload import load_workload, resolve_workload
+from threadwise.refine.measure import store
+from threadwise.refine.measure.ladder import BASELINE, Arm
+from threadwise.refine.measure.run import arm_from_file, run_ladder, where
+from threadwise.refine.measure.workload import load_workload, resolve_workload
 from threadwise.runtime.lab.initramfs import ICOUNT_ENV
 
 AA, EXCLUSIVE = "baseline-aa", "exclusive"

@@ -26,10 +26,10 @@ from pathlib import Path
 
 from results import stamp, write_section
 
-from threadwise.refine import store
-from threadwise.refine.ladder import BASELINE, Arm
-from threadwise.refine.run import run_ladder, where
-from threadwise.refine.workload import load_workload, resolve_workload
+from threadwise.refine.measure import store
+from threadwise.refine.measure.ladder import BASELINE, Arm
+from threadwise.refine.measure.run import run_ladder, where
+from threadwise.refine.measure.workload import load_workload, resolve_workload
 
 
 def main() -> None:

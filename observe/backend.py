@@ -10,10 +10,13 @@ implementing it and registering in backends.py's BACKENDS, which picks one
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from threadwise.errors import TracerError
+from threadwise.givenclock import Deadline
 from threadwise.observe.stream import ParsedChunk
 
 if TYPE_CHECKING:
@@ -90,3 +93,23 @@ def stderr_tail(path: Path | None, *, skip: str | None = None, lines: int = 5) -
     kept = [line for line in path.read_text(errors="replace").splitlines()
             if line.strip() and (skip is None or skip not in line)]
     return " | ".join(kept[-lines:])
+
+
+def wait_for_attach(proc: subprocess.Popen, name: str, err: Path, timeout_s: float,
+                    live: Callable[[], int | None], *, skip: str | None = None) -> int:
+    """The tracer's first live timestamp: `live()` reads what the tracer wrote so far (waiting
+    briefly) and gives it once tracing has started. A tracer that exits first, or has not attached
+    after `timeout_s` of host time given to it (not wall time: beside a lab that claims the host, a
+    tracer that is compiling and loading waits for a CPU most of the time; givenclock), is a
+    TracerError naming `name` and the tail of its stderr (`skip`: a known harmless line)."""
+    deadline = Deadline.start(proc.pid, timeout_s)
+    while (started := live()) is None:
+        if proc.poll() is not None:
+            live()   # what it wrote before exiting
+            raise TracerError(f"{name} exited with status {proc.returncode} before tracing started: "
+                              f"{stderr_tail(err, skip=skip)}")
+        if deadline.passed():
+            kill_tracer(proc)
+            raise TracerError(f"{name} did not attach within {deadline.describe()}: "
+                              f"{stderr_tail(err, skip=skip)}")
+    return started

@@ -23,9 +23,8 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from threadwise.errors import MissingTool, PermissionProblem, TracerError
-from threadwise.givenclock import Deadline
-from threadwise.observe.backend import TracerReport, kill_tracer, stderr_tail
+from threadwise.errors import MissingTool, PermissionProblem
+from threadwise.observe.backend import TracerReport, kill_tracer, stderr_tail, wait_for_attach
 from threadwise.observe.stream import ParsedChunk, StreamParser
 from threadwise.paths import find_program
 
@@ -110,21 +109,16 @@ class BpftraceBackend:
                 preexec_fn=_child_setup,  # noqa: PLW1509 - prctl must run in the child
             )
         self._fh = open(self._out, encoding="utf-8", errors="replace")  # noqa: SIM115
-        # host time given to the tracer, not wall time: beside a lab that claims the host a
-        # tracer that is compiling and loading waits for a CPU most of the time (givenclock)
-        deadline = Deadline.start(self._proc.pid, attach_timeout_s)
         self._pending: list[ParsedChunk] = []
-        while self._parser.live_ts is None:
-            if self._proc.poll() is not None:
-                raise TracerError(f"bpftrace exited with status {self._proc.returncode} before "
-                                  f"tracing started: {stderr_tail(self._err, skip=MEMLOCK_WARNING)}")
-            if deadline.passed():
-                kill_tracer(self._proc)
-                raise TracerError(f"bpftrace did not attach within {deadline.describe()}: "
-                                  f"{stderr_tail(self._err, skip=MEMLOCK_WARNING)}")
+
+        def live() -> int | None:
             self._pending.append(self._read())
-            time.sleep(0.05)
-        return self._parser.live_ts
+            if self._parser.live_ts is None:
+                time.sleep(0.05)
+            return self._parser.live_ts
+
+        return wait_for_attach(self._proc, "bpftrace", self._err, attach_timeout_s, live,
+                               skip=MEMLOCK_WARNING)
 
     def _read(self, limit: int = -1) -> ParsedChunk:
         return self._take(limit)[0]

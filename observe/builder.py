@@ -14,7 +14,7 @@ can be mixed:
   batches streamed while the file is open (`open` yields the CaptureWriter,
   for bulk data that should not sit in memory twice);
 - the libbpf tracer's record files from a run elsewhere (`tracer_records`: a
-  lab guest that has the tracer but no Python, refine/blockers.py), read by
+  lab guest that has the tracer but no Python, refine/measure/blockers.py), read by
   the same reader and ingest as a live capture's (records.py, ingest.py);
 - a description the kernel's view is derived from: threads (`thread`: born
   inside the capture, exited, or just seen), on-CPU *slices* (`slice`,

@@ -19,10 +19,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from threadwise.errors import MissingTool, PermissionProblem, TracerError
-from threadwise.givenclock import Deadline
+from threadwise.errors import MissingTool, PermissionProblem
 from threadwise.observe import tracer_build
-from threadwise.observe.backend import TaskActivity, TracerReport, kill_tracer, stderr_tail
+from threadwise.observe.backend import TaskActivity, TracerReport, kill_tracer, stderr_tail, wait_for_attach
 from threadwise.observe.ingest import ingest_records
 from threadwise.observe.records import RecordReader, TaskFollower
 from threadwise.observe.store import CaptureWriter
@@ -107,21 +106,12 @@ class LibbpfBackend:
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
                 start_new_session=True,  # the terminal's Ctrl-C is the observer's to handle
             )
-        # host time given to the tracer, not wall time: beside a lab that claims the host a
-        # tracer that is compiling and loading waits for a CPU most of the time (givenclock)
-        deadline = Deadline.start(self._proc.pid, attach_timeout_s)
-        while True:
-            for line in self._read_control(timeout_s=0.1):
-                if line.startswith("live "):
-                    return int(line.split()[1])
-            if self._proc.poll() is not None:
-                self._read_control(timeout_s=0)
-                raise TracerError(f"the libbpf tracer exited with status {self._proc.returncode} before "
-                                  f"tracing started: {stderr_tail(self._err)}")
-            if deadline.passed():
-                kill_tracer(self._proc)
-                raise TracerError(f"the libbpf tracer did not attach within {deadline.describe()}: "
-                                  f"{stderr_tail(self._err)}")
+
+        def live() -> int | None:
+            lines = self._read_control(timeout_s=0.1 if self._proc.poll() is None else 0)
+            return next((int(line.split()[1]) for line in lines if line.startswith("live ")), None)
+
+        return wait_for_attach(self._proc, "the libbpf tracer", self._err, attach_timeout_s, live)
 
     def _read_control(self, *, timeout_s: float) -> list[str]:
         """Complete control lines that arrived on the tracer's stdout."""

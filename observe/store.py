@@ -11,7 +11,6 @@ short, because DuckDB's WAL replay has had crash bugs (DESIGN.md).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as dt
 import os
 import shutil
@@ -30,7 +29,7 @@ from threadwise.observe.procfs import CpuSteal, ThreadSnapshot
 from threadwise.observe.schema import RAW_TABLES, SCHEMAS
 from threadwise.paths import duckdb_kind, file_kind
 from threadwise.procs import me
-from threadwise.sqlfiles import identifier, placeholders, statement
+from threadwise.sqlfiles import identifier, insert_rows, statement
 from threadwise.topology import CpuInfo
 
 SCHEMA_VERSION = 5
@@ -129,10 +128,6 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
-def _value(value: object) -> object:
-    return list(value) if isinstance(value, tuple) else value   # DuckDB lists, not structs
-
-
 class CaptureWriter:
     """Writes one capture: schema, metadata, raw batches, then finalize+rename."""
 
@@ -178,27 +173,7 @@ class CaptureWriter:
 
     def insert(self, table: str, records: Sequence[Record]) -> None:
         """Small metadata inserts (topology, capture row, snapshots), parameters bound."""
-        quoted = identifier(table, RECORD_TABLES)
-        kind = RECORD_TABLES[table]
-        if not records:
-            return
-        if any(type(record) is not kind for record in records):
-            raise TypeError(f"{table} takes {kind.__name__} records")
-        columns = [f.name for f in dataclasses.fields(kind)]
-        names = ", ".join(identifier(column, columns) for column in columns)
-        if len(records) == 1:
-            self.con.execute(f"INSERT INTO {quoted} ({names}) VALUES ({placeholders(len(columns))})",
-                             [_value(getattr(records[0], column)) for column in columns])
-            return
-        # Many rows (a /proc scan of hundreds of threads): one Arrow batch, not one statement per
-        # row; executemany cost the observer ~0.2 s per scan of hackbench's 160 threads.
-        batch = pa.table({column: [_value(getattr(record, column)) for record in records]
-                          for column in columns})
-        self.con.register("_records", batch)
-        try:
-            self.con.execute(f"INSERT INTO {quoted} ({names}) SELECT {names} FROM _records")
-        finally:
-            self.con.unregister("_records")
+        insert_rows(self.con, table, records, RECORD_TABLES)
 
     def finalize(self) -> Path:
         """Build derived tables, checkpoint, close, and rename into place."""

@@ -14,12 +14,32 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from threadwise.errors import UsageError
-from threadwise.runtime.cli import HostPriority, Switch
+from threadwise.refine.cli_options import (
+    SEARCH_REPEATS,
+    SPEC_HELP,
+    Artifacts,
+    Cpus,
+    EarlyStop,
+    Force,
+    Guest,
+    HostPriority,
+    Lab,
+    Levels,
+    Profiles,
+    Repeats,
+    SearchRepeats,
+    Seed,
+    Skip,
+    Switch,
+    Window,
+    parse_levels,
+)
 from threadwise.runtime.scx import sched_ext_state
 
 if TYPE_CHECKING:
-    from threadwise.refine.preflight import Checked
-    from threadwise.refine.workload import Workload
+    from threadwise.refine.measure.preflight import Checked
+    from threadwise.refine.measure.workload import Workload
+    from threadwise.refine.train import TrainOptions
 
 workload_app = typer.Typer(
     help=(
@@ -29,9 +49,6 @@ workload_app = typer.Typer(
     ),
     no_args_is_help=True,
 )
-
-SPEC_HELP = "A workload TOML file, or the name of a bundled one (see `threadwise workload list`)."
-
 
 @workload_app.command("check")
 def check_command(
@@ -53,8 +70,8 @@ def check_command(
       threadwise workload check my-service.toml --dry-run
     """
     # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
-    from threadwise.refine.preflight import dry_run_lines
-    from threadwise.refine.run import GUESTS
+    from threadwise.refine.measure.preflight import dry_run_lines
+    from threadwise.refine.measure.run import GUESTS
 
     if guest not in GUESTS:
         raise UsageError(f"unknown --guest {guest!r}", hint=f"one of {', '.join(GUESTS)}")
@@ -71,7 +88,7 @@ def check_command(
 def _checked(workload: str, guest: str | None) -> tuple[Path, Workload, Checked]:
     """The workload file read and checked for where train runs it (`guest`; None: this host)."""
     # deferred: loads pydantic; `threadwise --help` imports this module
-    from threadwise.refine.preflight import preflight
+    from threadwise.refine.measure.preflight import preflight
 
     path, spec, text = _workload(workload)
     return path, spec, preflight(spec, text, str(path), guest=guest)
@@ -81,7 +98,7 @@ def _checked(workload: str, guest: str | None) -> tuple[Path, Workload, Checked]
 def list_command() -> None:
     """List the bundled workloads with their descriptions."""
     # deferred: loads pydantic; `threadwise --help` imports this module
-    from threadwise.refine.workload import bundled_names, bundled_workload_path, load_workload
+    from threadwise.refine.measure.workload import bundled_names, bundled_workload_path, load_workload
 
     for name in bundled_names():
         typer.echo(f"{name:12s} {load_workload(bundled_workload_path(name)).description}")
@@ -93,44 +110,14 @@ def show_command(
 ) -> None:
     """Print a bundled workload file (a starting point for your own)."""
     # deferred: loads pydantic; `threadwise --help` imports this module
-    from threadwise.refine.workload import bundled_workload_path
+    from threadwise.refine.measure.workload import bundled_workload_path
 
     typer.echo(bundled_workload_path(name).read_text(encoding="utf-8"), nl=False)
 
 
-LEVELS_HELP = "Background spinner counts, comma-separated."
-# A search step's repeats. 8: the fewest measured at which a real 1.3x change of the primary is
-# called in at least 80% of steps (90.8%) with at most 5% false verdicts (1.2%); at 3 it was
-# called in 35% (docs/refine.md "Sample size and power"). A step that is clearly losing stops
-# after 3 (--early-stop). `ladder` keeps 3: one comparison to look at, not a search's decision.
-SEARCH_REPEATS = 8
-SEARCH_REPEATS_HELP = ("Repeats per arm and level (8: calls a real 1.3x change of the primary in 91% of "
-                       "steps, 3 in 35%; docs/refine.md \"Sample size and power\").")
-GUEST_HELP = ("Lab guest: initramfs (self-contained kernel + initramfs holding scx_layered, the workload and "
-              "the agent; the default: measurements stay in RAM) or vng (this machine's root shared "
-              "read-only; its file I/O stalls under exclusive layers, see docs/refine.md).")
-LAB_HELP = "Run every cell in ONE lab VM boot (for hosts without sched_ext; TCG, see docs/lab.md)."
-EARLY_STOP_HELP = ("Stop a step's ladder after a repeat once its candidate is clearly worse than both the "
-                   "best and the default scheduler (one-sided alpha 0.001: it could be kept by neither "
-                   "rule); the cells so far are kept and judged. --no-early-stop measures every repeat.")
-SKIP_HELP = ("A candidate not to measure, by its name as a record's steps print it (e.g. "
-             "`io_thd:treatment=latency`): one a previous record measured (repeatable).")
-
-
-def parse_levels(text: str) -> list[int]:
-    try:
-        levels = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise UsageError(f"bad --levels {text!r}",
-                         hint="comma-separated spinner counts, e.g. 0,1,2,4,8") from None
-    if not levels or levels[0] < 0:
-        raise UsageError(f"bad --levels {text!r}", hint="non-negative spinner counts, e.g. 0,2,4")
-    return levels
-
-
 def _workload(spec: str) -> tuple[Path, Workload, str]:
     # deferred: loads pydantic; `threadwise --help` imports this module
-    from threadwise.refine.workload import load_workload, resolve_workload
+    from threadwise.refine.measure.workload import load_workload, resolve_workload
 
     path = resolve_workload(spec)
     return path, load_workload(path), path.read_text()
@@ -140,23 +127,22 @@ def ladder_command(
     workload: Annotated[str, typer.Argument(help=SPEC_HELP)],
     arm: Annotated[list[str], typer.Option("--arm", help="`baseline`, a profile .toml, or NAME=PROFILE.toml "
                                            "(repeatable; baseline is always measured).")] = [],  # noqa: B006
-    levels: Annotated[str, typer.Option("--levels", help=LEVELS_HELP)] = "0,1,2,4,8",
-    repeats: Annotated[int, typer.Option("--repeats", help="Repeats per arm and level.")] = 3,
-    window: Annotated[float | None, typer.Option("--window", help="Seconds per measurement window "
-                                                 "(default: the workload file's).")] = None,
+    levels: Levels = "0,1,2,4,8",
+    repeats: Repeats = 3,
+    window: Window = None,
     order: Annotated[str, typer.Option("--order", help="rotate (each repeat starts one arm later, so "
                                        "each arm takes each position equally often; ABBA for two "
                                        "arms), abba (reversed every repeat) or shuffle.")] = "rotate",
-    seed: Annotated[int, typer.Option("--seed", help="Shuffle and bootstrap seed.")] = 1,
+    seed: Seed = 1,
     spiky: Annotated[bool, typer.Option("--spiky", help="Duty-cycled background: each spinner busy 50% "
                                         "of every 100 ms (the noisy neighbour's pattern).")] = False,
     aa: Annotated[bool, typer.Option("--aa/--no-aa", help="A/A: measure the baseline against itself "
                                      "too, interleaved: each level's noise every verdict of this run "
                                      "pools (on by default; without it a verdict rests on its own "
                                      "pairs' spread alone, far wider at 3 repeats: docs/refine.md).")] = True,
-    lab: Annotated[bool, typer.Option("--lab", help=LAB_HELP)] = False,
-    cpus: Annotated[int, typer.Option("--cpus", help="Lab vCPUs (keep at or below the host's cores).")] = 2,
-    guest: Annotated[str, typer.Option("--guest", help=GUEST_HELP)] = "initramfs",
+    lab: Lab = False,
+    cpus: Cpus = 2,
+    guest: Guest = "initramfs",
     host_priority: HostPriority = Switch.on,
     output: Annotated[Path, typer.Option("--output", "-o", help="The ladder file (DuckDB; runs are added).")]
     = Path("ladder.duckdb"),
@@ -176,9 +162,10 @@ def ladder_command(
     """
     # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
     from threadwise.refine import report
-    from threadwise.refine.ladder import BASELINE, Arm
-    from threadwise.refine.run import SPIKY_BACKGROUND, arm_from_file, run_ladder, where
-    from threadwise.refine.store import check_output, open_ladder
+    from threadwise.refine.measure import summary
+    from threadwise.refine.measure.ladder import BASELINE, Arm
+    from threadwise.refine.measure.run import SPIKY_BACKGROUND, arm_from_file, run_ladder, where
+    from threadwise.refine.measure.store import check_output, open_ladder
     from threadwise.synthesize.reader import load_profile
 
     profiles = [item for item in arm if item != "baseline"]
@@ -207,14 +194,14 @@ def ladder_command(
     con = open_ladder(output, read_only=True)
     try:
         typer.echo("\n" + report.floors_line(con, result.run_id, repeats))
-        host = report.host_line(con, result.run_id)
+        host = summary.host_line(con, result.run_id)
         if host:
             typer.echo(host)
         for name, comparison in result.comparisons.items():
             typer.echo(f"\n{name} against {BASELINE} (run {result.run_id} in {output}):")
             typer.echo("\n".join(report.level_table(con, result.run_id, name)))
             typer.echo(comparison.reason)
-        typer.echo("\n".join(report.invalid_cells(con, result.run_id)) or "every cell valid")
+        typer.echo("\n".join(summary.invalid_cells(con, result.run_id)) or "every cell valid")
     finally:
         con.close()
     ingested = result.ingested
@@ -226,24 +213,22 @@ def train_command(
     workload: Annotated[str, typer.Option("--workload", "-w", help="A workload file or a bundled name.")],
     name: Annotated[str, typer.Option("--name", "-n", help="Profile name: writes profiles/NAME.toml "
                                       "and artifacts/NAME/.")],
-    lab: Annotated[bool, typer.Option("--lab", help=LAB_HELP)] = False,
-    cpus: Annotated[int, typer.Option("--cpus", help="Lab vCPUs (keep at or below the host's cores).")] = 2,
-    guest: Annotated[str, typer.Option("--guest", help=GUEST_HELP)] = "initramfs",
+    lab: Lab = False,
+    cpus: Cpus = 2,
+    guest: Guest = "initramfs",
     host_priority: HostPriority = Switch.on,
-    levels: Annotated[str, typer.Option("--levels", help=LEVELS_HELP)] = "0,1,2,4",
-    repeats: Annotated[int, typer.Option("--repeats", help=SEARCH_REPEATS_HELP)] = SEARCH_REPEATS,
+    levels: Levels = "0,1,2,4",
+    repeats: SearchRepeats = SEARCH_REPEATS,
     budget: Annotated[int, typer.Option("--budget", help="Mutations to measure after the synthesized "
                                         "profile (each is one ladder run).")] = 2,
-    window: Annotated[float | None, typer.Option("--window", help="Seconds per window (default: the "
-                                                 "workload file's).")] = None,
+    window: Window = None,
     observe_s: Annotated[float, typer.Option("--observe", help="Seconds to observe the workload.")] = 8.0,
-    seed: Annotated[int, typer.Option("--seed", help="Order and bootstrap seed.")] = 1,
-    profiles: Annotated[Path, typer.Option("--profiles", help="Where profiles go.")] = Path("profiles"),
-    artifacts: Annotated[Path, typer.Option("--artifacts", help="Where training records go.")]
-    = Path("artifacts"),
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing profile and record.")] = False,
-    skip: Annotated[list[str] | None, typer.Option("--skip", help=SKIP_HELP)] = None,
-    early_stop: Annotated[bool, typer.Option("--early-stop/--no-early-stop", help=EARLY_STOP_HELP)] = True,
+    seed: Seed = 1,
+    profiles: Profiles = Path("profiles"),
+    artifacts: Artifacts = Path("artifacts"),
+    force: Force = False,
+    skip: Skip = None,
+    early_stop: EarlyStop = True,
 ) -> None:
     """Train a profile: observe, analyze, synthesize, then keep only measured wins.
 
@@ -255,7 +240,7 @@ def train_command(
       threadwise train --workload rolesim --name rolesim --lab
     """
     # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
-    from threadwise.refine.run import where
+    from threadwise.refine.measure.run import where
     from threadwise.refine.train import TrainOptions
     from threadwise.synthesize.schema import check_name
 
@@ -278,22 +263,20 @@ def refine_command(
     workload: Annotated[str, typer.Option("--workload", "-w", help="A workload file or a bundled name.")],
     name: Annotated[str | None, typer.Option("--name", "-n", help="Name of the refined profile "
                                              "(default: the profile's).")] = None,
-    lab: Annotated[bool, typer.Option("--lab", help=LAB_HELP)] = False,
-    cpus: Annotated[int, typer.Option("--cpus", help="Lab vCPUs (keep at or below the host's cores).")] = 2,
-    guest: Annotated[str, typer.Option("--guest", help=GUEST_HELP)] = "initramfs",
+    lab: Lab = False,
+    cpus: Cpus = 2,
+    guest: Guest = "initramfs",
     host_priority: HostPriority = Switch.on,
-    levels: Annotated[str, typer.Option("--levels", help=LEVELS_HELP)] = "0,1,2,4",
-    repeats: Annotated[int, typer.Option("--repeats", help=SEARCH_REPEATS_HELP)] = SEARCH_REPEATS,
+    levels: Levels = "0,1,2,4",
+    repeats: SearchRepeats = SEARCH_REPEATS,
     budget: Annotated[int, typer.Option("--budget", help="Mutations to measure (each one ladder run).")] = 2,
-    window: Annotated[float | None, typer.Option("--window", help="Seconds per window.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Order and bootstrap seed.")] = 1,
-    profiles: Annotated[Path, typer.Option("--profiles", help="Where the refined profile goes.")]
-    = Path("profiles"),
-    artifacts: Annotated[Path, typer.Option("--artifacts", help="Where the record goes.")]
-    = Path("artifacts"),
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing profile and record.")] = False,
-    skip: Annotated[list[str] | None, typer.Option("--skip", help=SKIP_HELP)] = None,
-    early_stop: Annotated[bool, typer.Option("--early-stop/--no-early-stop", help=EARLY_STOP_HELP)] = True,
+    window: Window = None,
+    seed: Seed = 1,
+    profiles: Profiles = Path("profiles"),
+    artifacts: Artifacts = Path("artifacts"),
+    force: Force = False,
+    skip: Skip = None,
+    early_stop: EarlyStop = True,
 ) -> None:
     """Refine a profile: keep only mutations that win a ladder against it.
 
@@ -306,7 +289,7 @@ def refine_command(
       threadwise refine profiles/redis.toml --workload redis --lab --budget 3
     """
     # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
-    from threadwise.refine.run import where
+    from threadwise.refine.measure.run import where
     from threadwise.refine.train import TrainOptions
     from threadwise.synthesize.reader import load_profile
     from threadwise.synthesize.schema import check_name
@@ -334,26 +317,19 @@ def _refuse_existing(profiles: Path, artifacts: Path, name: str, force: bool) ->
                              hint="pass --force to retrain and replace it, or choose another --name")
 
 
-def _train_and_show(options: object) -> None:
+def _train_and_show(options: TrainOptions) -> None:
     # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
-    from threadwise.errors import KeepDefault
     from threadwise.refine.train import train
 
-    report = options.artifacts_dir / options.name / "REPORT.md"  # type: ignore[attr-defined]
-    try:
-        train(options, progress=lambda line: typer.echo(line, err=True))  # type: ignore[arg-type]
-    except KeepDefault:
-        typer.echo(report.read_text().split("## Refinement steps")[0])  # the record's verdict, then the error
-        raise
-    typer.echo(report.read_text().split("## Refinement steps")[0])
-    written = options.profiles_dir / f"{options.name}.toml"  # type: ignore[attr-defined]
-    typer.echo(next_line(written, report, options.workload_path))  # type: ignore[attr-defined]
+    written = train(options, progress=lambda line: typer.echo(line, err=True), show=typer.echo)
+    report = options.artifacts_dir / options.name / "REPORT.md"
+    typer.echo(next_line(written, report, options.workload_path))
 
 
 def next_line(written: Path, report: Path, workload: Path, *, sched_ext: bool | None = None) -> str:
     """train's closing suggestion: what works on THIS host (`apply` needs sched_ext, else the lab)."""
     # deferred: loads pydantic; `threadwise --help` imports this module
-    from threadwise.refine.workload import bundled_names, bundled_workload_path
+    from threadwise.refine.measure.workload import bundled_names, bundled_workload_path
 
     if sched_ext is None:
         sched_ext = sched_ext_state().supported
@@ -381,7 +357,7 @@ def rejudge_command(
     """
     # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
     from threadwise.refine import rejudge, report
-    from threadwise.refine.store import open_ladder
+    from threadwise.refine.measure.store import open_ladder
 
     ladder_file = record / "ladder.duckdb" if record.is_dir() else record
     con = open_ladder(ladder_file, read_only=not ladder_file.is_file())

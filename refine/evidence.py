@@ -71,7 +71,7 @@ def record_note(profile_path: Path, profile: Profile, *, roots: Sequence[Path] =
     if found is None:
         return RecordNote(header.record, record_sentence_missing(header.record, tried), None)
     # deferred: duckdb and the ladder store are loaded only when a record is read
-    from threadwise.refine import store
+    from threadwise.refine.measure import store
 
     try:
         con = store.open_ladder(found, read_only=True)
@@ -104,7 +104,7 @@ def _arms(con: duckdb.DuckDBPyConnection, record: str, profile: Profile) -> list
 def _verdicts(con: duckdb.DuckDBPyConnection, arm: MeasuredArm) -> Words:
     """The arm's stored verdicts against the default scheduler, per metric (primary first)."""
     # deferred: the ladder store loads duckdb
-    from threadwise.refine.store import run_info
+    from threadwise.refine.measure.store import run_info
 
     info = run_info(con, arm.run_id)
     order = [info.primary[0], *(m for m, _ in info.secondary)]

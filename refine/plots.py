@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import duckdb
 import numpy as np
 
-from threadwise.refine import store
+from threadwise.refine.measure import store
 from threadwise.sqlfiles import statement
 
 if TYPE_CHECKING:

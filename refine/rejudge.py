@@ -30,12 +30,13 @@ from pathlib import Path
 import duckdb
 
 from threadwise.errors import InputError
-from threadwise.refine import judge, outcome, report, stats, store
-from threadwise.refine.ladder import AA_ARM, BASELINE
-from threadwise.refine.loop import BEST, CANDIDATE, START
-from threadwise.refine.store import sql
+from threadwise.refine import outcome, report
+from threadwise.refine.measure import judge, stats, store
+from threadwise.refine.measure.ladder import AA_ARM, BASELINE
+from threadwise.refine.measure.store import sql
+from threadwise.refine.measure.validity import SPINNER_ALIVE_CPUS
+from threadwise.refine.search.loop import BEST, CANDIDATE, START
 from threadwise.refine.train import profile_header
-from threadwise.refine.validity import SPINNER_ALIVE_CPUS
 from threadwise.synthesize.provenance import says_keep_default
 
 

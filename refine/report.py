@@ -23,9 +23,10 @@ import duckdb
 import numpy as np
 
 from threadwise.errors import ThreadwiseError
-from threadwise.refine import blockers, judge, plots, stats, store
-from threadwise.refine.diagnose import sql as search_sql
-from threadwise.refine.store import sql
+from threadwise.refine import plots
+from threadwise.refine.measure import blockers, judge, stats, store, summary
+from threadwise.refine.measure.store import sql
+from threadwise.refine.search.diagnose import sql as search_sql
 
 _UNITS = {"per_s": "/s", "_us": " us", "_ms": " ms", "_rps": " req/s"}
 
@@ -92,56 +93,11 @@ def floors_line(con: duckdb.DuckDBPyConnection, run_id: int | None, n: int) -> s
             "`worse` only when the interval excludes 1.")
 
 
-# The bursty-loaded calibration pool's median denied share was 0.34, the quiet pool's 0.024
-# (benchmarks/RESULTS.md "calibration"): above this a run is reported as measured on a busy host.
-BUSY_HOST_DENIED = 0.15
-
-
-def host_line(con: duckdb.DuckDBPyConnection, run_id: int) -> str | None:
-    """How much the host took from the lab's vCPUs in this run, and what that means for its verdicts."""
-    cells, median, peak = con.execute(sql("host_denied"), [run_id]).fetchone()
-    if not cells or median is None:
-        return None
-    text = (f"Host interference (run {run_id}): the host did not serve a median {median:.1%} of the lab "
-            f"vCPUs' demand (max {peak:.1%} in one cell); pairs whose cells it denied unequally are left "
-            "out of the verdicts.")
-    if median > BUSY_HOST_DENIED:
-        text += (" **This run was measured on a busy host**: under bursty host load the calibration "
-                 "measured 12-17% false verdicts between identical arms at 3 repeats (5% on a quiet "
-                 "host is the target; benchmarks/RESULTS.md). Measure again on a quiet host.")
-    return text
-
-
 def plot_run(con: duckdb.DuckDBPyConnection, run_id: int, path: Path, *, title: str) -> Path:
     """PNG of a run: every objective metric (a row each), the arms' measured medians and ranges, and
     each profile arm's stored ratio, interval and verdict against the baseline (plots.py)."""
     plots.ladder_figure(con, run_id, title=title).savefig(path)
     return path
-
-
-def invalid_cells(con: duckdb.DuckDBPyConnection, run_id: int) -> list[str]:
-    rows = con.execute(sql("invalid_cells"), [run_id]).fetchall()
-    return [f"- run {run_id} cell {idx} ({arm}, bg={level}, repeat {rep}): {why}"
-            for idx, arm, level, rep, why in rows]
-
-
-def invalid_summary(con: duckdb.DuckDBPyConnection, run_id: int) -> str:
-    """One line for the terminal: how many cells are invalid, per reason kind (the text before a
-    reason's first ':', e.g. `membership`), with the first reason of each kind as its example."""
-    rows = con.execute(sql("invalid_cells"), [run_id]).fetchall()
-    if not rows:
-        return "every cell valid"
-    kinds: dict[str, tuple[int, str]] = {}
-    for *_cell, why in rows:
-        first: dict[str, str] = {}   # a cell counts once per kind, with its first reason of that kind
-        for reason in filter(None, (part.strip() for part in why.split("; "))):
-            first.setdefault(reason.split(":", 1)[0], reason)
-        for kind, reason in first.items():
-            count, example = kinds.get(kind, (0, reason))
-            kinds[kind] = (count + 1, example)
-    total = con.execute(sql("cell_count"), [run_id]).fetchone()[0]
-    return (f"{len(rows)} of {total} cells invalid: "
-            + "; ".join(f"{kind} in {count} (e.g. {example})" for kind, (count, example) in kinds.items()))
 
 
 def environment(con: duckdb.DuckDBPyConnection, run_id: int) -> list[str]:
@@ -244,18 +200,18 @@ def keep_default_reasons(con: duckdb.DuckDBPyConnection, final: stats.LadderComp
     return lines
 
 
-def write_report(con: duckdb.DuckDBPyConnection, directory: Path) -> Path:
-    """REPORT.md and one plot per measured run into `directory`, from the ladder file alone."""
+def result_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """REPORT.md's head: the title, the result (keep the default scheduler, with its reasons, where
+    nothing beat it), the floors and the final profile's table against the default scheduler; what
+    `threadwise train` prints when it is done."""
     row = con.execute(sql("training")).fetchone()
     if row is None:
         raise ThreadwiseError("this ladder file has no training record (it was not written by train)",
                               hint="`threadwise ladder` prints its own tables")
-    name, workload, command, profile_path, wall_s, limitations_json = row
-    limitations = json.loads(limitations_json)
+    name, workload, _command, profile_path, _wall_s, _limitations = row
     final = final_comparison(con)
     verdict = verdict_with(con, final)
     best = best_measurement(con)
-    runs = [r[0] for r in con.execute(sql("run_ids")).fetchall()]
     lines = [f"# Training record: `{name}` on workload `{workload}`", "",
              f"Profile: `{profile_path}`. Generated by `threadwise train` from `ladder.duckdb` in this "
              "folder; nothing here is written by hand.", "", "## Result", "", verdict, ""]
@@ -265,13 +221,22 @@ def write_report(con: duckdb.DuckDBPyConnection, directory: Path) -> Path:
                   "for review, not to apply (`threadwise apply` refuses it without --force). What was "
                   "measured:", "", *[f"- {line}" for line in keep_default_reasons(con, final)], ""]
     if best is not None:
-        lines += [floors_line(con, best[0], store.run_info(con, best[0]).repeats), ""]
-    if best is not None:
         run_id, arm = best
-        lines += [f"The final profile (arm `{arm}` of ladder run {run_id}) against the kernel's default "
+        lines += [floors_line(con, run_id, store.run_info(con, run_id).repeats), "",
+                  f"The final profile (arm `{arm}` of ladder run {run_id}) against the kernel's default "
                   "scheduler, per background level (medians of the valid windows; secondary metric in "
                   "parentheses):", "", *level_table(con, run_id, arm), "",
                   f"![{name}](ladder-run{run_id}.png)", ""]
+    return lines
+
+
+def write_report(con: duckdb.DuckDBPyConnection, directory: Path) -> Path:
+    """REPORT.md and one plot per measured run into `directory`, from the ladder file alone."""
+    lines = result_lines(con)   # raises where the file holds no training
+    training = con.execute(sql("training")).fetchone()
+    name, _workload, command, _profile_path, wall_s, limitations_json = training
+    limitations = json.loads(limitations_json)
+    runs = [r[0] for r in con.execute(sql("run_ids")).fetchall()]
     lines += ["## Refinement steps", "",
               "Each step measured the baseline, the baseline again (`baseline-aa`: the noise), the current "
               "best and one candidate in one interleaved ladder; a candidate is kept if every comparison is "
@@ -292,7 +257,7 @@ def write_report(con: duckdb.DuckDBPyConnection, directory: Path) -> Path:
         valid, total = con.execute(sql("cell_counts"), [run_id]).fetchone()
         lines.append(f"- run {run_id} ({purpose}): arms {arms}; {valid} of {total} cells valid")
         plot_run(con, run_id, directory / f"ladder-run{run_id}.png", title=f"{name}: run {run_id}")
-    invalid = [line for run_id in runs for line in invalid_cells(con, run_id)]
+    invalid = [line for run_id in runs for line in summary.invalid_cells(con, run_id)]
     lines += ["", "### Invalid cells (kept in the data, never averaged)", "",
               *(invalid or ["(none)"]), ""]
     lines += blockers.report_section(con)  # "Who blocked whom", when a cell was traced
@@ -321,7 +286,7 @@ def write_report(con: duckdb.DuckDBPyConnection, directory: Path) -> Path:
               "## Environment", ""]
     if runs:
         lines += environment(con, runs[-1])
-        lines += [f"- {line}" for line in (host_line(con, run_id) for run_id in runs) if line]
+        lines += [f"- {line}" for line in (summary.host_line(con, run_id) for run_id in runs) if line]
     lines += ["", "## Limitations", "", *[f"- {item}" for item in limitations], "",
               "## Reproduce", "", "```sh", command, "```", "",
               (f"Training took {wall_s / 60:.1f} minutes of wall time." if wall_s is not None

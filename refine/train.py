@@ -22,8 +22,6 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Callable
@@ -34,14 +32,16 @@ from typing import TYPE_CHECKING
 
 from threadwise.errors import KeepDefault, LabError, NothingMeasured, ThreadwiseError, UsageError
 from threadwise.paths import write_output
-from threadwise.refine import judge, loop, outcome, report, stats, store
-from threadwise.refine.diagnose import Blocker, load_blockers
-from threadwise.refine.ladder import AA_ARM, BASELINE, Arm
-from threadwise.refine.mutate import toml_text
-from threadwise.refine.rows import StepRow, TrainingRow
-from threadwise.refine.run import LadderRun, Where, run_ladder
-from threadwise.refine.service import RunningService
-from threadwise.refine.workload import Workload, load_workload, render_argv
+from threadwise.refine import outcome, report
+from threadwise.refine.measure import judge, stats, store, summary
+from threadwise.refine.measure.ladder import AA_ARM, BASELINE, Arm
+from threadwise.refine.measure.rows import StepRow, TrainingRow
+from threadwise.refine.measure.run import LadderRun, Where, run_ladder
+from threadwise.refine.measure.service import RunningService
+from threadwise.refine.measure.workload import Workload, load_workload, render_argv
+from threadwise.refine.search import loop
+from threadwise.refine.search.diagnose import Blocker, load_blockers
+from threadwise.refine.search.vetting import toml_text
 from threadwise.runtime.lab.agent import TCG_PATCHING_OOPS
 from threadwise.shape import Shape, parse_shape
 from threadwise.synthesize.from_capture import synthesize_capture
@@ -51,8 +51,9 @@ from threadwise.synthesize.writer import dumps
 if TYPE_CHECKING:   # the profile model loads with synthesize, inside train()
     import duckdb
 
-    from threadwise.refine.candidate import Candidate
-    from threadwise.refine.loop import RefineResult
+    from threadwise.analyze import Analysis
+    from threadwise.refine.search.candidate import Candidate
+    from threadwise.refine.search.loop import RefineResult
     from threadwise.synthesize.schema import Profile
 
 
@@ -77,44 +78,78 @@ class TrainOptions:
     early_stop: bool = True  # a step's ladder stops once its candidate clearly lost (stats.early_loss)
 
 
-def _threadwise(args: list[str], progress: Callable[[str], None]) -> None:
-    progress(f"$ {shlex.join(['threadwise', *args])}")
-    done = subprocess.run([sys.executable, "-m", "threadwise.cli", *args], check=False)
-    if done.returncode != 0:
-        raise ThreadwiseError(f"train step failed with status {done.returncode}: "
-                              f"threadwise {shlex.join(args)}")
+def _step_failed(args: list[str], error: ThreadwiseError) -> ThreadwiseError:
+    """A failed step of the pipeline, named by the command a user would type to run it alone."""
+    return ThreadwiseError(f"train step failed: threadwise {shlex.join(args)}: {error.message}",
+                           hint=error.hint)
 
 
 def observe_workload(workload: Workload, capture: Path, seconds: float, work: Path,
                      progress: Callable[[str], None]) -> None:
-    """A capture of the workload under its own load, taken on this host."""
+    """A capture of the workload under its own load, taken on this host, in this process (printed
+    as the `threadwise observe` command that does the same)."""
+    # deferred: loads duckdb, numpy and pyarrow (the tracer's ingest); `threadwise --help` imports this module
+    from threadwise.observe.capture import observe
+    from threadwise.observe.target import Target
+
+    def trace(target: Target, args: list[str]) -> None:
+        progress(f"$ {shlex.join(['threadwise', *args])}")
+        try:
+            result = observe(target, capture, duration_s=seconds, force=True, progress=progress)
+        except ThreadwiseError as error:
+            raise _step_failed(args, error) from error
+        for warning in result.warnings:
+            progress(f"warning: {warning}")
+        progress(f"wrote {result.path}: {result.duration_s:.2f} s, {result.events:,} events "
+                 f"({result.events_per_s:,.0f}/s), {result.events_lost:,} lost "
+                 f"({result.switch_gaps:,} switch-chain gaps), {result.target_threads} target threads, "
+                 f"ended by {result.end_reason}")
+
+    common = ["-d", f"{seconds:g}s", "-o", str(capture), "--force"]
     if workload.service is None:  # the load command is the workload
         argv = render_argv(list(workload.load.command or []), window_s=max(seconds, 1.0))
-        _threadwise(["observe", "-d", f"{seconds:g}s", "-o", str(capture), "--force", "--", *argv], progress)
+        trace(Target.from_options(command=argv), ["observe", *common, "--", *argv])
         return
     with RunningService(workload, work) as service:
         progress(f"train: {workload.name} service ready (pid {service.pid}); load running")
         service.start_load()
-        _threadwise(["observe", "--pid", str(service.pid), "-d", f"{seconds:g}s", "-o", str(capture),
-                     "--force"], progress)
+        trace(Target.from_options(pid=service.pid), ["observe", "--pid", str(service.pid), *common])
+
+
+def analyze_once(capture: Path, progress: Callable[[str], None]) -> Analysis:
+    """The capture's analysis, computed once: printed as `threadwise analyze CAPTURE` prints it, and
+    handed on to synthesize."""
+    # deferred: loads polars, duckdb and sklearn; `threadwise --help` imports this module
+    from threadwise.analyze import analyze_capture
+    from threadwise.analyze.render import render
+
+    args = ["analyze", str(capture)]
+    progress(f"$ {shlex.join(['threadwise', *args])}")
+    try:
+        analysis = analyze_capture(capture)
+    except ThreadwiseError as error:
+        raise _step_failed(args, error) from error
+    progress(render(analysis).rstrip("\n"))
+    return analysis
 
 
 def synthesize_start(capture: Path, name: str, shape: str, out: Path,
-                     progress: Callable[[str], None]) -> Profile:
+                     progress: Callable[[str], None], *, analysis: Analysis | None = None) -> Profile:
     """The start profile for `capture`, sized for the machine `shape` (a --shape spec):
     synthesize's builder, in-process.
 
     It does what `threadwise synthesize CAPTURE --name NAME -o OUT --shape SHAPE` does (printed as
     that command) and keeps the TOML in `out` for the record, but hands back the typed profile
-    it built. A failure keeps exit 1 and the `train step failed` of a failed command.
+    it built, from `analysis` when the capture was analysed already. A failure keeps exit 1 and the
+    `train step failed` of a failed command.
     """
     args = ["synthesize", str(capture), "--name", name, "-o", str(out), "--force", "--shape", shape]
     progress(f"$ {shlex.join(['threadwise', *args])}")
     try:
-        profile = synthesize_capture(capture, name, where=out, report=progress, shape=parse_shape(shape))
+        profile = synthesize_capture(capture, name, where=out, report=progress, shape=parse_shape(shape),
+                                     analysis=analysis)
     except ThreadwiseError as error:
-        raise ThreadwiseError(f"train step failed: threadwise {shlex.join(args)}: {error.message}",
-                              hint=error.hint) from error
+        raise _step_failed(args, error) from error
     write_output(out, dumps(profile), force=True)
     progress(f"wrote {out}: {len(profile.groups)} groups "
              f"({', '.join(f'{g.name}={g.treatment.value}' for g in profile.groups)})")
@@ -157,8 +192,11 @@ def store_steps(con: duckdb.DuckDBPyConnection, result: RefineResult, runs: list
     store.insert(con, "step", rows)
 
 
-def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Path:
-    """Run the whole pipeline; returns the written profile path."""
+def train(options: TrainOptions, progress: Callable[[str], None] = print,
+          show: Callable[[str], None] | None = None) -> Path:
+    """Run the whole pipeline; returns the written profile path. `show` is handed the record's
+    result (REPORT.md's head: the verdict and the final table) once it is written, also when the
+    answer is keep the default scheduler (KeepDefault is raised after)."""
     profile_path = options.profiles_dir / f"{options.name}.toml"
     record = options.artifacts_dir / options.name
     for existing in (profile_path, record):
@@ -187,9 +225,10 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
         progress(f"train 1/4 observe: {workload.name} for {options.observe_s:g} s on this host")
         observe_workload(workload, capture, options.observe_s, work, progress)
         progress("train 2/4 analyze + synthesize")
-        _threadwise(["analyze", str(capture)], progress)
+        analysis = analyze_once(capture, progress)
         # sized for the shape it is measured on (the lab's), so lint is clean there
-        start = synthesize_start(capture, options.name, options.place.shape, synthesized, progress)
+        start = synthesize_start(capture, options.name, options.place.shape, synthesized, progress,
+                                 analysis=analysis)
     shape = parse_shape(options.place.shape)
     runs: list[int] = []
 
@@ -200,9 +239,10 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
         return stats.early_loss(measured, baseline=BASELINE, best=loop.BEST, candidate=loop.CANDIDATE,
                                 twins=(BASELINE, AA_ARM), primary=primary, secondary=secondary)
 
-    def measure(arms: list[Arm]) -> dict:
+    def measure(arms: list[Arm]) -> judge.Judged:
         step = len(runs)
-        stepping = options.early_stop and {loop.BEST, loop.CANDIDATE} <= {arm.name for arm in arms}
+        searching = {loop.BEST, loop.CANDIDATE} <= {arm.name for arm in arms}
+        stepping = options.early_stop and searching
 
         def ladder(raw: str) -> LadderRun:
             return run_ladder(workload, workload_toml, arms,
@@ -210,7 +250,8 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
                               repeats=options.repeats, seed=options.seed + 1 + step,
                               purpose=f"refine-step-{step}", command=options.command,
                               progress=progress, keep_raw=work / raw,
-                              stop_when=lost_early if stepping else None)
+                              stop_when=lost_early if stepping else None,
+                              also_judge=[(loop.BEST, loop.CANDIDATE)] if searching else ())
 
         result = once_more_after_tcg_oops(ladder, step, progress)
         runs.append(result.run_id)
@@ -221,14 +262,8 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
             progress(f"train: the run's own A/A floors at {options.repeats} pairs (the default scheduler "
                      "against itself, interleaved): " + "; ".join(
                          f"{metric} {result.floors.margin(metric, options.repeats)}" for metric in metrics))
-        con = store.open_ladder(ladder_file)
-        try:
-            if {loop.BEST, loop.CANDIDATE} <= {arm.name for arm in arms}:
-                # the deciding pair, stored with the others
-                judge.judge(con, result.run_id, loop.BEST, loop.CANDIDATE)
-            return store.measured(con, result.run_id)
-        finally:
-            con.close()
+        assert result.judged is not None   # run_ladder returned: the run was stored and judged
+        return result.judged
 
     def blockers(arm: str) -> list[Blocker]:
         """The last measured ladder's blocker rows of `arm` (none where no cell was traced)."""
@@ -268,6 +303,7 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
         con.execute("CHECKPOINT")
         verdict = report.verdict_sentence(con)
         report.write_report(con, staging)
+        result_text = "\n".join(report.result_lines(con))
     finally:
         con.close()
     shutil.copy2(ladder_file, staging / "ladder.duckdb")
@@ -281,6 +317,8 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print) -> Pat
     best = _capture_relative_to(result.best, written_in, chosen.path.parent)
     outcome.write(chosen, header, toml_text(best), profile_path)
     took = f"{(time.monotonic() - started) / 60:.1f} min"
+    if show is not None:
+        show(result_text)
     if not chosen.wins:
         raise KeepDefault(outcome.message(chosen),
                           hint=f"the record is in {record}/ (REPORT.md, KEEP-DEFAULT.md, ladder.duckdb), the "
@@ -331,13 +369,13 @@ def _fail(work: Path, ladder_file: Path, run_id: int, why: str) -> None:
     """Stop the training: no profile, no record; FAILED.md in the work directory says why."""
     con = store.open_ladder(ladder_file, read_only=True)
     try:
-        summary = report.invalid_summary(con, run_id)
-        cells = report.invalid_cells(con, run_id)
+        counts = summary.invalid_summary(con, run_id)
+        cells = summary.invalid_cells(con, run_id)
     finally:
         con.close()
-    (work / "FAILED.md").write_text("\n".join([f"# Training failed: {why}", "", f"Run {run_id}: {summary}.",
+    (work / "FAILED.md").write_text("\n".join([f"# Training failed: {why}", "", f"Run {run_id}: {counts}.",
                                                "", *cells, ""]))
-    raise NothingMeasured(f"nothing valid enough to train on: {why}; {summary}",
+    raise NothingMeasured(f"nothing valid enough to train on: {why}; {counts}",
                           hint=f"no profile was written; what was measured is in {work}/ (FAILED.md, "
                                "ladder.duckdb, raw-*/): fix the cause named above, then train again")
 

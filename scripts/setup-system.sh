@@ -30,7 +30,7 @@ ALL_PACKAGES=(
     bpftrace            # observe: the bpftrace backend
     redis-server redis-tools   # a real workload for tests
     stress-ng rt-tests  # background spinners, hackbench, cyclictest (a bundled workload)
-    sysbench            # a load generator with a metrics parser (refine/metrics.py)
+    sysbench            # a load generator with a metrics parser (refine/measure/metrics.py)
     libseccomp-dev libcap-ng-dev  # virtiofsd (the vng lab)
     kmod                # depmod, needed by virtme-ng
     e2fsprogs           # mkfs.ext4 -d: the lab guest's runtime disk (runtime/lab/runtimes.py)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from threadwise.errors import MissingTool, ThreadwiseError
 from threadwise.paths import file_sha256
@@ -25,6 +26,9 @@ from threadwise.synthesize.build import DEFAULT_MAX_GROUPS, build_profile, from_
 from threadwise.synthesize.families import Families
 from threadwise.synthesize.rules import validate
 from threadwise.synthesize.schema import Profile
+
+if TYPE_CHECKING:   # the analysis loads polars, duckdb and sklearn: only when there is one
+    from threadwise.analyze import Analysis
 
 
 def relative(path: Path, base: Path) -> str:
@@ -38,16 +42,19 @@ def sha256(path: Path) -> str | None:
 
 def synthesize_capture(capture: Path, name: str, *, where: Path, report: Callable[[str], None],
                        shape: Shape | None = None, requests: dict[str, int] | None = None,
-                       max_groups: int = DEFAULT_MAX_GROUPS, families: Families | None = None) -> Profile:
-    """The valid profile for `capture`, to be written at `where`; diagnostics go to `report`."""
-    try:
-        # deferred: loads polars, duckdb and sklearn (analysis), which this module's other callers do without
-        from threadwise.analyze import analyze_capture
-    except ImportError as missing:
-        raise MissingTool(f"the analyze stage is not available ({missing})",
-                          hint="install threadwise with its analyze stage") from None
-    analysis = from_analysis(analyze_capture(capture))
-    profile = build_profile(analysis, name, capture=relative(capture, where.parent),
+                       max_groups: int = DEFAULT_MAX_GROUPS, families: Families | None = None,
+                       analysis: Analysis | None = None) -> Profile:
+    """The valid profile for `capture`, to be written at `where`; diagnostics go to `report`.
+    `analysis`: the capture's analysis when the caller has it already (train prints it first)."""
+    if analysis is None:
+        try:
+            # deferred: loads polars, duckdb and sklearn, which this module's other callers do without
+            from threadwise.analyze import analyze_capture
+        except ImportError as missing:
+            raise MissingTool(f"the analyze stage is not available ({missing})",
+                              hint="install threadwise with its analyze stage") from None
+        analysis = analyze_capture(capture)
+    profile = build_profile(from_analysis(analysis), name, capture=relative(capture, where.parent),
                             capture_sha256=sha256(capture), requests=requests, max_groups=max_groups,
                             families=families, shape=shape)
     check(profile, report)

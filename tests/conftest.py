@@ -146,7 +146,7 @@ def rolesim_capture(tmp_path_factory: pytest.TempPathFactory, tracer_backend: st
     """A 5 s capture of the bundled workload, launched by the observer (per backend)."""
     from threadwise.observe.capture import observe
     from threadwise.observe.target import Target
-    from threadwise.refine.bundled import build
+    from threadwise.refine.measure.bundled import build
 
     out = tmp_path_factory.mktemp(f"rolesim-{tracer_backend}") / "rolesim.duckdb"
     target = Target.from_options(pid=None, comm=None, cgroup=None,

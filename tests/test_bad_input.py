@@ -191,7 +191,7 @@ def _commands() -> set[str]:
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory with one file of every kind the cases name."""
     from threadwise.observe.builder import CaptureBuilder
-    from threadwise.refine.store import open_ladder
+    from threadwise.refine.measure.store import open_ladder
     from threadwise.synthesize.example import example_profile
     from threadwise.synthesize.writer import dumps
 

@@ -128,6 +128,57 @@ def test_the_order_check_catches_a_later_stage(tmp_path):
     assert len(_out_of_order(stray, "threadwise")) == 2
 
 
+# refine's rooms (docs/refine.md "Where the code lives"), lowest first: measure (the workload, the
+# ladder, its file and the judge) knows nothing of a search; search decides from what measure
+# stored; the record, train and the CLI (refine's top-level modules) sit on both.
+REFINE_ROOMS = ("threadwise.refine.measure", "threadwise.refine.search", "threadwise.refine")
+
+
+def _room(module: str) -> str | None:
+    """The refine room of a module (None: not refine's); a package's own name counts as its room."""
+    return next((room for room in REFINE_ROOMS if module == room or module.startswith(room + ".")), None)
+
+
+def _room_of_path(path: Path) -> str | None:
+    rel = path.relative_to(ROOT).with_suffix("")
+    if rel.parts[0] != "refine":
+        return None
+    return _room("threadwise." + ".".join(rel.parts if rel.name != "__init__" else rel.parts[:-1]))
+
+
+def _against_rooms(path: Path, room: str) -> list[str]:
+    bad = []
+    for line, module, _name in _imports(path):
+        target = _room(module)
+        if target is not None and REFINE_ROOMS.index(target) > REFINE_ROOMS.index(room):
+            where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+            low, high = room.rpartition(".")[2], target.rpartition(".")[2]
+            bad.append(f"{where}:{line}: {module} ({low} imports {high}, a room above it)")
+    return bad
+
+
+def test_refine_rooms_import_only_rooms_below():
+    rooms = {_room_of_path(p) for p in SOURCES if _owner(p) == "refine"}
+    assert rooms == set(REFINE_ROOMS), f"refine's rooms moved: {rooms}"
+    flat = sorted(p.name for p in (ROOT / "refine").glob("*.py"))
+    assert len(flat) <= 10, f"refine's top level is for the record, train and the CLI only: {flat}"
+    bad = [entry for path in SOURCES if (room := _room_of_path(path)) for entry in _against_rooms(path, room)]
+    assert not bad, "imports against refine's rooms:\n" + "\n".join(bad)
+
+
+def test_the_room_check_catches_measure_importing_the_search(tmp_path):
+    stray = tmp_path / "x.py"
+    stray.write_text("from threadwise.refine.measure import stats\n"
+                     "def f():\n    from threadwise.refine.search import loop\n"
+                     "    from threadwise.refine import report\n")
+    assert _against_rooms(stray, "threadwise.refine.measure") == [
+        "x.py:3: threadwise.refine.search.loop (measure imports search, a room above it)",
+        "x.py:4: threadwise.refine.report (measure imports refine, a room above it)"]
+    assert _against_rooms(stray, "threadwise.refine.search") == [
+        "x.py:4: threadwise.refine.report (search imports refine, a room above it)"]
+    assert _against_rooms(stray, "threadwise.refine") == []
+
+
 def test_stages_import_each_other_only_through_the_listed_interfaces():
     table = _interfaces()
     bad = []

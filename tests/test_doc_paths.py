@@ -19,7 +19,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from threadwise.refine import report, store
+from threadwise.refine import report
+from threadwise.refine.measure import store
 
 ROOT = Path(__file__).resolve().parents[1]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")

@@ -173,7 +173,7 @@ LADDER = ROOT / "artifacts" / "rolesim" / "ladder.duckdb"
 
 
 def test_compare_ladder_stops_on_a_bad_run_or_file_with_one_line(tmp_path, trained, monkeypatch):
-    from threadwise.refine import store
+    from threadwise.refine.measure import store
 
     ladder = tmp_path / "ladder.duckdb"   # the committed record at this threadwise's ladder schema
     shutil.copyfile(LADDER, ladder)

@@ -110,7 +110,7 @@ def test_compare_ladder_on_the_ladder_refine_wrote(ladders, monkeypatch):
 def ladders(tmp_path_factory) -> dict[Path, Path]:
     """Every committed ladder file -> a copy at this threadwise's ladder schema (opened writable once,
     as `threadwise rejudge` would; the notebook reads a file as it is, and says so of an older one)."""
-    from threadwise.refine import store
+    from threadwise.refine.measure import store
 
     work = tmp_path_factory.mktemp("ladders")
     copies = {}

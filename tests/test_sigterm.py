@@ -2,7 +2,7 @@
 
 A `train` stopped by its PID once left the lab's qemu running, orphaned: Python's default SIGTERM
 ends the process without unwinding. Checked in-process with a stand-in command whose `finally`
-stands for stopping qemu (runtime/lab/initramfs.py `_follow`) or a service (refine/service.py).
+stands for stopping qemu (runtime/lab/initramfs.py `_follow`) or a service (refine/measure/service.py).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ stays fast.
 
 from __future__ import annotations
 
+import inspect
 import json
 import signal
 import sys
@@ -44,6 +45,8 @@ app = typer.Typer(
 
 
 def _register_stages() -> None:
+    if app.registered_commands:   # once a process: the demo runs its steps through _main too
+        return
     # observe's `export --profile` shows a later stage's knowledge (which layer takes a thread):
     # the shell, which sits above every stage, hands synthesize's placement down.
     observe_cli.register(app, place_threads=thread_layers)
@@ -53,6 +56,26 @@ def _register_stages() -> None:
     synthesize_cli.register(app, record=record_note)
     for module in (refine_cli, runtime_cli, demo):
         module.register(app)
+    _unwrap_help(app)
+
+
+def paragraphs(doc: str) -> str:
+    """A command's docstring as --help shows it: each paragraph on one line, for the terminal to
+    wrap (the docstring's own breaks, kept, cut a narrow terminal's lines mid-sentence); an
+    indented paragraph is example commands, one a line, each shown after `$ ` (typer removes
+    the help text's common indentation, so indenting alone does not mark them)."""
+    blocks = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join("\n".join(f"  $ {line.strip()}" for line in block.splitlines())
+                         if block.startswith(" ") else " ".join(block.split("\n")) for block in blocks)
+
+
+def _unwrap_help(typer_app: typer.Typer) -> None:
+    for info in typer_app.registered_commands:
+        if info.help is None and info.callback is not None and info.callback.__doc__:
+            info.help = paragraphs(info.callback.__doc__)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _unwrap_help(group.typer_instance)
 
 
 def report(error: ThreadwiseError) -> None:
@@ -127,6 +150,12 @@ def main(argv: list[str] | None = None) -> int:
         return 143
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def run_command(argv: list[str]) -> int:
+    """One `threadwise` command line run in this process (the demo's steps): its exit status, its
+    errors reported as the command itself reports them."""
+    return _main(argv)
 
 
 def _main(argv: list[str] | None = None) -> int:

@@ -9,15 +9,14 @@ takes), and write the profile with its record. The demo measures no mutation
 minutes its training took with one on a busy host (2026-11-27), and the first
 impression must come in minutes; `--budget 1` shows the search. Then the trained profile is
 validated, compiled for the lab's shape (checked by the real scx_layered) and
-linted. Each step is run as the same `threadwise` command a user would type,
-and printed, so the demo doubles as a walkthrough; it ends with the report's
+linted. Each step is run as the same `threadwise` command a user would type
+(in this process), and printed, so the demo doubles as a walkthrough; it ends with the report's
 table. Lint findings are results, not failures.
 """
 
 from __future__ import annotations
 
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -39,15 +38,20 @@ CAPTURE = Path("build") / "train" / NAME / "capture.duckdb"
 
 
 def _run(step: list[str], *, results: frozenset[int] = frozenset()) -> int:
-    """One step as the command a user would type; its status (0, or one of `results`)."""
+    """One step as the command a user would type, run by the same command line in this process
+    (its errors printed as that command prints them); its status (0, or one of `results`)."""
+    # deferred: the command line imports this module (the shell registers the demo)
+    from threadwise.cli import run_command
+
     shown = shlex.join(["threadwise", *step])
     typer.echo(f"\n$ {shown}", err=False)
-    result = subprocess.run([sys.executable, "-m", "threadwise.cli", *step], check=False)
-    if result.returncode in _FINDINGS_OK.get(step[0], set()):
+    sys.stdout.flush()
+    status = run_command(step)
+    if status in _FINDINGS_OK.get(step[0], set()):
         typer.echo(f"(the demo goes on: {step[0]}'s findings above are results for this machine)")
-    elif result.returncode != 0 and result.returncode not in results:
-        raise ThreadwiseError(f"demo step failed with status {result.returncode}: {shown}")
-    return result.returncode
+    elif status != 0 and status not in results:
+        raise ThreadwiseError(f"demo step failed with status {status}: {shown}")
+    return status
 
 
 def demo_command(
@@ -63,7 +67,7 @@ def demo_command(
 ) -> None:
     """Train a profile for the bundled workload in the lab, then validate, compile and lint it."""
     # deferred: the bundled workloads' builder, which `threadwise --help` (importing this module) does without
-    from threadwise.refine.bundled import build
+    from threadwise.refine.measure.bundled import build
     from threadwise.refine.outcome import candidate_path
 
     if out.exists() and not out.is_dir():

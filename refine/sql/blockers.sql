@@ -1,4 +1,4 @@
--- blockers.sql: who held the CPU while a latency group's threads waited (refine/blockers.py).
+-- blockers.sql: who held the CPU while a latency group's threads waited (refine/measure/blockers.py).
 --
 -- Two kinds of statement: `blockers` runs on a capture (observe's schema: sched_slice,
 -- thread_wait, thread) built from one traced cell, with the caller's thread -> group map

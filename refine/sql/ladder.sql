@@ -4,7 +4,7 @@
 -- levels, repeated, back to back on one machine. Every cell stays in the data,
 -- valid or not, with its reasons; statistics read only valid cells' samples.
 -- Times are seconds (REAL) here: cells are seconds long, not nanosecond events.
--- Written by refine/ladder.py (ingest of the guest agent's raw files).
+-- Written by refine/measure/ladder.py (ingest of the guest agent's raw files).
 
 CREATE TABLE IF NOT EXISTS ladder_meta (
     schema_version INTEGER NOT NULL        -- 5 (store.MIGRATIONS brings older files up to it)
@@ -148,7 +148,7 @@ CREATE TABLE IF NOT EXISTS step (
 
 -- Who blocked whom (schema 3): in a traced profile cell, per latency group, what ran on the CPU
 -- while that group's threads were runnable and waiting (wakeup -> switched in). One row per
--- (cell, waiting group, blocker thread name, CPU); written by refine/blockers.py from the guest
+-- (cell, waiting group, blocker thread name, CPU); written by refine/measure/blockers.py from the guest
 -- tracer's capture. The search and REPORT.md read the top rows by wait_s.
 CREATE TABLE IF NOT EXISTS blocker (
     run_id      INTEGER NOT NULL,

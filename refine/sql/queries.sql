@@ -267,3 +267,16 @@ WHERE run_id = ? AND reference = ? AND candidate = ? AND metric = ?;
 -- Columns: none
 -- Parameters: profile_path VARCHAR, where the profile (or the rejected candidate) now is
 UPDATE training SET profile_path = ?;
+
+-- name: cell_repeats
+-- Each planned cell of a run and its repeat (benchmarks/early_stop_replay.py: which cells a
+-- ladder stopped after repeat k would have measured).
+-- Columns: idx INTEGER, the cell's index in the plan; repeat INTEGER, 1-based
+-- Parameters: ? INTEGER run_id
+SELECT idx, repeat FROM cell WHERE run_id = ? ORDER BY idx;
+
+-- name: step_of_run
+-- The search step a ladder run measured.
+-- Columns: step INTEGER; candidate VARCHAR, the mutation's name; decision VARCHAR, kept | reverted
+-- Parameters: ? INTEGER run_id
+SELECT step, candidate, decision FROM step WHERE run_id = ?;

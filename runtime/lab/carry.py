@@ -20,7 +20,7 @@ image, directories (a classpath, an app's folder) onto the runtime disk.
 program among its arguments), and refuses a program under a directory the
 guest's init mounts over (/tmp is a fresh tmpfs there: a program under it
 would vanish). `pack` (initramfs.py) and `threadwise workload check`
-(refine/preflight.py) both go through it, so the check says exactly what packing
+(refine/measure/preflight.py) both go through it, so the check says exactly what packing
 would. `Image` is the newc cpio the packer fills (written here, no cpio tool).
 """
 
@@ -44,7 +44,7 @@ from threadwise.runtime.lab.runtimes import Tree, argument_tree, interpreter_tre
 GUEST_PATH = ("/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin")
 PLAN_FUNCTIONS = ("service_cmd", "load_cmd", "ready_cmd")
 PLAN_VARIABLES = ("SPIN", "SCX", "TRACER", "LAYER_OF")  # TRACER: the libbpf tracer of trace cells
-# (refine/blockers.py); LAYER_OF: the membership probe's reader of scx_layered's task state
+# (refine/measure/blockers.py); LAYER_OF: the membership probe's reader of scx_layered's task state
 # Interpreters whose programs need a library tree the runtime disk does not know how to find
 # (Java and Python are carried with their trees, runtimes.py; Node is one ELF program).
 UNPACKABLE = re.compile(r"^(perl|ruby|php|lua|Rscript|tclsh|wish)")

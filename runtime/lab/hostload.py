@@ -21,7 +21,7 @@ to host time and the two counters are interpolated there: the vCPUs ran
 wait / (run + wait) is the share of what the guest asked of the host that it
 did not get. Steady load denies both cells of a pair alike and cancels in a
 paired ratio; the judge drops pairs whose cells were denied unequally
-(refine/stats.py). Raw series stay in the run directory (`host-vcpus.tsv`,
+(refine/measure/stats.py). Raw series stay in the run directory (`host-vcpus.tsv`,
 `host-clock.tsv`), so the numbers can be recomputed.
 """
 

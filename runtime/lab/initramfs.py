@@ -26,7 +26,7 @@ qemu attaches it as a virtio-blk drive and init bind-mounts its trees); other
 interpreters with a library tree (Perl, Ruby, ...) are refused by name, and so
 is a path under /tmp (init mounts a fresh tmpfs there); `threadwise workload
 check` runs the same packer on the workload's commands before anything runs
-(refine/preflight.py).
+(refine/measure/preflight.py).
 
 `run_initramfs` boots it like `shared/biglab` (q35, multi-threaded TCG,
 `-serial stdio`), streams the agent's lines to `progress`, stops qemu (by its

@@ -15,7 +15,7 @@ from threadwise import givenclock
 from threadwise.analyze import analyze_capture
 from threadwise.analyze.contract import POLLER_SHARE
 from threadwise.analyze.store import stored_version
-from threadwise.refine.bundled import ROLESIM_ROLES
+from threadwise.refine.measure.bundled import ROLESIM_ROLES
 from threadwise.synthesize.build import build_profile, from_analysis
 from threadwise.synthesize.schema import Treatment
 from threadwise.synthesize.writer import dumps

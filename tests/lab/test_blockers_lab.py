@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from threadwise.observe import tracer_build
-from threadwise.refine import blockers, store
-from threadwise.refine.bundled import build
-from threadwise.refine.ladder import BASELINE, Arm
-from threadwise.refine.run import Where, arm_from_file, run_ladder
-from threadwise.refine.workload import bundled_workload_path, parse_workload
+from threadwise.refine.measure import blockers, store
+from threadwise.refine.measure.bundled import build
+from threadwise.refine.measure.ladder import BASELINE, Arm
+from threadwise.refine.measure.run import Where, arm_from_file, run_ladder
+from threadwise.refine.measure.workload import bundled_workload_path, parse_workload
 
 PROFILE = Path(__file__).parents[2] / "artifacts" / "rolesim" / "rolesim.not-a-profile.toml"
 pytestmark = pytest.mark.timeout(1800)   # with a wait for its turn beside another lab

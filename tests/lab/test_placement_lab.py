@@ -15,7 +15,7 @@ import pytest
 
 from tests.lab.labrun import MIN_SHARE, hot_slices, run_guest_script, share_on, threadwise
 from threadwise.observe.store import open_capture
-from threadwise.refine.bundled import build
+from threadwise.refine.measure.bundled import build
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

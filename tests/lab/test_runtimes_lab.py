@@ -21,12 +21,12 @@ import pytest
 from threadwise import givenclock
 from threadwise.errors import KeepDefault
 from threadwise.paths import cache_dir
-from threadwise.refine import store
-from threadwise.refine.bundled import build
+from threadwise.refine.measure import store
+from threadwise.refine.measure.bundled import build
+from threadwise.refine.measure.run import Where
+from threadwise.refine.measure.workload import bundled_workload_path
 from threadwise.refine.outcome import candidate_path
-from threadwise.refine.run import Where
 from threadwise.refine.train import TrainOptions, train
-from threadwise.refine.workload import bundled_workload_path
 
 # Each training boots the guest twice (A/A, step 0 with its trace cell), levels 0 and 1 at 3 repeats
 # (the A/A floors need 4 pairs; a pair host load disturbed is left out), 2 s windows.
@@ -158,9 +158,9 @@ def test_a_cpu_bound_load_that_is_the_workload_is_measured_and_its_threads_found
     and the mid-window membership probe finds its threads in their layer."""
     if shutil.which("sysbench") is None:
         pytest.skip("needs sysbench: apt-get install sysbench (scripts/setup-system.sh)")
-    from threadwise.refine.ladder import BASELINE, Arm
-    from threadwise.refine.run import arm_from_file, run_ladder
-    from threadwise.refine.workload import parse_workload
+    from threadwise.refine.measure.ladder import BASELINE, Arm
+    from threadwise.refine.measure.run import arm_from_file, run_ladder
+    from threadwise.refine.measure.workload import parse_workload
 
     build("spin")
     profile = tmp_path / "sysbench-lw.toml"

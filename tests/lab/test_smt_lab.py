@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from tests.lab.labrun import MIN_SHARE, hot_slices, run_guest_script, share_on, threadwise
-from threadwise.refine.bundled import build
+from threadwise.refine.measure.bundled import build
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 GUEST_SHAPE = "cores=2,threads-per-core=2"

@@ -17,14 +17,14 @@ import pytest
 
 from tests.refine.recompute import recompute_ladder_file
 from threadwise.errors import KeepDefault
-from threadwise.refine import report, store
-from threadwise.refine.bundled import build
-from threadwise.refine.mutate import Candidate
+from threadwise.refine.measure import store, summary
+from threadwise.refine.measure.bundled import build
+from threadwise.refine.measure.run import Where
+from threadwise.refine.measure.validity import SPINNER_ALIVE_CPUS, spinner_floor_s
+from threadwise.refine.measure.workload import bundled_workload_path
 from threadwise.refine.outcome import candidate_path
-from threadwise.refine.run import Where
+from threadwise.refine.search.mutate import Candidate
 from threadwise.refine.train import TrainOptions, train
-from threadwise.refine.validity import SPINNER_ALIVE_CPUS, spinner_floor_s
-from threadwise.refine.workload import bundled_workload_path
 from threadwise.synthesize.schema import Profile, Treatment
 
 BAD = "hot:housekeeping,weight=1"
@@ -144,7 +144,7 @@ def test_the_bad_candidate_is_measured_worse_and_rejected(trained):
     verdicts = {v for (v,) in con.execute(
         "SELECT verdict FROM comparison WHERE run_id = ? AND reference = 'best' "
         "AND candidate = 'candidate' AND metric = 'hot_chunks_per_s' AND level > 0", [run_id]).fetchall()}
-    busy = report.host_line(con, run_id) or ""
+    busy = summary.host_line(con, run_id) or ""
     con.close()
     assert "better" not in verdicts, verdicts
     assert "worse" in verdicts or "busy host" in busy, (verdicts, busy)

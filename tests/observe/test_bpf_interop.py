@@ -20,7 +20,7 @@ from threadwise.analyze import analyze_capture
 from threadwise.observe.interop.export_perfetto import export_perfetto
 from threadwise.observe.interop.import_trace import import_trace
 from threadwise.observe.store import open_capture
-from threadwise.refine.bundled import ROLESIM_ROLES, build
+from threadwise.refine.measure.bundled import ROLESIM_ROLES, build
 
 pytestmark = pytest.mark.bpf
 

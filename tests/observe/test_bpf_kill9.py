@@ -17,7 +17,7 @@ import pytest
 
 from threadwise import givenclock
 from threadwise.observe import leftovers
-from threadwise.refine.bundled import build
+from threadwise.refine.measure.bundled import build
 
 pytestmark = pytest.mark.bpf
 TRACER_COMMS = {"libbpf": "threadwise-sche", "bpftrace": "bpftrace"}

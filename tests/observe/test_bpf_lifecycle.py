@@ -14,7 +14,7 @@ import pytest
 from threadwise import givenclock
 from threadwise.observe import procfs
 from threadwise.observe.store import open_capture, temp_path_for
-from threadwise.refine.bundled import build
+from threadwise.refine.measure.bundled import build
 
 pytestmark = pytest.mark.bpf
 OBSERVE = [sys.executable, "-m", "threadwise.cli", "observe"]

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import duckdb
 
-from threadwise.refine import judge, stats, store
-from threadwise.refine.ladder import BASELINE
-from threadwise.refine.loop import BEST, CANDIDATE
+from threadwise.refine.measure import judge, stats, store
+from threadwise.refine.measure.ladder import BASELINE
+from threadwise.refine.search.loop import BEST, CANDIDATE
 
 
 def _close(a: float | None, b: float) -> bool:

@@ -1,4 +1,4 @@
-"""Who blocked whom (refine/blockers.py): the overlap arithmetic on hand-made tracer records, the
+"""Who blocked whom (refine/measure/blockers.py): the overlap arithmetic on hand-made tracer records, the
 trace-cell plan, the agent lines it renders, the ladder rows and REPORT.md's lines.
 
 The records are written in the libbpf tracer's own binary layouts (observe/records.py), so the
@@ -15,9 +15,9 @@ import pytest
 
 from threadwise.errors import UsageError
 from threadwise.observe.records import SWITCH, TASK, TW_SEEN, TW_SWITCH, TW_WAKING, WAKING
-from threadwise.refine import blockers, ladder, store
-from threadwise.refine.ladder import BASELINE, Arm
-from threadwise.refine.workload import parse_workload
+from threadwise.refine.measure import blockers, ladder, store
+from threadwise.refine.measure.ladder import BASELINE, Arm
+from threadwise.refine.measure.workload import parse_workload
 from threadwise.synthesize.layered import LayerConfig
 
 S, R_PLUS = 1, 256

@@ -11,7 +11,7 @@ threads run on CPU 1 too. With SCHED_OTHER threads (holder at nice -5, then -10,
 then. The bursts leave CPU 1 half free, so the host's own threads still get it.
 
 The real tracer runs exactly as the agent runs it in a trace cell (`--out DIR`, live line,
-SIGINT, a /proc listing of names while the workload still runs), and refine/blockers.py builds
+SIGINT, a /proc listing of names while the workload still runs), and refine/measure/blockers.py builds
 and attributes the capture. The holder must be the waiter's top blocker, on CPU 1, with a
 plausible wait.
 """
@@ -27,7 +27,7 @@ import pytest
 
 from threadwise import givenclock
 from threadwise.observe import tracer_build
-from threadwise.refine import blockers
+from threadwise.refine.measure import blockers
 from threadwise.synthesize.layered import LayerConfig
 
 pytestmark = pytest.mark.bpf

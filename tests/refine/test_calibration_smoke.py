@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import calibration as cal
 
-from threadwise.refine import stats, store
-from threadwise.refine.plan import AA_ARM, BASELINE
-from threadwise.refine.stats import Measured, Obs
+from threadwise.refine.measure import stats, store
+from threadwise.refine.measure.plan import AA_ARM, BASELINE
+from threadwise.refine.measure.stats import Measured, Obs
 
 PRIMARY, SECONDARY = "hot_chunks_per_s", "worker_lat_p99_us"
 METRICS: tuple[tuple[str, stats.Direction], ...] = ((PRIMARY, "higher"), (SECONDARY, "lower"))

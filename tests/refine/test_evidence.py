@@ -14,8 +14,9 @@ import duckdb
 import pytest
 
 from threadwise import givenclock
-from threadwise.refine import report, store
+from threadwise.refine import report
 from threadwise.refine.evidence import record_note
+from threadwise.refine.measure import store
 from threadwise.synthesize.provenance import NOT_THE_HEADERS, read_header
 from threadwise.synthesize.reader import load_profile, parse_profile
 from threadwise.synthesize.words import plain

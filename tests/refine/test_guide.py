@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from threadwise.refine import judge, store
-from threadwise.refine.diagnose import (
+from threadwise.refine.measure import judge, store
+from threadwise.refine.measure.stats import compare_arms
+from threadwise.refine.search.diagnose import (
     Blocker,
     Failure,
     Kind,
@@ -23,9 +24,8 @@ from threadwise.refine.diagnose import (
     rows_of,
     top_blocker,
 )
-from threadwise.refine.guide import order, touched
-from threadwise.refine.mutate import Candidate, all_mutations
-from threadwise.refine.stats import compare_arms
+from threadwise.refine.search.guide import order, touched
+from threadwise.refine.search.mutate import Candidate, all_mutations
 from threadwise.shape import parse_shape, synthetic
 from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.layered import LayerConfig

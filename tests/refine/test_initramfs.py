@@ -66,7 +66,7 @@ treatment = "default"
 
 @pytest.mark.skipif(BUSYBOX is None, reason="needs busybox: apt-get install busybox-static")
 def test_busybox_nc_probe_says_whether_a_port_listens_without_waiting_for_the_server():
-    from threadwise.refine.ladder import _function
+    from threadwise.refine.measure.ladder import _function
 
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
@@ -166,9 +166,9 @@ def test_the_host_can_stop_the_run_after_a_cell_and_keeps_what_came_back(tmp_pat
 
 
 def test_interim_counts_only_repeats_whose_every_cell_is_back(tmp_path: Path):
-    from threadwise.refine.plan import Arm, make_plan
-    from threadwise.refine.run import _Interim
-    from threadwise.refine.workload import bundled_workload_path, load_workload
+    from threadwise.refine.measure.plan import Arm, make_plan
+    from threadwise.refine.measure.run import _Interim
+    from threadwise.refine.measure.workload import bundled_workload_path, load_workload
 
     plan = make_plan(load_workload(bundled_workload_path("rolesim")), [Arm("baseline"), Arm("baseline-aa")],
                      levels=[0, 2], repeats=3, shape="cores=2,threads-per-core=1")
@@ -191,9 +191,9 @@ def test_a_service_window_is_read_from_its_cell_before_service_log_arrives(tmp_p
     """The early-stop question reads cells as they come back; a self-reporting service's lines
     used to be cut out of service.log, which comes only with the final archive, so no cell had a
     metric then and no step of rolesim or poolservice ever stopped early (measured 2026-11-28)."""
-    from threadwise.refine.ingest import _metrics
-    from threadwise.refine.plan import Arm, make_plan
-    from threadwise.refine.workload import bundled_workload_path, load_workload
+    from threadwise.refine.measure.ingest import _metrics
+    from threadwise.refine.measure.plan import Arm, make_plan
+    from threadwise.refine.measure.workload import bundled_workload_path, load_workload
 
     plan = make_plan(load_workload(bundled_workload_path("rolesim")), [Arm("baseline")],
                      levels=[0], repeats=1, shape="cores=2,threads-per-core=1")
@@ -238,11 +238,11 @@ def test_a_ladder_runs_in_one_initramfs_boot_and_its_raw_files_come_back(tmp_pat
     reason = _lab_missing()
     if reason:
         pytest.skip(reason)
-    from threadwise.refine import ingest, ladder, store
-    from threadwise.refine.bundled import build
-    from threadwise.refine.ladder import BASELINE, Arm
-    from threadwise.refine.run import arm_from_file
-    from threadwise.refine.workload import parse_workload
+    from threadwise.refine.measure import ingest, ladder, store
+    from threadwise.refine.measure.bundled import build
+    from threadwise.refine.measure.ladder import BASELINE, Arm
+    from threadwise.refine.measure.run import arm_from_file
+    from threadwise.refine.measure.workload import parse_workload
     from threadwise.runtime.membership import parse_map_dump
     from threadwise.scx import SCX_LAYERED_VERSION, scx_layered_path
 

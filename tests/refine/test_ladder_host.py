@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from threadwise.errors import LadderIncomplete
-from threadwise.refine import store
-from threadwise.refine.bundled import build
-from threadwise.refine.ladder import BASELINE, Arm
-from threadwise.refine.run import run_ladder, where
-from threadwise.refine.validity import spinner_floor_s
-from threadwise.refine.workload import bundled_workload_path, load_workload, parse_workload
+from threadwise.refine.measure import store
+from threadwise.refine.measure.bundled import build
+from threadwise.refine.measure.ladder import BASELINE, Arm
+from threadwise.refine.measure.run import run_ladder, where
+from threadwise.refine.measure.validity import spinner_floor_s
+from threadwise.refine.measure.workload import bundled_workload_path, load_workload, parse_workload
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from threadwise.errors import InputError
-from threadwise.refine import store
+from threadwise.refine.measure import store
 
 
 def _schema_3(path: Path) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from threadwise.errors import UsageError
-from threadwise.refine.ladder import plan_cells
-from threadwise.refine.validity import (
+from threadwise.refine.measure.ladder import plan_cells
+from threadwise.refine.measure.validity import (
     SPINNER_ALIVE_CPUS,
     CellRaw,
     read_cell,
@@ -261,7 +261,7 @@ def test_level_zero_needs_no_spinners_in_either_kind_of_cell(baseline: bool) -> 
 
 
 def test_procstat_busy_counts_everything_but_idle_and_iowait():
-    from threadwise.refine.validity import procstat_busy_s
+    from threadwise.refine.measure.validity import procstat_busy_s
 
     before = "cpu  100 0 50 1000 10 0 5 0 0 0\ncpu0 50 0 25 500 5 0 2 0 0 0"
     after = "cpu  250 0 100 1100 30 0 15 0 0 0\ncpu0 120 0 50 560 10 0 7 0 0 0"
@@ -279,8 +279,8 @@ def test_a_busy_load_command_that_is_the_workload_is_not_a_saturated_generator()
 def test_a_thread_absent_from_the_map_is_a_fault_only_if_it_ran_since_the_attach(tmp_path: Path):
     """hot-0 ran and is not in the map: a mismatch. The process's main thread has not run since the
     attach's re-match (idle.txt) and is not in the map either: placed nowhere yet, no fault."""
-    from threadwise.refine.ingest import _membership
-    from threadwise.refine.validity import CellRaw
+    from threadwise.refine.measure.ingest import _membership
+    from threadwise.refine.measure.validity import CellRaw
 
     (tmp_path / "threads.txt").write_text("10 10 rolesim\n10 11 hot-0\n10 12 housekeep\n")
     dump = [{"key": [], "value": [], "formatted": {"key": 12, "value": 2}}]
@@ -297,8 +297,8 @@ def test_a_thread_absent_from_the_map_is_a_fault_only_if_it_ran_since_the_attach
 def test_the_task_state_read_is_preferred_to_the_debug_map(tmp_path: Path):
     """layers.txt (threadwise-layer-of, scx_layered's task state) decides where a thread is; the
     debug map beside it lost hot-0's entry (a burst), which must not read as a fault."""
-    from threadwise.refine.ingest import _membership
-    from threadwise.refine.validity import CellRaw
+    from threadwise.refine.measure.ingest import _membership
+    from threadwise.refine.measure.validity import CellRaw
 
     (tmp_path / "threads.txt").write_text("10 10 rolesim\n10 11 hot-0\n10 12 housekeep\n")
     (tmp_path / "membership.json").write_text(json.dumps([{"formatted": {"key": 12, "value": 2}}]))
@@ -312,8 +312,8 @@ def test_the_task_state_read_is_preferred_to_the_debug_map(tmp_path: Path):
 
 
 def test_an_empty_task_state_read_falls_back_to_the_map_and_none_is_an_error(tmp_path: Path):
-    from threadwise.refine.ingest import _membership
-    from threadwise.refine.validity import CellRaw
+    from threadwise.refine.measure.ingest import _membership
+    from threadwise.refine.measure.validity import CellRaw
 
     (tmp_path / "threads.txt").write_text("10 11 hot-0\n")
     (tmp_path / "layers.txt").write_text("")
@@ -331,8 +331,8 @@ def test_a_thread_gone_before_its_placement_was_read_is_left_out(tmp_path: Path)
     be gone when threadwise-layer-of reads it ("TID - gone"): no verdict on it, no fault. One
     that lives without a task context ("TID - nocontext") is a fault that says so; a cell whose
     listed threads all ended says that, not "none found"."""
-    from threadwise.refine.ingest import _membership
-    from threadwise.refine.validity import CellRaw
+    from threadwise.refine.measure.ingest import _membership
+    from threadwise.refine.measure.validity import CellRaw
 
     (tmp_path / "threads.txt").write_text("10 10 rolesim\n10 11 hot-0\n")
     (tmp_path / "layers.txt").write_text("10 2 0\n11 - gone\n")
@@ -362,8 +362,8 @@ def test_a_pending_rematch_counts_only_for_a_running_thread(tmp_path: Path):
     """An exec'd leader matched under its fork-time name, asleep at the probe with its re-match
     pending, is taken as it wakes: no fault. The same pending re-match on a running thread (a
     renamed spinner) is one."""
-    from threadwise.refine.ingest import _membership
-    from threadwise.refine.validity import CellRaw
+    from threadwise.refine.measure.ingest import _membership
+    from threadwise.refine.measure.validity import CellRaw
 
     (tmp_path / "threads.txt").write_text("10 10 rolesim\n10 11 hot-0\n10 12 hot-1\n")
     (tmp_path / "layers.txt").write_text("10 2 0\n11 2 1\n12 2 1\n")

@@ -11,9 +11,20 @@ import numpy as np
 import pytest
 
 from threadwise.errors import LabError, ThreadwiseError
-from threadwise.refine import mutate
-from threadwise.refine.diagnose import Blocker
-from threadwise.refine.loop import (
+from threadwise.refine.measure.plan import AA_ARM
+from threadwise.refine.measure.stats import (
+    Measured,
+    Obs,
+    Verdict,
+    aa_floors,
+    classify,
+    compare_arms,
+    ladder_verdict,
+    pareto_verdict,
+)
+from threadwise.refine.search import mutate, vetting
+from threadwise.refine.search.diagnose import Blocker
+from threadwise.refine.search.loop import (
     BASELINE,
     BEST,
     CANDIDATE,
@@ -25,18 +36,7 @@ from threadwise.refine.loop import (
     Step,
     refine,
 )
-from threadwise.refine.mutate import Candidate
-from threadwise.refine.plan import AA_ARM
-from threadwise.refine.stats import (
-    Measured,
-    Obs,
-    Verdict,
-    aa_floors,
-    classify,
-    compare_arms,
-    ladder_verdict,
-    pareto_verdict,
-)
+from threadwise.refine.search.mutate import Candidate
 from threadwise.shape import Shape, synthetic
 from threadwise.synthesize.reader import load_profile, parse_profile
 from threadwise.synthesize.schema import CatchAll, Profile, Treatment
@@ -47,7 +47,7 @@ LEVELS = (0, 1, 2, 4, 8)
 PRIMARY: Metric = ("rps", "higher")
 SECONDARY: list[Metric] = [("p99_ms", "lower")]
 METRICS = [PRIMARY[0], *(m for m, _ in SECONDARY)]
-vet_without_oracle = partial(mutate.vet, check=lambda specs, args: [])
+vet_without_oracle = partial(vetting.vet, check=lambda specs, args: [])
 
 
 def start_profile() -> Profile:
@@ -117,7 +117,7 @@ def measured_profile(arm: Arm) -> Profile:
 
 def compiled_on(arm: Arm, shape: Shape) -> bool:
     """Whether the arm's config is its profile compiled for `shape` (the shape it is measured on)."""
-    return arm.config == mutate.compile_config(measured_profile(arm), shape)[0]
+    return arm.config == vetting.compile_config(measured_profile(arm), shape)[0]
 
 
 TWINS = (BASELINE, AA_ARM)
@@ -485,7 +485,8 @@ def test_a_rejected_step_records_why_it_was_chosen_too() -> None:
 
 
 def test_chosen_because_is_stored_and_shown_in_the_reports_steps(tmp_path: Path) -> None:
-    from threadwise.refine import report, store
+    from threadwise.refine import report
+    from threadwise.refine.measure import store
     from threadwise.refine.train import store_steps
 
     ladder = FakeLadder(p99={"baseline": dict.fromkeys(LEVELS, 0.4), "short": dict.fromkeys(LEVELS, 0.4)})
@@ -504,7 +505,8 @@ def test_chosen_because_is_stored_and_shown_in_the_reports_steps(tmp_path: Path)
 
 
 def test_a_record_older_than_the_guided_search_shows_a_dash() -> None:
-    from threadwise.refine import report, store
+    from threadwise.refine import report
+    from threadwise.refine.measure import store
 
     con = store.open_ladder(Path(__file__).parent / "fixtures" / "rolesim-2026-11-22.duckdb",
                             read_only=True)
@@ -537,3 +539,61 @@ def test_a_ladder_that_fails_under_a_candidate_ends_the_search_and_keeps_every_s
                              "exited 0) before sending the results archive; ...); the search stopped here")
     assert failed.vs_best is None and failed.measured is None
     assert result.measured_candidates == 1 and len(ladder.calls) == 3
+
+
+# --- once per step: each arm compiled once, each comparison computed once ------------------------
+
+
+def test_each_arm_is_compiled_once_and_each_comparison_computed_once_per_step(monkeypatch):
+    """A step's arms are built from what vet compiled (the best's from when it was vetted), and the
+    loop decides from the comparisons the measurement hands back (the judge's stored rows), so it
+    computes none itself; compare_arms runs only where a measurement brought none."""
+    from threadwise.refine.measure import judge as judge_module
+    from threadwise.refine.search import loop as loop_module
+
+    compiled: list[str] = []
+    real_compile = vetting.compile_profile
+
+    def counting_compile(profile: Profile, shape: Shape):
+        compiled.append(profile.comment or "start")
+        return real_compile(profile, shape)
+
+    monkeypatch.setattr(vetting, "_COMPILED", {})
+    monkeypatch.setattr(vetting, "compile_profile", counting_compile)
+    ladder = FakeLadder(rps={"better": dict.fromkeys(LEVELS, 1.3)}, repeats=5)
+    computed: list[tuple[str, str]] = []
+    stored: list[list[tuple[str, str]]] = []   # per measurement (step)
+
+    def measure(arms: list[Arm]) -> judge_module.Judged:
+        """A measurement that judges every pair a step needs once, as run_ladder does."""
+        measured = ladder(arms)
+        names = [a.name for a in arms]
+        pairs = [(BASELINE, n) for n in names if n != BASELINE]
+        if BEST in names:
+            pairs.append((BEST, CANDIDATE))
+        stored.append(pairs)
+        return judge_module.Judged(measured, {p: compare_arms(measured, *p, primary=PRIMARY,
+                                                              secondary=SECONDARY, twins=TWINS)
+                                              for p in pairs})
+
+    real_compare = loop_module.compare_arms
+
+    def counting_compare(measured: Measured, reference: str, candidate: str, **kw):
+        computed.append((reference, candidate))
+        return real_compare(measured, reference, candidate, **kw)
+
+    monkeypatch.setattr(loop_module, "compare_arms", counting_compare)
+    result = refine(start_profile(), shape=SHAPE, measure=measure, primary=PRIMARY, secondary=SECONDARY,
+                    budget=2, candidates=fixed_candidates("better", "worse"), vet=vet_without_oracle)
+    assert [s.decision for s in result.steps] == [Decision.KEPT, Decision.KEPT, Decision.REVERTED]
+    # every profile compiled once: the start, then each candidate (the kept one is the next best)
+    assert sorted(compiled) == ["fx:better", "fx:worse", "start"], compiled
+    # the loop computed no comparison: it read the three of each step from what was stored
+    assert computed == [], computed
+    # each once a step: step 0 its 2 arms against the baseline, then 3 arms and the deciding pair
+    assert [len(set(pairs)) for pairs in stored] == [len(pairs) for pairs in stored] == [2, 4, 4]
+    # and with a bare measurement (no stored rows) it computes each one once
+    computed.clear()
+    refine(start_profile(), shape=SHAPE, measure=ladder, primary=PRIMARY, secondary=SECONDARY,
+           budget=1, candidates=fixed_candidates("worse"), vet=vet_without_oracle)
+    assert computed == [(BASELINE, START), (BEST, CANDIDATE), (BASELINE, CANDIDATE), (BASELINE, BEST)]

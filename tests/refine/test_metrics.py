@@ -21,7 +21,7 @@ import pytest
 
 from threadwise import givenclock
 from threadwise.errors import InputError
-from threadwise.refine.metrics import PARSERS, MetricsError, parse_metrics, require
+from threadwise.refine.measure.metrics import PARSERS, MetricsError, parse_metrics, require
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -242,7 +242,7 @@ def test_every_key_produced_is_declared(parser: str, name: str):
 
 
 def _run_rolesim(*args: str, timeout: float = 15) -> tuple[subprocess.CompletedProcess[str], float]:
-    from threadwise.refine.bundled import build
+    from threadwise.refine.measure.bundled import build
 
     binary = build("rolesim")
     start = time.monotonic()
@@ -276,7 +276,7 @@ def test_rolesim_reports_well_formed_plausible_lines():
 
 
 def test_rolesim_ready_comes_before_the_first_report():
-    from threadwise.refine.bundled import build
+    from threadwise.refine.measure.bundled import build
 
     result = givenclock.run([str(build("rolesim")), "--hot", "1", "--report-ms", "100", "--duration", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=15,

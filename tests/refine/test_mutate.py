@@ -12,26 +12,28 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from threadwise.errors import MissingTool, ThreadwiseError
-from threadwise.refine.mutate import (
+from threadwise.refine.search.mutate import (
     OPERATORS,
     Candidate,
-    Rejected,
-    Vetted,
     all_mutations,
-    compile_config,
     cpu_fractions,
     hot_threads,
     joins,
     merges,
-    profile_arm,
     reserves,
     slices,
     splits,
-    toml_text,
     treatments,
+    weights,
+)
+from threadwise.refine.search.vetting import (
+    Rejected,
+    Vetted,
+    compile_config,
+    profile_arm,
+    toml_text,
     validation_errors,
     vet,
-    weights,
 )
 from threadwise.shape import Shape, synthetic
 from threadwise.synthesize import oracle

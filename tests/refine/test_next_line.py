@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from threadwise.refine.cli import next_line
-from threadwise.refine.workload import bundled_workload_path
+from threadwise.refine.measure.workload import bundled_workload_path
 from threadwise.runtime.scx import sched_ext_state
 
 PROFILE, REPORT = Path("artifacts/rolesim/rolesim.not-a-profile.toml"), Path("artifacts/rolesim/REPORT.md")

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from threadwise.refine.candidate import Candidate
-from threadwise.refine.mutate import all_mutations, compile_config, toml_text, validation_errors
-from threadwise.refine.options import (
+from threadwise.refine.search.candidate import Candidate
+from threadwise.refine.search.mutate import all_mutations
+from threadwise.refine.search.options import (
     INTERVAL_CHOICES_MS,
     catch_all_options,
     exclusive_slices,
@@ -18,6 +18,7 @@ from threadwise.refine.options import (
     protections,
     scheduler_intervals,
 )
+from threadwise.refine.search.vetting import compile_config, toml_text, validation_errors
 from threadwise.shape import synthetic
 from threadwise.synthesize.presets import SCHEDULER_INTERVAL_MS, scheduler_args
 from threadwise.synthesize.reader import load_profile, parse_profile

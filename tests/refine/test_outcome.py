@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from threadwise import givenclock
-from threadwise.refine import outcome, report, store
+from threadwise.refine import outcome, report
+from threadwise.refine.measure import store
 from threadwise.refine.outcome import KEEP_DEFAULT, candidate_path
 from threadwise.synthesize.provenance import KEEP_DEFAULT_MARK, says_keep_default
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from threadwise import givenclock
-from threadwise.refine import ladder
-from threadwise.refine.ladder import BASELINE, Arm
-from threadwise.refine.workload import parse_workload
+from threadwise.refine.measure import ladder
+from threadwise.refine.measure.ladder import BASELINE, Arm
+from threadwise.refine.measure.workload import parse_workload
 from threadwise.runtime import membership
 from threadwise.runtime.lab import initramfs
 from threadwise.scx import DEFAULT_INTERVAL_MS, interval_args, step_interval_ms
@@ -136,7 +136,7 @@ ECHO_CONFIG = "for a in \"$@\"; do case \"$a\" in f:*) printf 'specs='; cat \"${
 
 def test_an_arm_compiled_from_a_profile_carries_its_flags(tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from threadwise.refine.run import arm_from_file
+    from threadwise.refine.measure.run import arm_from_file
 
     oracle = _executable(tmp_path / "scx_layered", ECHO_CONFIG)
     monkeypatch.setenv("THREADWISE_SCX_LAYERED", str(oracle))

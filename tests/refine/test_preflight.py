@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from threadwise import givenclock
-from threadwise.refine import ingest, ladder
-from threadwise.refine.workload import bundled_workload_path, parse_workload
+from threadwise.refine.measure import ingest, ladder
+from threadwise.refine.measure.workload import bundled_workload_path, parse_workload
 
 BUSYBOX = shutil.which("busybox")
 needs_busybox = pytest.mark.skipif(BUSYBOX is None, reason="needs busybox: apt-get install busybox-static")

@@ -1,7 +1,7 @@
 """The committed training records: every stored verdict recomputes, and the README shows the same tables.
 
 REPORT.md, the README's tables and the refine loop's decisions come from one judge
-(refine/judge.py); these tests recompute each from the committed ladder files'
+(refine/measure/judge.py); these tests recompute each from the committed ladder files'
 `sample` + `cell` rows (and the floors of their A/A runs), so a table edited by hand
 or left from an older judge fails here.
 """
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.refine.recompute import recompute_ladder_file
-from threadwise.refine import report, store
+from threadwise.refine import report
+from threadwise.refine.measure import store
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = sorted(p.parent for p in (ROOT / "artifacts").glob("*/ladder.duckdb"))

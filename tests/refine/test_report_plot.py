@@ -9,7 +9,8 @@ from pathlib import Path
 
 import duckdb
 
-from threadwise.refine import report, store
+from threadwise.refine import report
+from threadwise.refine.measure import store
 
 LADDER = Path(__file__).resolve().parents[2] / "artifacts" / "rolesim" / "ladder.duckdb"
 

@@ -1,4 +1,5 @@
-"""The ladder file's row dataclasses (refine/rows.py) are its tables (sql/ladder.sql), column for column."""
+"""The ladder file's row dataclasses (refine/measure/rows.py) are its tables (sql/ladder.sql), column for
+column."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from threadwise.refine import store
-from threadwise.refine.rows import ROW_TYPES, SampleRow
+from threadwise.refine.measure import store
+from threadwise.refine.measure.rows import ROW_TYPES, SampleRow
 
 LADDER_SQL = resources.files("threadwise.refine").joinpath("sql", "ladder.sql").read_text()
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import t as student_t
 
-from threadwise.refine.stats import (
+from threadwise.refine.measure.stats import (
     EARLY_ALPHA,
     LOG_CLIP,
     PAIR_DENIED_MAX,

@@ -10,10 +10,10 @@ import pytest
 
 from threadwise import givenclock
 from threadwise.errors import NothingMeasured, UsageError
-from threadwise.refine import report, store
-from threadwise.refine.run import Where
+from threadwise.refine.measure import store, summary
+from threadwise.refine.measure.run import Where
+from threadwise.refine.measure.workload import bundled_workload_path
 from threadwise.refine.train import TrainOptions, _require_pairs, check_options, train
-from threadwise.refine.workload import bundled_workload_path
 
 REDIS_RECORD = Path(__file__).parents[2] / "artifacts" / "redis" / "ladder.duckdb"
 
@@ -45,14 +45,14 @@ def test_bad_options_are_refused_before_anything_runs_or_is_erased(
 def test_invalid_cells_are_summarised_per_kind_once_per_cell() -> None:
     con = store.open_ladder(REDIS_RECORD, read_only=True)
     try:
-        assert report.invalid_summary(con, 2) == "every cell valid"
-        summary = report.invalid_summary(con, 3)
+        assert summary.invalid_summary(con, 2) == "every cell valid"
+        line = summary.invalid_summary(con, 3)
         reasons = con.execute("SELECT reasons FROM cell WHERE run_id = 3 AND NOT valid").fetchall()
     finally:
         con.close()
     # the committed Redis record (2026-11-26): one profile cell whose spinners never ran
     assert len(reasons) == 1 and reasons[0][0].startswith("spinners: ")
-    assert summary == f"1 of 60 cells invalid: spinners in 1 (e.g. {reasons[0][0]})"
+    assert line == f"1 of 60 cells invalid: spinners in 1 (e.g. {reasons[0][0]})"
 
 
 def test_a_start_profile_without_pairs_fails_the_training_and_says_why(tmp_path: Path) -> None:
@@ -151,7 +151,7 @@ def test_a_failed_synthesis_is_a_failed_train_step(tmp_path: Path, monkeypatch: 
 def test_skip_leaves_the_named_candidates_out_and_knows_which_names_matched(tmp_path: Path) -> None:
     """--skip: a search resumed after a record measured some candidates leaves them out; a name
     that matches no offered candidate (a typo) is known, so train can say so."""
-    from threadwise.refine.mutate import all_mutations
+    from threadwise.refine.search.mutate import all_mutations
     from threadwise.refine.train import _Skipping, limitations
     from threadwise.shape import parse_shape
     from threadwise.synthesize.reader import load_profile

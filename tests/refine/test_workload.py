@@ -13,8 +13,8 @@ import pytest
 
 from threadwise import givenclock
 from threadwise.errors import InputError, UsageError
-from threadwise.refine.metrics import PARSER_NAMES, parse_metrics
-from threadwise.refine.workload import (
+from threadwise.refine.measure.metrics import PARSER_NAMES, parse_metrics
+from threadwise.refine.measure.workload import (
     ParserName,
     WorkloadError,
     bundled_names,
@@ -148,7 +148,7 @@ def test_render_argv_whole_seconds_at_least_one_and_inside_arguments():
 
 
 def test_render_argv_bundled_binaries():
-    from threadwise.refine.bundled import build
+    from threadwise.refine.measure.bundled import build
 
     assert render_argv(["{rolesim}", "--hot", "1"], window_s=1) == [str(build("rolesim")), "--hot", "1"]
 

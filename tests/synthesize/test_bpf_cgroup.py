@@ -104,7 +104,7 @@ def tw(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
 
 def test_a_cgroup_capture_gives_a_pod_profile_the_real_scx_layered_accepts(
         pod: Pod, tmp_path: Path, scx_binary: Path) -> None:
-    from threadwise.refine.bundled import build
+    from threadwise.refine.measure.bundled import build
 
     join = " && ".join(f"echo $$ > {d}/cgroup.procs" for d in pod.directories)
     # the shell joins the cgroups first, then becomes rolesim: every thread is born inside

@@ -83,7 +83,7 @@ def test_golden_profiles_are_valid_and_lint_clean(case: str) -> None:
     assert lint(views_from_profile(profile, shape), shape) == []
 
 
-# train's 2-vCPU lab (refine/run.py LAB_SHAPE): synthesize is told the shape it will be measured on
+# train's 2-vCPU lab (refine/measure/run.py LAB_SHAPE): synthesize is told the shape it will be measured on
 LAB_SHAPE = "cores=2,threads-per-core=1"
 
 

@@ -231,7 +231,7 @@ def test_every_option_reaches_scx_layered_unchanged(scx_binary: Path) -> None:
 
 @pytest.mark.scx
 def test_never_as_disallow_preempt_after_us_reaches_scx_layered_unchanged(scx_binary: Path) -> None:
-    """The search's `preemptible` operator (refine/options.py) writes MAX_US, the largest value
+    """The search's `preemptible` operator (refine/search/options.py) writes MAX_US, the largest value
     main.rs can multiply by 1000 without overflow; it must come back as sent."""
     p = tuned()
     hot = p.groups[0].model_copy(update={"disallow_preempt_after_us": MAX_US})

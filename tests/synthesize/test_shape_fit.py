@@ -22,7 +22,7 @@ from threadwise.synthesize.schema import Group, Treatment
 from threadwise.synthesize.writer import dumps
 
 ANALYSES = Path(__file__).parent / "fixtures" / "analysis"
-LAB = "cores=2,threads-per-core=1"   # train's lab at --cpus 2 (refine/run.py LAB_SHAPE)
+LAB = "cores=2,threads-per-core=1"   # train's lab at --cpus 2 (refine/measure/run.py LAB_SHAPE)
 
 
 def analysis(case: str = "rolesim-capture"):

@@ -346,7 +346,7 @@ trace_stop() {
     say "trace: stopped ($(cat "$1/trace/rc"))"
 }
 
-# trace_cell IDX ARM LEVEL REPEAT: an extra cell, never measured (refine/blockers.py), run like any
+# trace_cell IDX ARM LEVEL REPEAT: an extra cell, never measured (refine/measure/blockers.py), run like any
 # other with the tracer live over its window. In the initramfs guest init sends each finished
 # cell over the serial console and marks it in $TW_SENT; this one is big, so wait until it has
 # gone before the next cell, which must not share its CPUs with the transfer.
@@ -361,7 +361,7 @@ trace_cell() {
 # spin_stats DIR WHEN: the spinner process's CPU (/proc/PID/stat) and, per thread, a line
 # "tid state run_ns wait_ns" (/proc/PID/task/TID/stat and schedstat): a background that a profile
 # starved was runnable (state R) for the whole window, one that never ran was not
-# (refine/validity.py). `read` builtins: no fork per thread.
+# (refine/measure/validity.py). `read` builtins: no fork per thread.
 spin_stats() {
     cat "/proc/$SPID/stat" > "$1/spin.stat.$2"
     for t in /proc/"$SPID"/task/[0-9]*; do

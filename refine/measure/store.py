@@ -11,7 +11,6 @@ reported from memory.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,9 +21,9 @@ from typing import Any
 import duckdb
 
 from threadwise.errors import InputError
-from threadwise.refine.rows import ROW_TYPES, LadderRow
-from threadwise.refine.stats import Measured, Obs
-from threadwise.sqlfiles import identifier, placeholders, statement
+from threadwise.refine.measure.rows import ROW_TYPES, LadderRow
+from threadwise.refine.measure.stats import Measured, Obs
+from threadwise.sqlfiles import insert_rows, statement
 
 SCHEMA_VERSION = 5
 # version -> the script that brings a file of that version to the next (sql/)
@@ -98,17 +97,9 @@ def insert(con: duckdb.DuckDBPyConnection, table: str,
     """Append rows of `table` with bound parameters: its row dataclass (rows.py), or a mapping
     of that dataclass's fields, built into one first (a misspelt or missing column is a
     TypeError there, before anything is written)."""
-    quoted = identifier(table, ROW_TYPES)
-    kind = ROW_TYPES[table]
-    typed = [kind(**row) if isinstance(row, Mapping) else row for row in rows]
-    if not typed:
-        return
-    if any(type(row) is not kind for row in typed):
-        raise TypeError(f"{table} takes {kind.__name__} rows")
-    columns = [f.name for f in dataclasses.fields(kind)]
-    names = ", ".join(identifier(column, columns) for column in columns)
-    con.executemany(f"INSERT INTO {quoted} ({names}) VALUES ({placeholders(len(columns))})",
-                    [[getattr(row, column) for column in columns] for row in typed])
+    kind = ROW_TYPES.get(table)   # an unknown table is insert_rows' ValueError
+    typed = [kind(**row) if kind is not None and isinstance(row, Mapping) else row for row in rows]
+    insert_rows(con, table, typed, ROW_TYPES)
 
 
 def next_run_id(con: duckdb.DuckDBPyConnection) -> int:

@@ -37,8 +37,8 @@ from pydantic_core import PydanticCustomError
 
 from threadwise.errors import InputError, UsageError, WorkloadError
 from threadwise.paths import require_text
-from threadwise.refine.bundled import JAVA_WORKLOADS, build, build_java
-from threadwise.refine.metrics import PARSERS
+from threadwise.refine.measure.bundled import JAVA_WORKLOADS, build, build_java
+from threadwise.refine.measure.metrics import PARSERS
 
 # The profile reader's line mapping and syntax/format helpers, shared rather than copied.
 from threadwise.synthesize.diagnostics import Diagnostic

@@ -12,17 +12,17 @@ import shlex
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 
 from threadwise.errors import LadderIncomplete, MissingTool, UsageError
-from threadwise.refine import ingest, judge, ladder, report, stats, store
-from threadwise.refine.bundled import build
-from threadwise.refine.ladder import BASELINE, Arm
-from threadwise.refine.workload import Workload
+from threadwise.refine.measure import ingest, judge, ladder, stats, store, summary
+from threadwise.refine.measure.bundled import build
+from threadwise.refine.measure.ladder import BASELINE, Arm
+from threadwise.refine.measure.workload import Workload
 from threadwise.runtime.config import resolve
 from threadwise.runtime.lab.agent import Execution
 from threadwise.runtime.scx import sched_ext_state
@@ -99,6 +99,7 @@ class LadderRun:
     comparisons: dict[str, stats.LadderComparison]  # candidate arm -> vs the reference
     out: Path
     floors: stats.Floors = stats.NO_FLOORS  # the run's own A/A floors (reports; NO_FLOORS: no A/A arm)
+    judged: judge.Judged | None = None  # its figures and every stored comparison, by (reference, candidate)
 
 
 def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladder_file: Path,
@@ -107,6 +108,7 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
                reference: str = BASELINE, keep_raw: Path | None = None,
                timeout_s: float | None = None, background: str = "",
                stop_when: Callable[[stats.Measured], str | None] | None = None,
+               also_judge: Sequence[tuple[str, str]] = (),
                progress: Callable[[str], None] = print) -> LadderRun:
     """Measure `arms` on `workload`, store the run in `ladder_file`, judge every arm vs `reference`.
 
@@ -114,7 +116,9 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
     same run and level (stats.py); without one, from its own pairs' residuals. `stop_when`
     (the initramfs guest only): asked with the valid cells of the first k repeats each time
     another repeat is complete (2 <= k < repeats); a sentence stops the run there (refine's early
-    stop: stats.early_loss), recorded as the run's stopped_reason; the run is then not an error."""
+    stop: stats.early_loss), recorded as the run's stopped_reason; the run is then not an error.
+    `also_judge`: more (reference, candidate) pairs to judge and store (a search's deciding pair);
+    the result's `judged` holds every comparison stored, computed once from one read of the cells."""
     plan = ladder.make_plan(workload, arms, levels=levels, repeats=repeats, order=order, seed=seed,
                             shape=place.shape, workload_toml=workload_toml,
                             background_duty=SPIKY_DUTY if background == SPIKY_BACKGROUND else 1.0)
@@ -156,13 +160,18 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
                            purpose=purpose, scx_version=SCX_LAYERED_VERSION)
     try:
         floors = judge.store_floors(con, ingested.run_id)
-        comparisons = {arm.name: judge.judge(con, ingested.run_id, reference, arm.name)
-                       for arm in arms if arm.name != reference}
+        measured = store.measured(con, ingested.run_id)
+        asked = [(reference, arm.name) for arm in arms if arm.name != reference]
+        asked += [pair for pair in also_judge if pair not in asked]
+        judged = judge.Judged(measured, {(ref, cand): judge.judge(con, ingested.run_id, ref, cand,
+                                                                  measured=measured)
+                                         for ref, cand in asked})
+        comparisons = {cand: judged.comparisons[(ref, cand)] for ref, cand in asked if ref == reference}
         con.execute("CHECKPOINT")
-        host = report.host_line(con, ingested.run_id)
+        host = summary.host_line(con, ingested.run_id)
         if host:
             progress(f"ladder: {host.replace('**', '')}")
-        progress(f"ladder: {report.invalid_summary(con, ingested.run_id)}")
+        progress(f"ladder: {summary.invalid_summary(con, ingested.run_id)}")
     finally:
         con.close()
     if not ingested.completed and execution.stopped_by_host is None:
@@ -171,7 +180,7 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
             hint=f"what was measured is kept: {ladder_file} (run {ingested.run_id}); raw files in {out}")
     if keep_raw is None:
         shutil.rmtree(out, ignore_errors=True)
-    return LadderRun(ingested.run_id, ingested, comparisons, out, floors)
+    return LadderRun(ingested.run_id, ingested, comparisons, out, floors, judged)
 
 
 def _store(plan: ladder.Plan, out: Path, execution: Execution, *,

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from threadwise.errors import InitramfsError, MissingTool, WorkloadError
-from threadwise.refine import ladder
-from threadwise.refine.workload import Workload, render_argv
+from threadwise.refine.measure import ladder
+from threadwise.refine.measure.workload import Workload, render_argv
 from threadwise.runtime.lab import carry
 from threadwise.runtime.lab.runtimes import outermost
 from threadwise.synthesize.diagnostics import Diagnostic

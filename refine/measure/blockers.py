@@ -44,9 +44,9 @@ import pyarrow as pa
 from threadwise.errors import ThreadwiseError, UsageError
 from threadwise.observe.builder import CaptureBuilder
 from threadwise.observe.store import open_capture
-from threadwise.refine import store
-from threadwise.refine.plan import Cell, Plan
-from threadwise.refine.validity import stat_cpu_s
+from threadwise.refine.measure import store
+from threadwise.refine.measure.plan import Cell, Plan
+from threadwise.refine.measure.validity import stat_cpu_s
 from threadwise.runtime.membership import expected_layer
 from threadwise.sqlfiles import statement
 

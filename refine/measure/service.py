@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from threadwise.errors import ServiceError, TargetError
-from threadwise.refine.workload import Workload, render_argv
+from threadwise.refine.measure.workload import Workload, render_argv
 
 
 def _ready(workload: Workload, log: Path, err: Path) -> bool:

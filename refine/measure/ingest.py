@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from threadwise.refine import blockers, store
-from threadwise.refine.ladder import Plan
-from threadwise.refine.metrics import parse_metrics, require
-from threadwise.refine.rows import ArmRow, CellRow, MembershipRow, RunRow, SampleRow
-from threadwise.refine.validity import CellRaw, read_cell, reasons
+from threadwise.refine.measure import blockers, store
+from threadwise.refine.measure.ladder import Plan
+from threadwise.refine.measure.metrics import parse_metrics, require
+from threadwise.refine.measure.rows import ArmRow, CellRow, MembershipRow, RunRow, SampleRow
+from threadwise.refine.measure.validity import CellRaw, read_cell, reasons
 from threadwise.runtime.lab import hostload
 from threadwise.runtime.lab.agent import Execution
 from threadwise.runtime.membership import TaskLayers, classify, parse_map_dump, parse_task_layers

@@ -37,7 +37,7 @@ Approach (docs/refine.md "Refinement"):
   candidate is left.
 - The measurement is a function `measure(arms) -> Measured` (arm -> level ->
   metric -> repeat -> valid observation) over the ladder's own arms
-  (`ladder.Arm`: the profile compiled for its shape, `mutate.profile_arm`;
+  (`ladder.Arm`: the profile compiled for its shape, `vetting.profile_arm`;
   the baseline with nothing attached); the loop does no I/O besides its
   callbacks: `on_step`, which gets every Step as soon as it is decided, and
   `blockers`, which reads the last ladder's blocker rows. Verdicts depend
@@ -48,24 +48,27 @@ Approach (docs/refine.md "Refinement"):
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from threadwise.errors import ThreadwiseError
-from threadwise.refine.diagnose import Blocker, Failure, diagnose, rows_of
-from threadwise.refine.guide import Choice, order
-from threadwise.refine.ladder import AA_ARM, Arm
-from threadwise.refine.mutate import Candidate, Rejected, Vetted, all_mutations, profile_arm, toml_text
-from threadwise.refine.mutate import vet as default_vet
-from threadwise.refine.stats import (
+from threadwise.refine.measure.judge import Judged
+from threadwise.refine.measure.ladder import AA_ARM, Arm
+from threadwise.refine.measure.stats import (
     Direction,
     LadderComparison,
     Measured,
     compare_arms,
     keep_decision,
 )
+from threadwise.refine.search.diagnose import Blocker, Failure, diagnose, rows_of
+from threadwise.refine.search.guide import Choice, order
+from threadwise.refine.search.mutate import Candidate, all_mutations
+from threadwise.refine.search.vetting import Rejected, Vetted, profile_arm, toml_text
+from threadwise.refine.search.vetting import vet as default_vet
 from threadwise.shape import Shape
 from threadwise.synthesize.layered import LayerConfig
 from threadwise.synthesize.schema import Profile
@@ -80,7 +83,7 @@ class Decision(StrEnum):
     FAILED = "failed"  # its ladder did not finish (the lab failed): the search stops there
 
 
-Measure = Callable[[list[Arm]], Measured]
+Measure = Callable[[list[Arm]], Judged | Measured]   # Judged: with the comparisons stored
 Candidates = Callable[[Profile, Shape], list[Candidate]]
 Vet = Callable[[Candidate, Shape], Vetted | Rejected]
 Metric = tuple[str, Direction]
@@ -164,10 +167,19 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
         if on_step is not None:
             on_step(step)
 
-    def ladder(measured: Measured, reference: str, candidate: str) -> LadderComparison:
-        twins = (BASELINE, AA_ARM) if AA_ARM in measured else None  # the run's own A/A noise
-        return compare_arms(measured, reference, candidate, primary=primary, secondary=secondary,
+    def ladder(run: Judged, reference: str, candidate: str) -> LadderComparison:
+        """The comparison the judge stored for the run; computed here only where the measurement
+        stored none (a measure function without a ladder file: tests, benchmarks)."""
+        stored = run.comparisons.get((reference, candidate))
+        if stored is not None:
+            return stored
+        twins = (BASELINE, AA_ARM) if AA_ARM in run.measured else None  # the run's own A/A noise
+        return compare_arms(run.measured, reference, candidate, primary=primary, secondary=secondary,
                             twins=twins)
+
+    def measured_run(arms: list[Arm]) -> Judged:
+        found = measure(arms)
+        return found if isinstance(found, Judged) else Judged(found, {})
 
     def diagnosis(arm: str, vs_baseline: LadderComparison) -> tuple[list[Failure], list[Blocker]]:
         """The failures of the best (`arm`) against the baseline, and its blocker rows."""
@@ -183,18 +195,21 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
                 hint="check it with `threadwise validate` and `threadwise compile --check`")
         note = (f"; it has lint errors on {shape.describe()} ({checked.reason}) and is measured "
                 "anyway: it is the profile being trained")
-    measured = measure([Arm(BASELINE), Arm(AA_ARM), profile_arm(START, start, shape)])
-    vs_baseline = ladder(measured, BASELINE, START)
+    start_arm = (checked.arm(START) if isinstance(checked, Vetted)
+                 else checked.compiled.arm(START) if checked.compiled is not None
+                 else profile_arm(START, start, shape))
+    run = measured_run([Arm(BASELINE), Arm(AA_ARM), start_arm])
+    vs_baseline = ladder(run, BASELINE, START)
     record(Step(
         0, START, "the start profile", toml_diff(None, start, "/dev/null", f"{START}.toml"),
         Decision.KEPT, f"the start profile is the first best (step 0 keeps it by definition){note}"
         f"; against the baseline it {vs_baseline.reason}", shape.reserve_cores,
-        vs_baseline=vs_baseline, measured=measured,
+        vs_baseline=vs_baseline, measured=run.measured,
         config=checked.config if isinstance(checked, Vetted) else None,
         notes=checked.notes if isinstance(checked, Vetted) else (), chosen_because=START_BECAUSE))
     failures, blocking = diagnosis(START, vs_baseline)
 
-    best, best_shape = start, shape
+    best, best_shape, best_arm = start, shape, start_arm   # the best's arm: compiled once, when vetted
     tried = {_key(start, shape)}
     used, index = 0, 1
     while used < budget:
@@ -218,8 +233,8 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
                 index += 1
                 continue
             try:
-                measured = measure([Arm(BASELINE), Arm(AA_ARM), profile_arm(BEST, best, best_shape),
-                                    profile_arm(CANDIDATE, candidate.profile, cand_shape)])
+                run = measured_run([Arm(BASELINE), Arm(AA_ARM), dataclasses.replace(best_arm, name=BEST),
+                                    checked.arm(CANDIDATE)])
             except ThreadwiseError as error:
                 # The lab failed under this candidate (a guest crash, a cut run). Nothing measured
                 # is lost: the steps so far stand, and this one says where and why the search
@@ -231,20 +246,20 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
                             notes=checked.notes, chosen_because=choice.because))
                 return RefineResult(best, best_shape, tuple(steps))
             used += 1
-            vs_best = ladder(measured, BEST, CANDIDATE)
-            vs_base = ladder(measured, BASELINE, CANDIDATE)
-            best_vs_base = ladder(measured, BASELINE, BEST)
+            vs_best = ladder(run, BEST, CANDIDATE)
+            vs_base = ladder(run, BASELINE, CANDIDATE)
+            best_vs_base = ladder(run, BASELINE, BEST)
             kept, why = keep_decision(vs_best, best_vs_base, vs_base)
             decision = Decision.KEPT if kept else Decision.REVERTED
             record(Step(index, candidate.name, candidate.description, diff, decision,
                         f"{decision.value} against the best ({why}); against the "
                         f"baseline it {vs_base.reason}",
                         cand_shape.reserve_cores, vs_best=vs_best, vs_baseline=vs_base,
-                        measured=measured, config=checked.config, notes=checked.notes,
+                        measured=run.measured, config=checked.config, notes=checked.notes,
                         chosen_because=choice.because))
             index += 1
             if kept:
-                best, best_shape = candidate.profile, cand_shape
+                best, best_shape, best_arm = candidate.profile, cand_shape, checked.arm(CANDIDATE)
                 failures, blocking = diagnosis(CANDIDATE, vs_base)
                 break
             # what the best still fails in this ladder (not what the reverted candidate broke)

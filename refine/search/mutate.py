@@ -37,26 +37,20 @@ candidates whose compiled config (comments aside) equals the parent's (those
 would be measured as identical arms) or whose name came earlier. The search
 (`guide.py`) reorders them by what the last ladder says failed.
 
-`vet` is the gate before a measurement: validate (synthesize's rules),
-compile for the candidate's shape, the real scx_layered `--print-and-exit`
-oracle, then placement lint; the first failing stage rejects, with its
-reason. Every call into synthesize goes through the small adapter section
-below, so that synthesize can change shape without touching the operators.
+Each candidate is vetted before it is measured (vetting.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from threadwise.errors import MissingTool, ThreadwiseError
-from threadwise.refine.candidate import Candidate, replace_groups
-from threadwise.refine.candidate import changed as _changed
-from threadwise.refine.ladder import Arm, check_arm_name
-from threadwise.refine.options import (
+from threadwise.refine.search.candidate import Candidate, replace_groups
+from threadwise.refine.search.candidate import changed as _changed
+from threadwise.refine.search.options import (
     catch_all_options,
     dropped_overrides,
     exclusive_slices,
@@ -67,95 +61,19 @@ from threadwise.refine.options import (
     scheduler_intervals,
     sharings,
 )
+from threadwise.refine.search.vetting import (
+    compile_config,
+    compiled_default,
+    pattern_matches,
+    validation_errors,
+    weight_bounds,
+)
 from threadwise.shape import Shape
-from threadwise.synthesize import oracle
-from threadwise.synthesize.compile import TREATMENT_OPTIONS, compile_profile
-from threadwise.synthesize.layered import LayerConfig, LayerSpec
-from threadwise.synthesize.layers import views_from_profile
-from threadwise.synthesize.lint import lint
-from threadwise.synthesize.matchers import matcher_set
-from threadwise.synthesize.patterns import comm_matches, prefix_of
+from threadwise.synthesize.layered import LayerSpec
 from threadwise.synthesize.presets import scheduler_args
-from threadwise.synthesize.rules import validate
 from threadwise.synthesize.schema import OPTION_KEYS, Evidence, Group, Profile, Treatment
-from threadwise.synthesize.writer import dumps
-
-OracleCheck = Callable[[LayerConfig, Sequence[str]], list[str]]  # (layer config, scx_layered flags)
-
-# --- synthesize, in one place -----------------------------------------------------------------
-
-
-def toml_text(profile: Profile) -> str:
-    """The profile as the reviewed TOML (synthesize's deterministic writer)."""
-    return dumps(profile)
-
-
-def validation_errors(profile: Profile) -> list[str]:
-    """synthesize's validation errors (warnings are not errors), as `rule: message`."""
-    return [f"{d.rule}: {d.message}" for d in validate(profile) if d.severity == "error"]
-
-
-def compile_config(profile: Profile, shape: Shape) -> tuple[LayerConfig, list[str]]:
-    """The scx_layered layer config of a valid profile, and the compile notes."""
-    compiled = compile_profile(profile, shape)
-    return compiled.config, list(compiled.notes)
-
-
-def profile_arm(name: str, profile: Profile, shape: Shape) -> Arm:
-    """The ladder arm that measures `profile` compiled for `shape`, with its scx_layered flags."""
-    return Arm(check_arm_name(name), toml_text(profile), compile_config(profile, shape)[0],
-               scheduler_args(profile))
-
-
-def oracle_check(config: LayerConfig, args: Sequence[str] = ()) -> list[str]:
-    """The real scx_layered `--print-and-exit` on the layer config and the profile's scx_layered
-    flags `args`: mismatches (raises if it rejects either)."""
-    return oracle.check(config, args=args)
-
-
-def lint_findings(profile: Profile, shape: Shape) -> tuple[list[str], list[str]]:
-    """Placement lint without a capture: (errors, warnings), as `lint: message`."""
-    found = lint(views_from_profile(profile, shape), shape)
-    return ([f"{f.lint}: {f.message}" for f in found if f.severity == "error"],
-            [f"{f.lint}: {f.message}" for f in found if f.severity != "error"])
-
-
-def compiled_default(treatment: Treatment, option: str) -> int:
-    """The option value compile gives a group of this treatment that does not set it."""
-    return int(TREATMENT_OPTIONS[treatment][option])
-
-
-def weight_bounds() -> tuple[int, int]:
-    """scx_layered's layer weight range (the schema's too)."""
-    limits = matcher_set().limits
-    return limits.min_layer_weight, limits.max_layer_weight
-
-
-def pattern_matches(pattern: str, comm: str) -> bool:
-    """Whether a group pattern's comm prefix matches a thread name."""
-    return comm_matches(prefix_of(pattern), comm)
-
 
 # --- candidates -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Vetted:
-    """A candidate that may be measured: its shape, compiled config, and what to know."""
-
-    candidate: Candidate
-    shape: Shape
-    config: LayerConfig
-    notes: tuple[str, ...] = ()  # compile notes (demotions) and lint warnings
-
-
-@dataclass(frozen=True)
-class Rejected:
-    """A candidate that must not be measured: the stage that refused it, and why."""
-
-    candidate: Candidate
-    stage: str  # validate | compile | oracle | lint
-    reason: str
 
 
 Operator = Callable[[Profile, Shape], list[Candidate]]
@@ -487,31 +405,3 @@ def all_mutations(profile: Profile, shape: Shape) -> list[Candidate]:
                 out.append(candidate)
                 names.add(candidate.name)
     return out
-
-
-def vet(candidate: Candidate, shape: Shape, *, check: OracleCheck | None = None) -> Vetted | Rejected:
-    """Validate, compile for the candidate's shape, run the scx_layered oracle, lint.
-
-    `check` replaces the real oracle (tests without the binary); a missing
-    scx_layered is raised (MissingTool), not blamed on the candidate.
-    """
-    machine = candidate.shape_for(shape)
-    errors = validation_errors(candidate.profile)
-    if errors:
-        return Rejected(candidate, "validate", "; ".join(errors))
-    try:
-        config, notes = compile_config(candidate.profile, machine)
-    except (ThreadwiseError, AssertionError, ValueError) as bad:
-        return Rejected(candidate, "compile", str(bad))
-    try:
-        mismatches = (check or oracle_check)(config, scheduler_args(candidate.profile))
-    except MissingTool:
-        raise
-    except ThreadwiseError as bad:
-        return Rejected(candidate, "oracle", bad.message)
-    if mismatches:
-        return Rejected(candidate, "oracle", "scx_layered did not keep: " + "; ".join(mismatches))
-    lint_errors, lint_warnings = lint_findings(candidate.profile, machine)
-    if lint_errors:
-        return Rejected(candidate, "lint", "; ".join(lint_errors))
-    return Vetted(candidate, machine, config, tuple(notes + lint_warnings))

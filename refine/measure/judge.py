@@ -11,11 +11,23 @@ test recomputes every verdict from the same rows.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import duckdb
 
-from threadwise.refine import stats, store
-from threadwise.refine.plan import AA_ARM, BASELINE
+from threadwise.refine.measure import stats, store
+from threadwise.refine.measure.plan import AA_ARM, BASELINE
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A measured run as the search reads it: its figures, and the comparisons the judge stored for
+    it, by (reference, candidate); the search decides from exactly these, so what is stored is
+    what decided."""
+
+    measured: stats.Measured
+    comparisons: Mapping[tuple[str, str], stats.LadderComparison]
 
 
 def twins_of(con: duckdb.DuckDBPyConnection, run_id: int) -> tuple[str, str] | None:
@@ -25,12 +37,13 @@ def twins_of(con: duckdb.DuckDBPyConnection, run_id: int) -> tuple[str, str] | N
 
 
 def judge(con: duckdb.DuckDBPyConnection, run_id: int, reference: str,
-          candidate: str) -> stats.LadderComparison:
-    """compare_arms(reference -> candidate) on the run's valid cells, with the run's own A/A
-    noise; stored, then returned."""
+          candidate: str, *, measured: stats.Measured | None = None) -> stats.LadderComparison:
+    """compare_arms(reference -> candidate) on the run's valid cells (`measured`: those figures,
+    when the caller read them already), with the run's own A/A noise; stored, then returned."""
     info = store.run_info(con, run_id)
     twins = twins_of(con, run_id)
-    result = stats.compare_arms(store.measured(con, run_id), reference, candidate,
+    result = stats.compare_arms(measured if measured is not None else store.measured(con, run_id),
+                                reference, candidate,
                                 primary=info.primary, secondary=info.secondary,  # type: ignore[arg-type]
                                 twins=twins)
     method = stats.METHOD + (f"; A/A arm {twins[1]}" if twins else

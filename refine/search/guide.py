@@ -61,8 +61,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from threadwise.refine.candidate import Candidate
-from threadwise.refine.diagnose import (
+from threadwise.refine.search.candidate import Candidate
+from threadwise.refine.search.diagnose import (
     CATCH_ALL,
     SCHEDULER,
     Blocker,

@@ -49,7 +49,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from threadwise.errors import ThreadwiseError
-from threadwise.refine.candidate import Candidate, changed
+from threadwise.refine.search.candidate import Candidate, changed
 from threadwise.shape import Shape
 from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.layered import KindName, LayerKind

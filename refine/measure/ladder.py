@@ -34,7 +34,7 @@ from threadwise.observe.tracer_build import build as build_tracer
 from threadwise.observe.tracer_build import layer_of_path
 
 # The plan's types and layout live in plan.py (blockers.py reads them too); importable here as well.
-from threadwise.refine.plan import (  # noqa: F401
+from threadwise.refine.measure.plan import (  # noqa: F401
     AA_ARM,
     BASELINE,
     Arm,
@@ -50,7 +50,7 @@ from threadwise.runtime.lab.vng import run_in_lab
 from threadwise.scx import step_interval_ms
 
 if TYPE_CHECKING:
-    from threadwise.refine.workload import Workload
+    from threadwise.refine.measure.workload import Workload
 
 # After an attach, the agent re-matches the target and waits this long (s) for every target thread
 # to appear in scx_layered's match map before the first cell (a TCG guest is slow).
@@ -73,7 +73,7 @@ TCP_PROBES = ("python", "nc")
 
 def _ready_function(workload: Workload, tcp_probe: str = "python") -> str:
     # deferred: loads pydantic, which this module's other callers do without
-    from threadwise.refine.workload import render_argv
+    from threadwise.refine.measure.workload import render_argv
 
     service = workload.service
     assert service is not None
@@ -99,7 +99,7 @@ def stall_bound(plan: Plan, attach_timeout_s: float = ATTACH_TIMEOUT_S) -> float
     stop, a cell's warm-up, window and load timeout, a trace cell's start and send), plus 180 s
     for the boot before its first line and the probes between."""
     # deferred: blockers loads duckdb and pydantic, which this module's other callers do without
-    from threadwise.refine import blockers
+    from threadwise.refine.measure import blockers
 
     objective = plan.workload.objective
     window = objective.window_s
@@ -131,14 +131,14 @@ def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
 
     `tcp_probe`: how a `tcp_port` readiness check runs: "python" (this interpreter; the vng lab
     and the host have it) or "nc" (busybox nc, for the self-contained initramfs guest).
-    `tracer`: the libbpf tracer for the extra, unmeasured trace cells (refine/blockers.py);
+    `tracer`: the libbpf tracer for the extra, unmeasured trace cells (refine/measure/blockers.py);
     "auto": the built one when the agent attaches itself (`attach_mode="direct"`), None: none.
     `layer_reader`: threadwise-layer-of, which the membership probe reads placements with
     ("auto": built with the tracer; None: the probe reads the debug match map, which loses
     entries in a burst of matches)."""
     # deferred: loads duckdb, numpy, pyarrow and pydantic, which this module's other callers do without
-    from threadwise.refine import blockers
-    from threadwise.refine.workload import generator_argv, render_argv
+    from threadwise.refine.measure import blockers
+    from threadwise.refine.measure.workload import generator_argv, render_argv
 
     if tcp_probe not in TCP_PROBES:
         raise UsageError(f"unknown tcp_probe {tcp_probe!r}", hint=f"one of {', '.join(TCP_PROBES)}")

@@ -49,7 +49,7 @@ that is the cost of the confinement itself (rolesim: the exclusive layer cost
 hot 25% at bg=0 where a null profile cost it nothing), fixed by loosening the
 exclusive group's ownership.
 
-Blocker rows (ladder schema 3, written by refine/blockers.py for traced
+Blocker rows (ladder schema 3, written by refine/measure/blockers.py for traced
 cells; optional: an empty table changes nothing) say who ran while a latency
 group waited; `top_blocker` sums them per waiting group and blocker.
 """
@@ -63,7 +63,7 @@ from enum import StrEnum
 
 import duckdb
 
-from threadwise.refine.stats import Direction, LadderComparison, Verdict
+from threadwise.refine.measure.stats import Direction, LadderComparison, Verdict
 from threadwise.sqlfiles import statement
 
 BASELINE = "baseline"
