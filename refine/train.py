@@ -108,12 +108,14 @@ def observe_workload(workload: Workload, capture: Path, seconds: float, work: Pa
     common = ["-d", f"{seconds:g}s", "-o", str(capture), "--force"]
     if workload.service is None:  # the load command is the workload
         argv = render_argv(list(workload.load.command or []), window_s=max(seconds, 1.0))
-        trace(Target.from_options(command=argv), ["observe", *common, "--", *argv])
+        trace(Target.from_options(pid=None, comm=None, cgroup=None, command=argv),
+              ["observe", *common, "--", *argv])
         return
     with RunningService(workload, work) as service:
         progress(f"train: {workload.name} service ready (pid {service.pid}); load running")
         service.start_load()
-        trace(Target.from_options(pid=service.pid), ["observe", "--pid", str(service.pid), *common])
+        trace(Target.from_options(pid=service.pid, comm=None, cgroup=None, command=None),
+              ["observe", "--pid", str(service.pid), *common])
 
 
 def analyze_once(capture: Path, progress: Callable[[str], None]) -> Analysis:
