@@ -16,7 +16,9 @@ has just been replaced). train and rejudge both decide through here.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -75,3 +77,14 @@ def write(outcome: Outcome, header: str, body: str, profile_path: Path) -> None:
 def message(outcome: Outcome) -> str:
     """The one-paragraph answer a user reads when training ends without a win."""
     return f"{KEEP_DEFAULT}: no measured profile beat it. " + "; ".join(outcome.reasons)
+
+
+def profile_header(command: str, record: Path, verdict: str, *, when: str | None = None) -> str:
+    """The comment block atop a trained profile: how, when, where the evidence is, the verdict."""
+    plain = verdict.replace("**", "")
+    return "\n".join([
+        f"# Trained by threadwise on {when or f'{datetime.now(UTC):%Y-%m-%d %H:%M}'} UTC with:",
+        f"#   {command}",
+        f"# Evidence: {record}/REPORT.md (data: {record}/ladder.duckdb).",
+        *[f"# {line}" for line in textwrap.wrap(plain, 96)],
+        "", ""])

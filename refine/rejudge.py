@@ -36,7 +36,6 @@ from threadwise.refine.measure.ladder import AA_ARM, BASELINE
 from threadwise.refine.measure.store import sql
 from threadwise.refine.measure.validity import SPINNER_ALIVE_CPUS
 from threadwise.refine.search.loop import BEST, CANDIDATE, START
-from threadwise.refine.train import profile_header
 from threadwise.synthesize.provenance import says_keep_default
 
 
@@ -143,7 +142,7 @@ def rewrite_header(profile: Path, record: Path, verdict: str) -> None:
     command = re.search(r"^#   (.+)$", old, re.M)
     if not (when and command):
         raise InputError(f"{profile}: not a trained profile (no `# Trained by threadwise` header)")
-    header = profile_header(command.group(1), record, verdict, when=when.group(1))
+    header = outcome.profile_header(command.group(1), record, verdict, when=when.group(1))
     kept_mark = outcome.keep_default_header() if says_keep_default(old) else ""
     profile.write_text(kept_mark + header + text[body_at:])
 

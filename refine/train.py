@@ -22,11 +22,9 @@ import json
 import os
 import shlex
 import shutil
-import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -309,7 +307,7 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print,
     finally:
         con.close()
     shutil.copy2(ladder_file, staging / "ladder.duckdb")
-    header = profile_header(options.command, record, verdict)
+    header = outcome.profile_header(options.command, record, verdict)
     options.profiles_dir.mkdir(parents=True, exist_ok=True)
     options.artifacts_dir.mkdir(parents=True, exist_ok=True)
     if record.exists():
@@ -380,17 +378,6 @@ def _fail(work: Path, ladder_file: Path, run_id: int, why: str) -> None:
     raise NothingMeasured(f"nothing valid enough to train on: {why}; {counts}",
                           hint=f"no profile was written; what was measured is in {work}/ (FAILED.md, "
                                "ladder.duckdb, raw-*/): fix the cause named above, then train again")
-
-
-def profile_header(command: str, record: Path, verdict: str, *, when: str | None = None) -> str:
-    """The comment block atop a trained profile: how, when, where the evidence is, the verdict."""
-    plain = verdict.replace("**", "")
-    return "\n".join([
-        f"# Trained by threadwise on {when or f'{datetime.now(UTC):%Y-%m-%d %H:%M}'} UTC with:",
-        f"#   {command}",
-        f"# Evidence: {record}/REPORT.md (data: {record}/ladder.duckdb).",
-        *[f"# {line}" for line in textwrap.wrap(plain, 96)],
-        "", ""])
 
 
 class _Skipping:

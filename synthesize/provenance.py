@@ -1,7 +1,7 @@
 """Where a profile's evidence is: the training record its header names, the capture `[source]` names.
 
 Problem: a trained profile carries two pointers to its evidence. Its header
-(refine/train.py `profile_header`) names the training record, `# Evidence:
+(refine/outcome.py `profile_header`) names the training record, `# Evidence:
 artifacts/NAME/REPORT.md (data: artifacts/NAME/ladder.duckdb).`, relative to
 the repository the training ran in, followed by the record's verdict; its
 `[source]` table names the capture, relative to the profile's own folder. A
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 # How a note ends when the profile is not the one the header's verdict is about.
 NOT_THE_HEADERS = "the header's verdict does not apply to this profile"
-# train.profile_header's evidence line: the record's REPORT.md and its ladder file.
+# outcome.profile_header's evidence line: the record's REPORT.md and its ladder file.
 _EVIDENCE = re.compile(r"^# Evidence: .*\(data: (?P<data>.+)\)\.\s*$")
 
 

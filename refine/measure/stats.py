@@ -1,4 +1,5 @@
-"""The judge of a ladder: paired ratios, same-run per-level noise, verdicts, the keep rule.
+"""The judge's statistics (judge.py is the one judge; this is its arithmetic): paired ratios, same-run
+per-level noise, verdicts, the keep rule.
 
 Problem: a ladder gives, per arm, level and metric, three or so windows from a machine whose
 noise is as large as many effects, and whose noise changes: from level to level (a latency
