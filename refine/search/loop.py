@@ -38,8 +38,8 @@ Approach (docs/refine.md "Refinement"):
 - The measurement is a function `measure(arms) -> Judged` over the ladder's own arms (each
   built from its `Vetted`: the config vet compiled; the baseline with nothing attached): the
   figures (arm -> level -> metric -> repeat -> valid observation) and the comparisons the judge
-  stored, which the loop decides from (a bare `Measured` is judged here: tests); the loop does no I/O besides its
-  callbacks: `on_step`, which gets every Step as soon as it is decided, and
+  stored, which the loop decides from (a bare `Measured` is judged here: tests); the loop does
+  no I/O besides its callbacks: `on_step`, which gets every Step as soon as it is decided, and
   `blockers`, which reads the last ladder's blocker rows. Verdicts depend
   on the samples only (the A/A arm's are among them), and the samples are kept in the Step,
   so every interval,
