@@ -162,10 +162,9 @@ def ladder_command(
     """
     # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
     from threadwise.refine import report
-    from threadwise.refine.measure import summary
     from threadwise.refine.measure.ladder import BASELINE, Arm
     from threadwise.refine.measure.run import SPIKY_BACKGROUND, arm_from_file, run_ladder, where
-    from threadwise.refine.measure.store import check_output, open_ladder
+    from threadwise.refine.measure.store import check_output
     from threadwise.synthesize.reader import load_profile
 
     profiles = [item for item in arm if item != "baseline"]
@@ -191,19 +190,7 @@ def ladder_command(
                         command=shlex.join(["threadwise", *sys.argv[1:]]), keep_raw=keep_raw,
                         background=SPIKY_BACKGROUND if spiky else "",
                         progress=lambda line: typer.echo(line, err=True))
-    con = open_ladder(output, read_only=True)
-    try:
-        typer.echo("\n" + report.floors_line(con, result.run_id, repeats))
-        host = summary.host_line(con, result.run_id)
-        if host:
-            typer.echo(host)
-        for name, comparison in result.comparisons.items():
-            typer.echo(f"\n{name} against {BASELINE} (run {result.run_id} in {output}):")
-            typer.echo("\n".join(report.level_table(con, result.run_id, name)))
-            typer.echo(comparison.reason)
-        typer.echo("\n".join(summary.invalid_cells(con, result.run_id)) or "every cell valid")
-    finally:
-        con.close()
+    typer.echo("\n".join(report.ladder_lines(output, result.run_id, repeats, result.comparisons)))
     ingested = result.ingested
     typer.echo(f"{ingested.valid} of {ingested.cells} cells valid"
                + ("" if ingested.completed else f"; {ingested.stopped_reason}"))

@@ -25,6 +25,7 @@ import numpy as np
 from threadwise.errors import ThreadwiseError
 from threadwise.refine import plots
 from threadwise.refine.measure import blockers, judge, stats, store, summary
+from threadwise.refine.measure.plan import BASELINE
 from threadwise.refine.measure.store import sql
 from threadwise.refine.search.diagnose import sql as search_sql
 
@@ -197,6 +198,25 @@ def keep_default_reasons(con: duckdb.DuckDBPyConnection, final: stats.LadderComp
         lines.append(f"{kind} ({len(tried)} tried: {decisions}): e.g. `{candidate}`: {reason}")
     if not classes:
         lines.append("no mutation was tried (--budget 0)")
+    return lines
+
+
+def ladder_lines(ladder_file: Path, run_id: int, repeats: int,
+                 comparisons: dict[str, stats.LadderComparison]) -> list[str]:
+    """What `threadwise ladder` prints when its run is stored: the run's A/A floors, the host's
+    interference, each profile arm's level table against the baseline with its verdict, and the
+    invalid cells; read from the ladder file, as REPORT.md is."""
+    con = store.open_ladder(ladder_file, read_only=True)
+    try:
+        lines = ["", floors_line(con, run_id, repeats)]
+        host = summary.host_line(con, run_id)
+        lines += [host] if host else []
+        for name, comparison in comparisons.items():
+            lines += ["", f"{name} against {BASELINE} (run {run_id} in {ladder_file}):",
+                      *level_table(con, run_id, name), comparison.reason]
+        lines += summary.invalid_cells(con, run_id) or ["every cell valid"]
+    finally:
+        con.close()
     return lines
 
 
