@@ -48,10 +48,7 @@ def cell_times(agent_log: Path) -> tuple[float, dict[int, float]]:
 
 def first_stop(measured: stats.Measured, info: store.RunInfo) -> tuple[int, str] | None:
     for k in range(stats.MIN_PAIRS, info.repeats):
-        kept = {arm: {level: {metric: {r: obs for r, obs in cells.items() if r <= k}
-                              for metric, cells in by_metric.items()}
-                      for level, by_metric in levels.items()}
-                for arm, levels in measured.items()}
+        kept = stats.first_repeats(measured, k)
         why = stats.early_loss(kept, baseline=BASELINE, best="best", candidate="candidate",
                                twins=(BASELINE, AA_ARM), primary=info.primary, secondary=info.secondary)
         if why:

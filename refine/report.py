@@ -250,9 +250,10 @@ def result_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
     return lines
 
 
-def write_report(con: duckdb.DuckDBPyConnection, directory: Path) -> Path:
-    """REPORT.md and one plot per measured run into `directory`, from the ladder file alone."""
-    lines = result_lines(con)   # raises where the file holds no training
+def write_report(con: duckdb.DuckDBPyConnection, directory: Path, *, head: list[str] | None = None) -> Path:
+    """REPORT.md and one plot per measured run into `directory`, from the ladder file alone; `head`:
+    its `result_lines`, when the caller computed them already (train also prints them)."""
+    lines = list(head) if head is not None else result_lines(con)   # raises where the file holds no training
     training = con.execute(sql("training")).fetchone()
     name, _workload, command, _profile_path, wall_s, limitations_json = training
     limitations = json.loads(limitations_json)

@@ -262,7 +262,6 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print,
             progress(f"train: the run's own A/A floors at {options.repeats} pairs (the default scheduler "
                      "against itself, interleaved): " + "; ".join(
                          f"{metric} {result.floors.margin(metric, options.repeats)}" for metric in metrics))
-        assert result.judged is not None   # run_ladder returned: the run was stored and judged
         return result.judged
 
     def blockers(arm: str) -> list[Blocker]:
@@ -302,8 +301,8 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print,
             limitations=json.dumps(limitations(options, workload)))])
         con.execute("CHECKPOINT")
         verdict = report.verdict_sentence(con)
-        report.write_report(con, staging)
-        result_text = "\n".join(report.result_lines(con))
+        head = report.result_lines(con)
+        report.write_report(con, staging, head=head)
     finally:
         con.close()
     shutil.copy2(ladder_file, staging / "ladder.duckdb")
@@ -318,7 +317,7 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print,
     outcome.write(chosen, header, toml_text(best), profile_path)
     took = f"{(time.monotonic() - started) / 60:.1f} min"
     if show is not None:
-        show(result_text)
+        show("\n".join(head))
     if not chosen.wins:
         raise KeepDefault(outcome.message(chosen),
                           hint=f"the record is in {record}/ (REPORT.md, KEEP-DEFAULT.md, ladder.duckdb), the "

@@ -66,15 +66,18 @@ def _finite(value: float) -> float | None:
     return None if math.isnan(value) else value
 
 
-def store_floors(con: duckdb.DuckDBPyConnection, run_id: int) -> stats.Floors:
+def store_floors(con: duckdb.DuckDBPyConnection, run_id: int, *,
+                 measured: stats.Measured | None = None) -> stats.Floors:
     """The A/A arm's own noise per metric and level (what reports show as the run's floors),
-    stored in `floor` for n = 1..8 pairs; NO_FLOORS when the run has no A/A arm."""
+    stored in `floor` for n = 1..8 pairs; NO_FLOORS when the run has no A/A arm. `measured`: the
+    run's valid cells, when the caller read them already."""
     twins = twins_of(con, run_id)
     if twins is None:
         return stats.NO_FLOORS
     info = store.run_info(con, run_id)
     metrics = [info.primary[0], *(m for m, _ in info.secondary)]
-    floors = stats.aa_floors(store.measured(con, run_id), *twins, metrics, run_id=run_id)
+    cells = measured if measured is not None else store.measured(con, run_id)
+    floors = stats.aa_floors(cells, *twins, metrics, run_id=run_id)
     con.execute(store.sql("delete_floors"), [run_id])
     store.insert(con, "floor", [
         {"run_id": run_id, "metric": metric, "level": level, "n": n, "floor": half,

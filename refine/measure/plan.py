@@ -37,7 +37,7 @@ ARM_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012345
 class Arm:
     """One arm: the baseline (nothing attached) or a profile compiled for the guest's shape.
 
-    The one arm type of refine: the loop builds them (vetting.profile_arm), `threadwise ladder`
+    The one arm type of refine: the loop builds them (vetting.Vetted.arm), `threadwise ladder`
     reads them from files (run.arm_from_file), the ladder runs them. The config stays typed;
     it becomes JSON text only where it leaves: arms/ARM.json for the agent, the ladder file's
     `arm.config_json` column."""

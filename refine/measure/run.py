@@ -96,10 +96,15 @@ def arm_from_file(path: Path, shape: str, name: str | None = None) -> Arm:
 class LadderRun:
     run_id: int
     ingested: ingest.Ingested
-    comparisons: dict[str, stats.LadderComparison]  # candidate arm -> vs the reference
+    judged: judge.Judged  # its figures and every comparison stored, by (reference, candidate)
+    reference: str
     out: Path
     floors: stats.Floors = stats.NO_FLOORS  # the run's own A/A floors (reports; NO_FLOORS: no A/A arm)
-    judged: judge.Judged | None = None  # its figures and every stored comparison, by (reference, candidate)
+
+    @property
+    def comparisons(self) -> dict[str, stats.LadderComparison]:
+        """candidate arm -> its stored comparison against the reference."""
+        return {cand: c for (ref, cand), c in self.judged.comparisons.items() if ref == self.reference}
 
 
 def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladder_file: Path,
@@ -159,14 +164,13 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
     con, ingested = _store(plan, out, execution, ladder_file=ladder_file, command=command,
                            purpose=purpose, scx_version=SCX_LAYERED_VERSION)
     try:
-        floors = judge.store_floors(con, ingested.run_id)
-        measured = store.measured(con, ingested.run_id)
+        measured = store.measured(con, ingested.run_id)   # read once: floors and every comparison
+        floors = judge.store_floors(con, ingested.run_id, measured=measured)
         asked = [(reference, arm.name) for arm in arms if arm.name != reference]
         asked += [pair for pair in also_judge if pair not in asked]
         judged = judge.Judged(measured, {(ref, cand): judge.judge(con, ingested.run_id, ref, cand,
                                                                   measured=measured)
                                          for ref, cand in asked})
-        comparisons = {cand: judged.comparisons[(ref, cand)] for ref, cand in asked if ref == reference}
         con.execute("CHECKPOINT")
         host = summary.host_line(con, ingested.run_id)
         if host:
@@ -180,7 +184,7 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
             hint=f"what was measured is kept: {ladder_file} (run {ingested.run_id}); raw files in {out}")
     if keep_raw is None:
         shutil.rmtree(out, ignore_errors=True)
-    return LadderRun(ingested.run_id, ingested, comparisons, out, floors, judged)
+    return LadderRun(ingested.run_id, ingested, judged, reference, out, floors)
 
 
 def _store(plan: ladder.Plan, out: Path, execution: Execution, *,
@@ -224,10 +228,7 @@ class _Interim:
                 measured = store.measured(con, done.run_id)
             finally:
                 con.close()
-        kept = {arm: {level: {metric: {r: obs for r, obs in cells.items() if r <= k}
-                              for metric, cells in by_metric.items()}
-                      for level, by_metric in levels.items()}
-                for arm, levels in measured.items()}
+        kept = stats.first_repeats(measured, k)
         why = self.stop_when(kept)
         return f"after {k} of {self.plan.repeats} repeats the candidate is {why}" if why else None
 

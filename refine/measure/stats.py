@@ -459,6 +459,15 @@ def keep_decision(vs_best: LadderComparison, best_vs_baseline: LadderComparison,
     return False, vs_best.keep_reason
 
 
+def first_repeats(measured: Measured, k: int) -> Measured:
+    """The cells of repeats 1..k only: what a ladder had measured when its k-th repeat was complete
+    (early stop asks early_loss on it, live and in a replay)."""
+    return {arm: {level: {metric: {r: obs for r, obs in cells.items() if r <= k}
+                          for metric, cells in by_metric.items()}
+                  for level, by_metric in levels.items()}
+            for arm, levels in measured.items()}
+
+
 def early_loss(measured: Measured, *, baseline: str, best: str, candidate: str,
                twins: tuple[str, str] | None,
                primary: tuple[str, Direction],

@@ -67,7 +67,7 @@ from threadwise.refine.measure.stats import (
 from threadwise.refine.search.diagnose import Blocker, Failure, diagnose, rows_of
 from threadwise.refine.search.guide import Choice, order
 from threadwise.refine.search.mutate import Candidate, all_mutations
-from threadwise.refine.search.vetting import Rejected, Vetted, profile_arm, toml_text
+from threadwise.refine.search.vetting import Rejected, Vetted, toml_text
 from threadwise.refine.search.vetting import vet as default_vet
 from threadwise.shape import Shape
 from threadwise.synthesize.layered import LayerConfig
@@ -195,9 +195,10 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
                 hint="check it with `threadwise validate` and `threadwise compile --check`")
         note = (f"; it has lint errors on {shape.describe()} ({checked.reason}) and is measured "
                 "anyway: it is the profile being trained")
-    start_arm = (checked.arm(START) if isinstance(checked, Vetted)
-                 else checked.compiled.arm(START) if checked.compiled is not None
-                 else profile_arm(START, start, shape))
+    # refused by lint alone (above), the start compiled: it is measured from what vet compiled
+    compiled = checked if isinstance(checked, Vetted) else checked.compiled
+    assert compiled is not None, "vet keeps the compiled profile of a lint refusal"
+    start_arm = compiled.arm(START)
     run = measured_run([Arm(BASELINE), Arm(AA_ARM), start_arm])
     vs_baseline = ladder(run, BASELINE, START)
     record(Step(

@@ -69,12 +69,6 @@ def compile_config(profile: Profile, shape: Shape) -> tuple[LayerConfig, list[st
     return config, list(notes)
 
 
-def profile_arm(name: str, profile: Profile, shape: Shape) -> Arm:
-    """The ladder arm that measures `profile` compiled for `shape`, with its scx_layered flags."""
-    return Arm(check_arm_name(name), toml_text(profile), compile_config(profile, shape)[0],
-               scheduler_args(profile))
-
-
 def oracle_check(config: LayerConfig, args: Sequence[str] = ()) -> list[str]:
     """The real scx_layered `--print-and-exit` on the layer config and the profile's scx_layered
     flags `args`: mismatches (raises if it rejects either)."""
@@ -102,7 +96,6 @@ def weight_bounds() -> tuple[int, int]:
 def pattern_matches(pattern: str, comm: str) -> bool:
     """Whether a group pattern's comm prefix matches a thread name."""
     return comm_matches(prefix_of(pattern), comm)
-
 
 
 # --- the gate ---------------------------------------------------------------------------------

@@ -30,7 +30,6 @@ from threadwise.refine.search.vetting import (
     Rejected,
     Vetted,
     compile_config,
-    profile_arm,
     toml_text,
     validation_errors,
     vet,
@@ -390,9 +389,11 @@ def test_vetted_carries_the_compiled_config() -> None:
     assert result.config.layer_names()[-1] == "rest"
 
 
-def test_profile_arm_is_the_ladder_arm_of_a_profile_compiled_for_its_shape() -> None:
+def test_a_vetted_profiles_arm_is_the_ladder_arm_of_it_compiled_for_its_shape() -> None:
     redis = golden("redis")
-    arm = profile_arm("start", redis, SMT4)
+    vetted = vet(Candidate("start", "the start profile", redis), SMT4, check=lambda config, args: [])
+    assert isinstance(vetted, Vetted)
+    arm = vetted.arm("start")
     assert (arm.name, arm.profile_toml, arm.scx_args) == ("start", toml_text(redis), scheduler_args(redis))
     assert arm.config == compile_config(redis, SMT4)[0] and not arm.is_baseline
 
