@@ -165,7 +165,7 @@ def ladder_command(
     from threadwise.refine.measure.ladder import BASELINE, Arm
     from threadwise.refine.measure.run import SPIKY_BACKGROUND, arm_from_file, run_ladder, where
     from threadwise.refine.measure.store import check_output
-    from threadwise.synthesize.reader import load_profile
+    from threadwise.synthesize.api import load_profile
 
     profiles = [item for item in arm if item != "baseline"]
     _path, spec, text = _workload(workload)   # bad input is reported before the host's limits
@@ -229,7 +229,7 @@ def train_command(
     # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
     from threadwise.refine.measure.run import where
     from threadwise.refine.train import TrainOptions
-    from threadwise.synthesize.schema import check_name
+    from threadwise.synthesize.api import check_name
 
     check_name(name)
     path, _spec, _text = _workload(workload)
@@ -278,8 +278,7 @@ def refine_command(
     # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
     from threadwise.refine.measure.run import where
     from threadwise.refine.train import TrainOptions
-    from threadwise.synthesize.reader import load_profile
-    from threadwise.synthesize.schema import check_name
+    from threadwise.synthesize.api import check_name, load_profile
 
     if name is not None:
         check_name(name)

@@ -27,19 +27,19 @@ from typing import TYPE_CHECKING
 
 from threadwise.errors import ThreadwiseError
 from threadwise.sqlfiles import statement
-from threadwise.synthesize.provenance import (
+from threadwise.synthesize.api import (
     NOT_THE_HEADERS,
     RecordNote,
     locate,
     read_header,
     record_sentence_missing,
 )
-from threadwise.synthesize.words import Lit, Words
+from threadwise.words import Lit, Words
 
 if TYPE_CHECKING:
     import duckdb
 
-    from threadwise.synthesize.schema import Profile
+    from threadwise.synthesize.api import Profile
 
 BASELINE = "baseline"   # the default scheduler's arm (refine.plan.BASELINE)
 
@@ -62,7 +62,7 @@ class MeasuredArm:
 def record_note(profile_path: Path, profile: Profile, *, roots: Sequence[Path] = ()) -> RecordNote | None:
     """What the record named in the profile's header says about it; None: no header names one."""
     # deferred: the profile's text is read again only here (the CLI imports this module at startup)
-    from threadwise.synthesize.reader import read_text
+    from threadwise.synthesize.api import read_text
 
     header = read_header(read_text(profile_path))
     if header is None:
@@ -87,9 +87,8 @@ def record_note(profile_path: Path, profile: Profile, *, roots: Sequence[Path] =
 def _arms(con: duckdb.DuckDBPyConnection, record: str, profile: Profile) -> list[MeasuredArm]:
     """Every profile arm of the record, with what differs from `profile`."""
     # deferred: pydantic (the profile schema) and the diff load only when a record is read
-    from threadwise.synthesize.diagnostics import ProfileError
-    from threadwise.synthesize.diff import scheduling_changes
-    from threadwise.synthesize.reader import parse_profile
+    from threadwise.diagnostics import ProfileError
+    from threadwise.synthesize.api import parse_profile, scheduling_changes
 
     out = []
     for run_id, arm, purpose, text in con.execute(_sql("profile_arms")).fetchall():

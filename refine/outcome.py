@@ -24,7 +24,7 @@ from pathlib import Path
 import duckdb
 
 from threadwise.refine import report
-from threadwise.synthesize.provenance import KEEP_DEFAULT_MARK
+from threadwise.synthesize.api import KEEP_DEFAULT_MARK
 
 KEEP_DEFAULT = "keep the default scheduler for this service"
 

@@ -36,7 +36,7 @@ from threadwise.refine.measure.ladder import AA_ARM, BASELINE
 from threadwise.refine.measure.store import sql
 from threadwise.refine.measure.validity import SPINNER_ALIVE_CPUS
 from threadwise.refine.search.loop import BEST, CANDIDATE, START
-from threadwise.synthesize.provenance import says_keep_default
+from threadwise.synthesize.api import says_keep_default
 
 
 @dataclass(frozen=True)

@@ -39,12 +39,9 @@ from threadwise.refine.measure.service import RunningService
 from threadwise.refine.measure.workload import Workload, load_workload, render_argv
 from threadwise.refine.search import loop
 from threadwise.refine.search.diagnose import Blocker, load_blockers
-from threadwise.refine.search.vetting import toml_text
 from threadwise.runtime.lab.agent import TCG_PATCHING_OOPS
 from threadwise.shape import Shape, parse_shape
-from threadwise.synthesize.from_capture import synthesize_capture
-from threadwise.synthesize.reader import load_profile
-from threadwise.synthesize.writer import dumps
+from threadwise.synthesize.api import dumps, load_profile, synthesize_capture, toml_text
 
 if TYPE_CHECKING:   # the profile model loads with synthesize, inside train()
     import duckdb
@@ -52,7 +49,7 @@ if TYPE_CHECKING:   # the profile model loads with synthesize, inside train()
     from threadwise.analyze import Analysis
     from threadwise.refine.search.candidate import Candidate
     from threadwise.refine.search.loop import RefineResult
-    from threadwise.synthesize.schema import Profile
+    from threadwise.synthesize.api import Profile
 
 
 @dataclass(frozen=True)

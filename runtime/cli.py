@@ -143,7 +143,7 @@ def lab_run(
 def _refuse_keep_default(profile: Path, force: bool) -> None:
     """A candidate its training record rejected (refine/outcome.py) is not applied by accident."""
     # deferred: synthesize's package loads pydantic; `threadwise --help` imports this module
-    from threadwise.synthesize.provenance import says_keep_default
+    from threadwise.synthesize.api import says_keep_default
 
     if force or profile.suffix != ".toml" or not profile.is_file():
         return

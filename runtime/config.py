@@ -29,8 +29,7 @@ from threadwise.errors import ConfigRefused, UsageError
 from threadwise.paths import require_text
 
 if TYPE_CHECKING:   # synthesize (pydantic) loads inside the functions: `threadwise --help` stays fast
-    from threadwise.synthesize.layered import LayerConfig
-    from threadwise.synthesize.schema import Profile
+    from threadwise.synthesize.api import LayerConfig, Profile
 
 
 @dataclass(frozen=True)
@@ -56,21 +55,20 @@ class ResolvedConfig:
 
 def _from_json(path: Path, config: LayerConfig, scx_args: tuple[str, ...] = ()) -> ResolvedConfig:
     # deferred: synthesize's scx_layered check, which `threadwise --help` (importing this module) does without
-    from threadwise.synthesize import oracle
+    from threadwise.synthesize.api import print_and_exit
 
-    oracle.print_and_exit(config, args=scx_args)   # scx_layered's own parse (flags too); ConfigRefused
+    print_and_exit(config, args=scx_args)   # scx_layered's own parse (flags too); ConfigRefused
     return ResolvedConfig(config=config, source=str(path), kind="json", shape=None, scx_args=scx_args)
 
 
 def _from_profile(path: Path, profile: Profile, shape_spec: str) -> ResolvedConfig:
     # deferred: shape and compile load pydantic (~80 ms); `threadwise --help` imports this module
     from threadwise.shape import parse_shape
-    from threadwise.synthesize import oracle
-    from threadwise.synthesize.compile import compile_profile
+    from threadwise.synthesize.api import compile_profile, oracle_check
 
     target = parse_shape(shape_spec)
     compiled = compile_profile(profile, target)
-    dropped = oracle.check(compiled.config, args=compiled.scx_args)
+    dropped = oracle_check(compiled.config, args=compiled.scx_args)
     if dropped:
         raise ConfigRefused(
             f"{path}: scx_layered would not apply the compiled config as written: "
@@ -89,7 +87,7 @@ def resolve_input(loaded: LoadedInput, shape_spec: str = "host",
     `scx_args`: scx_layered flags for a .json config (a ladder arm's `arms/ARM.args`); a profile's
     come from its own `[scheduler]` table, so giving both is refused."""
     # deferred: synthesize's typed config, which `threadwise --help` (importing this module) does without
-    from threadwise.synthesize.layered import LayerConfig
+    from threadwise.synthesize.api import LayerConfig
 
     check_scx_args(loaded, scx_args)
     if isinstance(loaded.content, LayerConfig):
@@ -100,7 +98,7 @@ def resolve_input(loaded: LoadedInput, shape_spec: str = "host",
 def check_scx_args(loaded: LoadedInput, scx_args: tuple[str, ...]) -> None:
     """Refuse scx_layered flags given for a profile: its own come from its [scheduler] table."""
     # deferred: synthesize's typed config, which `threadwise --help` (importing this module) does without
-    from threadwise.synthesize.layered import LayerConfig
+    from threadwise.synthesize.api import LayerConfig
 
     if scx_args and not isinstance(loaded.content, LayerConfig):
         raise UsageError(f"{loaded.path}: --scx-arg is for a .json layer config; a profile's scx_layered "
@@ -125,8 +123,7 @@ def load_input(path: Path) -> LoadedInput:
             hint="apply takes a profile (.toml) or an scx_layered layer config (.json)",
         )
     # deferred: rules loads pydantic; `threadwise --help` imports this module
-    from threadwise.synthesize.layered import LayerConfig
-    from threadwise.synthesize.rules import load_valid
+    from threadwise.synthesize.api import LayerConfig, load_valid
 
     if path.suffix == ".json":
         return LoadedInput(path, LayerConfig.load(path))

@@ -56,7 +56,7 @@ def first_step(resolved: ResolvedConfig) -> str | None:
     --interval after the attach (docs/lab.md "The first step after an attach"); None without such
     layers (Open layers need no sizing)."""
     # deferred: synthesize's modules, which `threadwise --help` (importing this one) does without
-    from threadwise.synthesize.layered import KindName
+    from threadwise.synthesize.api import KindName
 
     owning = [spec.name for spec in resolved.config if spec.kind.name is not KindName.OPEN]
     if not owning:

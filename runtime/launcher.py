@@ -50,7 +50,7 @@ from threadwise.runtime.supervisor import (
 )
 
 if TYPE_CHECKING:
-    from threadwise.synthesize.layered import LayerConfig
+    from threadwise.synthesize.api import LayerConfig
 
 __all__ = ["SchedulerFailure", "StatusReport", "StopReport", "apply_background", "apply_foreground",
            "prepare", "status", "stop"]
@@ -235,7 +235,7 @@ def _membership(files: RunFiles) -> dict:
     # deferred: membership and synthesize's typed config, which `threadwise --help` (importing this
     # module) does without
     from threadwise.runtime import membership
-    from threadwise.synthesize.layered import LayerConfig
+    from threadwise.synthesize.api import LayerConfig
 
     try:
         since = None

@@ -44,7 +44,7 @@ from threadwise.observe.tracer_build import layer_of_path
 from threadwise.paths import find_program
 
 if TYPE_CHECKING:   # synthesize (pydantic) loads inside expected_layer: `threadwise status` stays fast
-    from threadwise.synthesize.layered import LayerConfig
+    from threadwise.synthesize.api import LayerConfig
 
 MATCH_MAP = "layer_match_dbg"
 PROC = Path("/proc")
@@ -218,7 +218,7 @@ def expected_layer(config: LayerConfig, comm: str, process: str) -> str | None:
     """The first layer that takes (comm, process), or None when a name cannot decide it."""
     # deferred: both load pydantic (~80 ms), which this module's other callers do without
     from threadwise.shape import synthetic
-    from threadwise.synthesize.layers import views_from_config
+    from threadwise.synthesize.api import views_from_config
 
     # The shape only sizes Confined layers; matching does not depend on it.
     for view in views_from_config(config, synthetic(1)):

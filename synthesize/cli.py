@@ -17,7 +17,7 @@ from threadwise.errors import (
 )
 from threadwise.paths import check_new_output, write_output
 from threadwise.scx import SCX_LAYERED_VERSION
-from threadwise.synthesize.words import plain
+from threadwise.words import plain
 
 if TYPE_CHECKING:
     from threadwise.synthesize.provenance import RecordCheck, RecordNote

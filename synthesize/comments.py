@@ -23,12 +23,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from threadwise.synthesize.diagnostics import Diagnostic
-from threadwise.synthesize.locate import SourceMap
+from threadwise.diagnostics import Diagnostic
+from threadwise.sourcemap import SourceMap
 from threadwise.synthesize.provenance import NOT_THE_HEADERS, Header, RecordNote, read_header
 from threadwise.synthesize.schema import OPTION_KEYS, Profile, Treatment
-from threadwise.synthesize.words import plain
 from threadwise.synthesize.writer import group_comments
+from threadwise.words import plain
 
 # The comment kinds writer.py derives from a group's values, by their first words (an override's
 # line is of its key's own kind, so it is compared with the line for the same key).

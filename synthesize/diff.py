@@ -33,10 +33,10 @@ from pathlib import Path
 
 from threadwise.errors import InputError
 from threadwise.shape import Shape
+from threadwise.sourcemap import SourceMap
 from threadwise.synthesize.compile import Compiled, LayerPlan, compile_profile
 from threadwise.synthesize.diff_threads import Move, Retreat, Thread, place_threads
 from threadwise.synthesize.layered import LayerSpec
-from threadwise.synthesize.locate import SourceMap
 from threadwise.synthesize.presets import (
     CATCH_ALL_OPTIONS,
     SCHEDULER_INTERVAL_MS,
@@ -48,7 +48,7 @@ from threadwise.synthesize.presets import (
 from threadwise.synthesize.reader import read_text
 from threadwise.synthesize.rules import CATCH_ALL, load_valid
 from threadwise.synthesize.schema import OPTION_KEYS, CatchAll, Group, Profile, Scheduler
-from threadwise.synthesize.words import Lit, Words, lits
+from threadwise.words import Lit, Words, lits
 
 SIZING = ("hot_threads", "cpu_fraction", "request_millicores")
 # A group's fields that change how its threads are scheduled (patterns decide which threads it

@@ -17,7 +17,7 @@ from pathlib import Path
 from threadwise.synthesize.diff import REST_LABEL, SCHEDULER, SCX_FLAGS, Change, Diff
 from threadwise.synthesize.diff_threads import Move, Retreat
 from threadwise.synthesize.provenance import RecordNote
-from threadwise.synthesize.words import Lit, Words, lits, markdown, plain
+from threadwise.words import Lit, Words, lits, markdown, plain
 
 Render = Callable[[Iterable[str]], str]
 

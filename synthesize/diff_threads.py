@@ -28,7 +28,7 @@ from threadwise.synthesize.overlap import group_matches
 from threadwise.synthesize.patterns import comm_matches
 from threadwise.synthesize.rules import CATCH_ALL
 from threadwise.synthesize.schema import Group, Profile
-from threadwise.synthesize.words import Lit, Words
+from threadwise.words import Lit, Words
 
 
 @dataclass(frozen=True)

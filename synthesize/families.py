@@ -27,11 +27,10 @@ from typing import Annotated, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from threadwise.diagnostics import Diagnostic, ProfileError, dotted_location, syntax_diagnostic
 from threadwise.errors import UsageError
-from threadwise.synthesize.diagnostics import Diagnostic, ProfileError
-from threadwise.synthesize.locate import SourceMap
+from threadwise.sourcemap import SourceMap
 from threadwise.synthesize.patterns import check_pattern, comm_matches, prefix_of
-from threadwise.synthesize.reader import dotted_location, syntax_diagnostic
 from threadwise.synthesize.schema import Group, Role, Treatment
 
 FAMILIES_SCHEMA = 1

@@ -87,10 +87,14 @@ def preset_value(base: LayerOptions, key: str) -> Any:
     return scx_default(key) if value is None else value
 
 
-def effective(group: Group, key: str) -> Any:
-    """Option `key` of the layer `group` compiles to when it is not demoted (override, else preset)."""
-    value = getattr(group, key)
-    return preset_value(TREATMENT_OPTIONS[group.treatment], key) if value is None else value
+def effective(item: Group | CatchAll, key: str) -> Any:
+    """Option `key` of the layer a group (when it is not demoted) or the catch-all compiles to:
+    its override, else its preset."""
+    value = getattr(item, key)
+    if value is not None:
+        return value
+    return preset_value(TREATMENT_OPTIONS[item.treatment] if isinstance(item, Group) else CATCH_ALL_OPTIONS,
+                        key)
 
 
 def scheduler_interval_ms(profile: Profile) -> int:

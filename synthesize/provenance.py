@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from threadwise.errors import InputError
-from threadwise.synthesize.words import Lit, Words
+from threadwise.words import Lit, Words
 
 if TYPE_CHECKING:
     from threadwise.synthesize.schema import Profile

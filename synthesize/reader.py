@@ -7,22 +7,24 @@ syntax errors) and a hint; unknown keys name the keys that are allowed there.
 from __future__ import annotations
 
 import difflib
-import re
 import tomllib
-import types
-import typing
 from pathlib import Path
 from typing import Any
 
 import pydantic
 
+from threadwise.diagnostics import (
+    Diagnostic,
+    ProfileError,
+    dotted_location,
+    inner_model,
+    short_value,
+    syntax_diagnostic,
+)
 from threadwise.errors import UsageError
 from threadwise.paths import require_text
-from threadwise.synthesize.diagnostics import Diagnostic, ProfileError
-from threadwise.synthesize.locate import SourceMap
+from threadwise.sourcemap import SourceMap
 from threadwise.synthesize.schema import NAME_RULE, SCHEMA_VERSION, Profile
-
-_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 
 
 def load_profile(path: str | Path) -> tuple[Profile, SourceMap]:
@@ -80,22 +82,6 @@ def _without_misspelt_missing(errors: list[Any]) -> list[Any]:
     return kept
 
 
-def syntax_diagnostic(message: str, text: str, file: str) -> Diagnostic:
-    found = _AT.search(message)
-    if found:
-        line, column = int(found.group(1)), int(found.group(2))
-        message = message[: found.start()]
-    else:  # "(at end of document)"
-        line, column = text.count("\n") + 1, None
-        message = message.replace(" (at end of document)", " at the end of the file")
-    return Diagnostic(
-        "toml_syntax",
-        f"invalid TOML: {message}",
-        hint="fix the TOML syntax at this position (TOML 1.0; strings need quotes)",
-        file=file,
-        line=line,
-        column=column,
-    )
 
 
 def _version_diagnostic(version: object, file: str, line: int) -> Diagnostic:
@@ -150,16 +136,8 @@ def _schema_diagnostic(err: Any, source: SourceMap, file: str) -> Diagnostic:
     )
 
 
-def dotted_location(loc: tuple[str | int, ...]) -> str:
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
-    return text or "(top level)"
 
 
-def short_value(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _allowed_keys(loc: tuple[str | int, ...]) -> set[str]:
@@ -176,14 +154,3 @@ def _allowed_keys(loc: tuple[str | int, ...]) -> set[str]:
             return set()
     return {(f.alias or name) for name, f in model.model_fields.items()}
 
-
-def inner_model(annotation: Any) -> type[pydantic.BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
-        return annotation
-    origin = typing.get_origin(annotation)
-    if origin in (list, typing.Union, types.UnionType, typing.Annotated):
-        for arg in typing.get_args(annotation):
-            found = inner_model(arg)
-            if found is not None:
-                return found
-    return None

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from threadwise.synthesize.diagnostics import Diagnostic, ProfileError
-from threadwise.synthesize.locate import SourceMap
+from threadwise.diagnostics import Diagnostic, ProfileError
+from threadwise.sourcemap import SourceMap
 from threadwise.synthesize.matchers import matcher_set
 from threadwise.synthesize.overlap import find_overlaps, group_matches
 from threadwise.synthesize.patterns import check_pattern

@@ -34,7 +34,7 @@ ORDER = ("observe", "analyze", "synthesize", "runtime", "refine")
 # above every stage (the `threadwise` command and the demo, which import the stages).
 BASICS = {"threadwise.errors", "threadwise.paths", "threadwise.scx", "threadwise.durations",
           "threadwise.sqlfiles", "threadwise.procs", "threadwise.topology", "threadwise.shape",
-          "threadwise.givenclock"}
+          "threadwise.givenclock", "threadwise.diagnostics", "threadwise.sourcemap", "threadwise.words"}
 SHELL = {"threadwise.cli", "threadwise.demo"}
 SOURCES = sorted(p for d in (*STAGES, "threadwise") for p in (ROOT / d).rglob("*.py"))
 
@@ -202,6 +202,22 @@ def test_every_listed_interface_exists():
         loaded = importlib.import_module(module)
         missing += [f"{module}.{n}" for n in sorted(names) if n.startswith("_") or not hasattr(loaded, n)]
     assert not missing, f"listed in docs/interfaces.md but not there (or private): {missing}"
+
+
+def test_synthesize_shows_the_other_stages_one_module():
+    """Outside synthesize, only `api` (and `cli.register`) is imported; api's lazy table, its
+    `__all__`, the imports it shows type checkers and docs/interfaces.md's row name the same
+    names, and each one is what its home module defines (so api never re-defines anything)."""
+    table = _interfaces()
+    rows = sorted(m for m in table if m.startswith("threadwise.synthesize"))
+    assert rows == ["threadwise.synthesize.api", "threadwise.synthesize.cli"], rows
+    api = importlib.import_module("threadwise.synthesize.api")
+    shown = {alias.name for node in ast.walk(ast.parse((ROOT / "synthesize" / "api.py").read_text()))
+             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("threadwise.synthesize.")
+             for alias in node.names}
+    assert set(api._WHERE) == set(api.__all__) == shown == table["threadwise.synthesize.api"]
+    for name, home in api._WHERE.items():
+        assert getattr(api, name) is getattr(importlib.import_module(f"threadwise.synthesize.{home}"), name)
 
 
 def test_the_boundary_check_catches_a_stray_import(tmp_path):

@@ -28,7 +28,7 @@ from threadwise.refine import cli as refine_cli
 from threadwise.refine.evidence import record_note
 from threadwise.runtime import cli as runtime_cli
 from threadwise.synthesize import cli as synthesize_cli
-from threadwise.synthesize.placement import thread_layers
+from threadwise.synthesize.api import thread_layers
 
 app = typer.Typer(
     name="threadwise",

@@ -151,7 +151,7 @@ class LabTimeout(LabError):
 
 
 class Problem(Protocol):
-    """What ProfileError needs of one diagnostic (synthesize.diagnostics.Diagnostic)."""
+    """What ProfileError needs of one diagnostic (threadwise.diagnostics.Diagnostic)."""
 
     @property
     def rule(self) -> str: ...

@@ -51,7 +51,7 @@ from threadwise.runtime.membership import expected_layer
 from threadwise.sqlfiles import statement
 
 if TYPE_CHECKING:
-    from threadwise.synthesize.layered import LayerConfig
+    from threadwise.synthesize.api import LayerConfig
 
 TRACE_ENV = "THREADWISE_LAB_TRACE"
 POLICIES = ("top", "all", "off")  # one trace cell per traced arm at the top level; per level; none
@@ -74,7 +74,7 @@ def latency_groups(profile_toml: str | None) -> list[str]:
     if not profile_toml:
         return []
     # deferred: loads pydantic, which this module's other callers do without
-    from threadwise.synthesize.reader import parse_profile
+    from threadwise.synthesize.api import parse_profile
 
     profile, _ = parse_profile(profile_toml)
     return [group.name for group in profile.groups if group.treatment.value == "latency"]
@@ -248,7 +248,7 @@ def thread_groups(con: duckdb.DuckDBPyConnection, config: LayerConfig,
 def capture_blockers(capture: Path, config: LayerConfig, profile_toml: str) -> list[Blocker]:
     """Who held the CPU while each latency group of the profile waited, in one capture."""
     # deferred: loads pydantic, which this module's other callers do without
-    from threadwise.synthesize.reader import parse_profile
+    from threadwise.synthesize.api import parse_profile
 
     waiting = latency_groups(profile_toml)
     if not waiting:

@@ -35,7 +35,7 @@ from threadwise.runtime.lab.agent import Execution
 from threadwise.runtime.membership import TaskLayers, classify, parse_map_dump, parse_task_layers
 
 if TYPE_CHECKING:
-    from threadwise.synthesize.layered import LayerConfig
+    from threadwise.synthesize.api import LayerConfig
 
 
 @dataclass(frozen=True)

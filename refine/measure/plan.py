@@ -23,7 +23,7 @@ from threadwise.errors import UsageError
 
 if TYPE_CHECKING:
     from threadwise.refine.measure.workload import Workload
-    from threadwise.synthesize.layered import LayerConfig
+    from threadwise.synthesize.api import LayerConfig
 
 BASELINE = "baseline"
 AA_ARM = "baseline-aa"  # a second, identical baseline arm: the A/A noise floors

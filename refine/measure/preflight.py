@@ -30,13 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from threadwise.diagnostics import Diagnostic
 from threadwise.errors import InitramfsError, MissingTool, WorkloadError
 from threadwise.refine.measure import ladder
 from threadwise.refine.measure.workload import Workload, render_argv
 from threadwise.runtime.lab import carry
 from threadwise.runtime.lab.runtimes import outermost
-from threadwise.synthesize.diagnostics import Diagnostic
-from threadwise.synthesize.locate import SourceMap
+from threadwise.sourcemap import SourceMap
 
 PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 FUNCTION_OF = {("service", "command"): "service_cmd", ("service", "ready", "command"): "ready_cmd",

@@ -35,16 +35,14 @@ import pydantic
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
+# The core's TOML line mapping and syntax/format helpers, shared with the profile reader.
+from threadwise.diagnostics import Diagnostic, dotted_location, inner_model, short_value, syntax_diagnostic
 from threadwise.errors import InputError, UsageError, WorkloadError
 from threadwise.paths import require_text
 from threadwise.refine.measure.bundled import JAVA_WORKLOADS, build, build_java
 from threadwise.refine.measure.metrics import PARSERS
-
-# The profile reader's line mapping and syntax/format helpers, shared rather than copied.
-from threadwise.synthesize.diagnostics import Diagnostic
-from threadwise.synthesize.locate import SourceMap
-from threadwise.synthesize.reader import dotted_location, inner_model, short_value, syntax_diagnostic
-from threadwise.synthesize.schema import NAME_PATTERN, NAME_RULE
+from threadwise.sourcemap import SourceMap
+from threadwise.synthesize.api import NAME_PATTERN, NAME_RULE
 
 SCHEMA_VERSION = 1
 PLACEHOLDERS = ("window_s", "rolesim", "spin", "poolservice")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from threadwise.shape import Shape
-from threadwise.synthesize.schema import Group, Profile
+from threadwise.synthesize.api import Group, Profile
 
 
 @dataclass(frozen=True)

@@ -72,8 +72,15 @@ from threadwise.refine.search.diagnose import (
     metric_group,
     top_blocker,
 )
-from threadwise.synthesize.presets import CATCH_ALL_OPTIONS, effective, preset_value, scheduler_interval_ms
-from threadwise.synthesize.schema import MAX_US, CatchAll, Group, Profile, Treatment
+from threadwise.synthesize.api import (
+    MAX_US,
+    CatchAll,
+    Group,
+    Profile,
+    Treatment,
+    effective,
+    scheduler_interval_ms,
+)
 
 RESERVE = "(reserve)"  # the pseudo-layer a compile-time reserve change touches
 # SCHEDULER (diagnose.py): the pseudo-layer a [scheduler] change touches (scx_layered's flags)
@@ -120,14 +127,6 @@ def touched(parent: Profile, candidate: Candidate) -> dict[str, frozenset[str]]:
     return out
 
 
-def _option(item: Group | CatchAll, key: str) -> int | bool:
-    """The value of a slice or preempt/protected option the item's layer gets (preset if unset)."""
-    if isinstance(item, Group):
-        return effective(item, key)
-    value = getattr(item, key)
-    return preset_value(CATCH_ALL_OPTIONS, key) if value is None else value
-
-
 def _opens(old: Group, new: Group) -> bool:
     """Whether the change makes an exclusive group's CPUs preemptible at any time (options.py
     `preemptible_owners`): unprotected, and disallow_preempt_after_us raised to "never"."""
@@ -136,7 +135,7 @@ def _opens(old: Group, new: Group) -> bool:
 
 def _open(group: Group) -> bool:
     """Whether an exclusive group's CPUs are preemptible at any time (see `_opens`)."""
-    return not _option(group, "protected") and group.disallow_preempt_after_us == MAX_US
+    return not effective(group, "protected") and group.disallow_preempt_after_us == MAX_US
 
 
 def _preempts(profile: Profile, layer: str | None) -> bool:
@@ -157,8 +156,8 @@ def _frees_cpu(layer: str, old: Group | CatchAll, new: Group | CatchAll, waiter:
                waiter_group: str | None, *, waiter_preempts: bool) -> tuple[int, str] | None:
     """(rank, why) when the change frees a CPU `waiter` wants sooner (None: it does not);
     `waiter_group` is the group that waited, when blocker rows name it."""
-    shorter = _option(new, "slice_us") < _option(old, "slice_us")
-    stops = bool(_option(old, "preempt")) and not _option(new, "preempt")
+    shorter = effective(new, "slice_us") < effective(old, "slice_us")
+    stops = bool(effective(old, "preempt")) and not effective(new, "preempt")
     if isinstance(old, CatchAll):
         if shorter:
             return 3, f"catch-all slice can hold the CPU when {waiter} wakes"
@@ -173,11 +172,11 @@ def _frees_cpu(layer: str, old: Group | CatchAll, new: Group | CatchAll, waiter:
         if _opens(old, new):
             return 2, (f"{layer}'s CPUs: protected, or busy past disallow_preempt_after_us, they are "
                        f"never preempted for {waiter}")
-        if _option(old, "protected") and not _option(new, "protected"):
+        if effective(old, "protected") and not effective(new, "protected"):
             return 2, f"{layer}'s protected CPUs never run {waiter}'s threads"
         return None
     if old.treatment is Treatment.LATENCY and isinstance(new, Group):
-        starts = not _option(old, "preempt") and bool(_option(new, "preempt"))
+        starts = not effective(old, "preempt") and bool(effective(new, "preempt"))
         if waiter_group is None and (starts or stops):
             return 5, (f"{layer}'s own preempt decides whether its waking thread may take a busy CPU "
                        "(two preempting layers cannot preempt each other)")
@@ -186,8 +185,8 @@ def _frees_cpu(layer: str, old: Group | CatchAll, new: Group | CatchAll, waiter:
         if waiter_group is not None and layer != waiter_group and stops:
             return 5, (f"{layer}'s preempt: two preempting layers cannot preempt each other, so "
                        f"{waiter} cannot take a CPU from it")
-        if (waiter_group in (None, layer) and _option(new, "preempt_first")
-                and not _option(old, "preempt_first")):
+        if (waiter_group in (None, layer) and effective(new, "preempt_first")
+                and not effective(old, "preempt_first")):
             return 6, f"{layer}'s preempt_first sends its waking thread to its previous CPU first"
         return None
     if shorter or stops:
@@ -286,16 +285,16 @@ def _confinement_aim(parent: Profile, candidate: Candidate, changes: dict[str, f
             continue
         if old.treatment is not Treatment.EXCLUSIVE:
             continue
-        if keys == {"slice_us"} and _open(old) and _option(new, "slice_us") > _option(old, "slice_us"):
+        if keys == {"slice_us"} and _open(old) and effective(new, "slice_us") > effective(old, "slice_us"):
             return 0, 2, (f"{layer}'s longer slice: its CPUs preemptible, waiters take them anyway, "
                           "and its own thread is re-dispatched less often with no background")
         if not keys <= _OWNERSHIP_KEYS:
             continue
         if _opens(old, new):
             return 0, 0, f"{layer}'s CPUs preemptible: owning them costs its threads with no background"
-        if _option(old, "protected") and not _option(new, "protected"):
+        if effective(old, "protected") and not effective(new, "protected"):
             return 0, 1, f"{layer}'s CPUs unprotected: owning them costs its threads with no background"
-        if _option(old, "exclusive") and not _option(new, "exclusive"):
+        if effective(old, "exclusive") and not effective(new, "exclusive"):
             return 0, 3, f"{layer} not exclusive: owning its cores costs its threads with no background"
     return None
 

@@ -67,11 +67,10 @@ from threadwise.refine.measure.stats import (
 from threadwise.refine.search.diagnose import Blocker, Failure, diagnose, rows_of
 from threadwise.refine.search.guide import Choice, order
 from threadwise.refine.search.mutate import Candidate, all_mutations
-from threadwise.refine.search.vetting import Rejected, Vetted, toml_text
+from threadwise.refine.search.vetting import Rejected, Vetted
 from threadwise.refine.search.vetting import vet as default_vet
 from threadwise.shape import Shape
-from threadwise.synthesize.layered import LayerConfig
-from threadwise.synthesize.schema import Profile
+from threadwise.synthesize.api import LayerConfig, Profile, toml_text
 
 BASELINE, START, BEST, CANDIDATE = "baseline", "start", "best", "candidate"
 

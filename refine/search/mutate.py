@@ -61,17 +61,21 @@ from threadwise.refine.search.options import (
     scheduler_intervals,
     sharings,
 )
-from threadwise.refine.search.vetting import (
-    compile_config,
+from threadwise.shape import Shape
+from threadwise.synthesize.api import (
+    OPTION_KEYS,
+    Evidence,
+    Group,
+    LayerSpec,
+    Profile,
+    Treatment,
+    compiled_config,
     compiled_default,
     pattern_matches,
+    scheduler_args,
     validation_errors,
     weight_bounds,
 )
-from threadwise.shape import Shape
-from threadwise.synthesize.layered import LayerSpec
-from threadwise.synthesize.presets import scheduler_args
-from threadwise.synthesize.schema import OPTION_KEYS, Evidence, Group, Profile, Treatment
 
 # --- candidates -----------------------------------------------------------------------------------
 
@@ -386,7 +390,7 @@ def _key(profile: Profile, shape: Shape) -> tuple[tuple[LayerSpec, ...], tuple[s
     demotions) and its scx_layered flags; None when the profile does not validate."""
     if validation_errors(profile):
         return None
-    layers = tuple(dataclasses.replace(spec, comment=None) for spec in compile_config(profile, shape)[0])
+    layers = tuple(dataclasses.replace(spec, comment=None) for spec in compiled_config(profile, shape)[0])
     return layers, scheduler_args(profile)
 
 

@@ -51,10 +51,19 @@ from typing import Any
 from threadwise.errors import ThreadwiseError
 from threadwise.refine.search.candidate import Candidate, changed
 from threadwise.shape import Shape
-from threadwise.synthesize.compile import compile_profile
-from threadwise.synthesize.layered import KindName, LayerKind
-from threadwise.synthesize.presets import effective, scheduler_interval_ms
-from threadwise.synthesize.schema import MAX_US, CatchAll, Group, Profile, Scheduler, Treatment
+from threadwise.synthesize.api import (
+    MAX_US,
+    CatchAll,
+    Group,
+    KindName,
+    LayerKind,
+    Profile,
+    Scheduler,
+    Treatment,
+    compiled_config,
+    effective,
+    scheduler_interval_ms,
+)
 
 # the catch-all layer's name in compiled configs (compile.CATCH_ALL; "rest" is reserved for it)
 CATCH_ALL = "rest"
@@ -65,7 +74,7 @@ CATCH_ALL_SHORT_SLICE_US = 2000
 def compiled_layers(profile: Profile, shape: Shape) -> dict[str, LayerKind]:
     """Layer name -> its kind (with options) as the profile compiles for the shape ({} if it does not)."""
     try:
-        config = compile_profile(profile, shape).config
+        config, _notes = compiled_config(profile, shape)
     except (ThreadwiseError, AssertionError, ValueError):
         return {}
     return {spec.name: spec.kind for spec in config}

@@ -19,7 +19,7 @@ from threadwise.refine.evidence import record_note
 from threadwise.refine.measure import store
 from threadwise.synthesize.provenance import NOT_THE_HEADERS, read_header
 from threadwise.synthesize.reader import load_profile, parse_profile
-from threadwise.synthesize.words import plain
+from threadwise.words import plain
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -38,6 +38,7 @@ from threadwise.refine.search.loop import (
 )
 from threadwise.refine.search.mutate import Candidate
 from threadwise.shape import Shape, synthetic
+from threadwise.synthesize import vet as synthesize_vet
 from threadwise.synthesize.reader import load_profile, parse_profile
 from threadwise.synthesize.schema import CatchAll, Profile, Treatment
 
@@ -117,7 +118,7 @@ def measured_profile(arm: Arm) -> Profile:
 
 def compiled_on(arm: Arm, shape: Shape) -> bool:
     """Whether the arm's config is its profile compiled for `shape` (the shape it is measured on)."""
-    return arm.config == vetting.compile_config(measured_profile(arm), shape)[0]
+    return arm.config == synthesize_vet.compiled_config(measured_profile(arm), shape)[0]
 
 
 TWINS = (BASELINE, AA_ARM)
@@ -552,14 +553,14 @@ def test_each_arm_is_compiled_once_and_each_comparison_computed_once_per_step(mo
     from threadwise.refine.search import loop as loop_module
 
     compiled: list[str] = []
-    real_compile = vetting.compile_profile
+    real_compile = synthesize_vet.compile_profile
 
     def counting_compile(profile: Profile, shape: Shape):
         compiled.append(profile.comment or "start")
         return real_compile(profile, shape)
 
-    monkeypatch.setattr(vetting, "_COMPILED", {})
-    monkeypatch.setattr(vetting, "compile_profile", counting_compile)
+    monkeypatch.setattr(synthesize_vet, "_COMPILED", {})
+    monkeypatch.setattr(synthesize_vet, "compile_profile", counting_compile)
     ladder = FakeLadder(rps={"better": dict.fromkeys(LEVELS, 1.3)}, repeats=5)
     computed: list[tuple[str, str]] = []
     stored: list[list[tuple[str, str]]] = []   # per measurement (step)

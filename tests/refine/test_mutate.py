@@ -26,20 +26,14 @@ from threadwise.refine.search.mutate import (
     treatments,
     weights,
 )
-from threadwise.refine.search.vetting import (
-    Rejected,
-    Vetted,
-    compile_config,
-    toml_text,
-    validation_errors,
-    vet,
-)
+from threadwise.refine.search.vetting import Rejected, Vetted, vet
 from threadwise.shape import Shape, synthetic
 from threadwise.synthesize import oracle
 from threadwise.synthesize.layered import LayerConfig, LayerSpec
 from threadwise.synthesize.presets import SCHEDULER_INTERVAL_MS, scheduler_args
 from threadwise.synthesize.reader import load_profile, parse_profile
 from threadwise.synthesize.schema import CatchAll, Evidence, Group, Profile, Scheduler, Treatment, Workload
+from threadwise.synthesize.vet import compiled_config, toml_text, validation_errors
 
 GOLDEN = sorted((Path(__file__).parents[1] / "synthesize" / "fixtures" / "golden").glob("*.toml"))
 SMT4 = synthetic(4, 2)
@@ -101,7 +95,7 @@ FAST = settings(max_examples=80, deadline=None, suppress_health_check=[HealthChe
 def assert_sound(candidate: Candidate, parent: Profile, shape: Shape) -> None:
     """Validates, compiles for its shape, round-trips through TOML, and changes something."""
     assert validation_errors(candidate.profile) == [], candidate.name
-    config, _ = compile_config(candidate.profile, candidate.shape_for(shape))
+    config, _ = compiled_config(candidate.profile, candidate.shape_for(shape))
     assert LayerConfig.from_json_data(json.loads(config.to_json())) == config
     assert parse_profile(toml_text(candidate.profile))[0] == candidate.profile
     assert candidate.profile != parent or candidate.shape_for(shape) != shape, candidate.name
@@ -136,7 +130,7 @@ def test_all_mutations_is_deterministic_unique_and_never_a_noop(profile: Profile
 
 def compiled(profile: Profile, shape: Shape) -> tuple[list[LayerSpec], tuple[str, ...]]:
     """What scx_layered is started with: the layers (comments aside) and its flags."""
-    layers = [dataclasses.replace(s, comment=None) for s in compile_config(profile, shape)[0]]
+    layers = [dataclasses.replace(s, comment=None) for s in compiled_config(profile, shape)[0]]
     return layers, scheduler_args(profile)
 
 
@@ -260,7 +254,7 @@ def test_join_puts_an_adjacent_group_on_the_exclusive_groups_cores() -> None:
     assert both.evidence is not None and both.evidence.names == ["io_thd_1", "redis-server"]
     assert both.evidence.cpu_share == pytest.approx(1.28)
     assert not validation_errors(joined.profile)
-    assert compile_config(joined.profile, synthetic(2, 1))  # it compiles for the lab's shape
+    assert compiled_config(joined.profile, synthetic(2, 1))  # it compiles for the lab's shape
     # rolesim: the workers may join hot (adjacent); the feeder is not adjacent to hot
     assert [c.name for c in joins(golden("rolesim"), SMT4)] == ["join:worker>hot"]
     # two exclusive groups, or none, adjacent: nothing to join; a catch-all pattern never joins
@@ -325,7 +319,7 @@ def test_a_scheduler_change_is_no_noop_though_the_layers_are_identical() -> None
     assert {"scheduler:interval_ms=1000", "scheduler:interval_ms=10000"} <= set(found)
     for name, seconds in (("scheduler:interval_ms=1000", "1"), ("scheduler:interval_ms=10000", "10")):
         candidate = found[name]
-        assert compile_config(candidate.profile, SMT4)[0] == compile_config(rolesim, SMT4)[0]
+        assert compiled_config(candidate.profile, SMT4)[0] == compiled_config(rolesim, SMT4)[0]
         assert scheduler_args(candidate.profile) == ("--interval", seconds)
         assert_sound(candidate, rolesim, SMT4)
     # the preset written out is no change at all: not offered, and equal to the parent
@@ -383,7 +377,7 @@ def test_vetted_carries_the_compiled_config() -> None:
     seen: list[object] = []
     result = vet(Candidate("start", "", redis), SMT4, check=lambda config, args: seen.append(config) or [])
     assert isinstance(result, Vetted)
-    config, _ = compile_config(redis, SMT4)
+    config, _ = compiled_config(redis, SMT4)
     assert result.config == config
     assert seen == [config]   # the oracle is handed the typed config
     assert result.config.layer_names()[-1] == "rest"
@@ -395,7 +389,7 @@ def test_a_vetted_profiles_arm_is_the_ladder_arm_of_it_compiled_for_its_shape() 
     assert isinstance(vetted, Vetted)
     arm = vetted.arm("start")
     assert (arm.name, arm.profile_toml, arm.scx_args) == ("start", toml_text(redis), scheduler_args(redis))
-    assert arm.config == compile_config(redis, SMT4)[0] and not arm.is_baseline
+    assert arm.config == compiled_config(redis, SMT4)[0] and not arm.is_baseline
 
 
 # --- the real scx_layered ----------------------------------------------------------------------

@@ -18,11 +18,11 @@ from threadwise.refine.search.options import (
     protections,
     scheduler_intervals,
 )
-from threadwise.refine.search.vetting import compile_config, toml_text, validation_errors
 from threadwise.shape import synthetic
 from threadwise.synthesize.presets import SCHEDULER_INTERVAL_MS, scheduler_args
 from threadwise.synthesize.reader import load_profile, parse_profile
 from threadwise.synthesize.schema import CatchAll, Group, Profile, Scheduler
+from threadwise.synthesize.vet import compiled_config, toml_text, validation_errors
 
 GOLDEN = Path(__file__).parents[1] / "synthesize" / "fixtures" / "golden"
 SMT4 = synthetic(4, 2)  # rolesim's hot group fits: a Confined layer
@@ -35,7 +35,7 @@ def rolesim() -> Profile:
 
 def layer(candidate: Candidate | Profile, name: str, shape: Any = SMT4) -> tuple[str, dict[str, Any]]:
     profile = candidate.profile if isinstance(candidate, Candidate) else candidate
-    spec = next(s for s in compile_config(profile, shape)[0].to_json_data() if s["name"] == name)
+    spec = next(s for s in compiled_config(profile, shape)[0].to_json_data() if s["name"] == name)
     return next(iter(spec["kind"].items()))
 
 

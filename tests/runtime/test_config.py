@@ -113,14 +113,14 @@ def test_apply_reads_and_validates_its_input_once(tmp_path, recorded, monkeypatc
     down: no later step reads or validates the file again."""
     from threadwise.runtime import launcher
     from threadwise.runtime.state import RunFiles
-    from threadwise.synthesize import rules
+    from threadwise.synthesize import api
     from threadwise.synthesize.layered import LayerConfig
 
     path = tmp_path / f"input{suffix}"
     path.write_text(dumps(example_profile()) if suffix == ".toml" else json.dumps(GOOD))
     reads: list[str] = []
-    real_valid, real_load = rules.load_valid, LayerConfig.load.__func__
-    monkeypatch.setattr(rules, "load_valid", lambda p: reads.append("profile") or real_valid(p))
+    real_valid, real_load = api.load_valid, LayerConfig.load.__func__
+    monkeypatch.setattr(api, "load_valid", lambda p: reads.append("profile") or real_valid(p))
     monkeypatch.setattr(LayerConfig, "load", classmethod(lambda cls, p: reads.append("json")
                                                          or real_load(cls, p)))
     monkeypatch.setattr(launcher, "_preflight", lambda files: reads.append("preflight"))

@@ -11,11 +11,11 @@ import pytest
 from tests.synthesize.test_compact import jvm_like
 from threadwise import givenclock
 from threadwise.analyze.contract import AnalysisRecord
+from threadwise.diagnostics import ProfileError
 from threadwise.shape import parse_shape
 from threadwise.synthesize import oracle
 from threadwise.synthesize.build import build_profile
 from threadwise.synthesize.compile import compile_profile
-from threadwise.synthesize.diagnostics import ProfileError
 from threadwise.synthesize.reader import parse_profile
 from threadwise.synthesize.rules import validate
 from threadwise.synthesize.writer import dumps

@@ -13,7 +13,7 @@ from threadwise import givenclock
 from threadwise.shape import parse_shape
 from threadwise.synthesize.diff import diff_profiles
 from threadwise.synthesize.diff_render import render_text
-from threadwise.synthesize.words import plain
+from threadwise.words import plain
 
 HERE = Path(__file__).parent / "fixtures" / "diff"
 UPDATE = os.environ.get("THREADWISE_UPDATE_GOLDEN") == "1"

@@ -15,8 +15,8 @@ from threadwise.shape import parse_shape
 from threadwise.synthesize.diff import diff_profiles
 from threadwise.synthesize.diff_render import render_markdown, render_text
 from threadwise.synthesize.schema import Evidence, Group, Profile, Workload
-from threadwise.synthesize.words import plain
 from threadwise.synthesize.writer import dumps
+from threadwise.words import plain
 
 THREADS = {"rolesim": 10, "hot-0": 11, "worker-0": 12, "worker-1": 13, "feeder": 14}
 

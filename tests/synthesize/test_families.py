@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import stop_by_pid
 from threadwise import givenclock
-from threadwise.synthesize.diagnostics import ProfileError
+from threadwise.diagnostics import ProfileError
 from threadwise.synthesize.families import bundled, decide, load_families, parse_families
 from threadwise.synthesize.schema import Treatment
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from threadwise.diagnostics import Diagnostic, ProfileError
 from threadwise.shape import parse_shape, synthetic
 from threadwise.synthesize import oracle
 from threadwise.synthesize.compile import CATCH_ALL_OPTIONS, compile_profile
-from threadwise.synthesize.diagnostics import Diagnostic, ProfileError
 from threadwise.synthesize.diff import diff_profiles
 from threadwise.synthesize.diff_render import render_text
 from threadwise.synthesize.layered import LayerConfig

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from threadwise.synthesize.diagnostics import Diagnostic
+from threadwise.diagnostics import Diagnostic
 from threadwise.synthesize.reader import parse_profile
 from threadwise.synthesize.rules import validate
 from threadwise.synthesize.schema import Evidence, Group, Profile, Workload

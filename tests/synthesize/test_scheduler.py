@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from threadwise import givenclock
+from threadwise.diagnostics import Diagnostic, ProfileError
 from threadwise.errors import ConfigRefused
 from threadwise.shape import parse_shape, synthetic
 from threadwise.synthesize import oracle
 from threadwise.synthesize.compile import compile_profile
-from threadwise.synthesize.diagnostics import Diagnostic, ProfileError
 from threadwise.synthesize.diff import diff_profiles
 from threadwise.synthesize.diff_render import render_markdown, render_text
 from threadwise.synthesize.presets import SCHEDULER_INTERVAL_MS, scheduler_args

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from threadwise.synthesize.diagnostics import ProfileError
-from threadwise.synthesize.locate import SourceMap
+from threadwise.diagnostics import ProfileError
+from threadwise.sourcemap import SourceMap
 from threadwise.synthesize.reader import parse_profile
 from threadwise.synthesize.schema import Profile
 from threadwise.synthesize.writer import dumps
