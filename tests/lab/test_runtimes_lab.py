@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import datafiles
 from threadwise import givenclock
 from threadwise.errors import KeepDefault
 from threadwise.paths import cache_dir
@@ -33,29 +34,7 @@ from threadwise.refine.train import TrainOptions, train
 pytestmark = pytest.mark.timeout(1800)
 
 PYSERVICE = Path(__file__).parent / "guest" / "pyservice.py"
-PY_WORKLOAD = """\
-schema_version = 1
-name = "pyservice"
-description = "a CPython service with named threads, run by a venv's python"
-
-[service]
-command = ["{python}", "{script}", "100000", "2", "500"]
-ready = {{ log_line = "pyservice: ready" }}
-ready_timeout_s = 120.0
-
-[target]
-process = "python"
-
-[load]
-source = "service"
-parser = "jsonl"
-
-[objective]
-primary = {{ metric = "requests_per_s", direction = "higher" }}
-secondary = [ {{ metric = "accept_lat_p99_us", direction = "lower" }} ]
-warmup_s = 2.0
-window_s = 5.0
-"""
+PY_WORKLOAD = datafiles.text("lab/runtimes-lab-py-workload.toml")
 
 
 def python_workload(root: Path) -> Path:
@@ -121,35 +100,8 @@ def test_a_python_venv_service_trains_from_the_runtime_disk(tmp_path: Path) -> N
     check_record(profile, record, lines, "py-work-")
 
 
-LOAD_IS_TARGET = """\
-schema_version = 1
-name = "sysbench-cpu"
-description = "sysbench cpu: the load command is the workload (no service)"
-
-[target]
-process = "sysbench"
-
-[load]
-command = ["sysbench", "cpu", "--threads=2", "--time={window_s}", "run"]
-parser = "sysbench"
-
-[objective]
-primary = { metric = "events_per_s", direction = "higher" }
-warmup_s = 0.0
-window_s = 2.0
-"""
-SYSBENCH_PROFILE = """\
-schema_version = 1
-name = "sysbench-lw"
-
-[workload]
-process = "sysbench"
-
-[[group]]
-name = "sysbench"
-match = ["sysbench"]
-treatment = "default"
-"""
+LOAD_IS_TARGET = datafiles.text("lab/runtimes-lab-load-is-target.toml")
+SYSBENCH_PROFILE = datafiles.text("lab/runtimes-lab-sysbench-profile.toml")
 
 
 def test_a_cpu_bound_load_that_is_the_workload_is_measured_and_its_threads_found(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import subprocess
 
 import pytest
 
+from tests import datafiles
 from tests.lab.labrun import MIN_SHARE, hot_slices, run_guest_script, share_on, threadwise
 from threadwise.refine.measure.bundled import build
 
@@ -20,40 +21,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 GUEST_SHAPE = "cores=2,threads-per-core=2"
 
 
-PROFILE = """\
-schema_version = 1
-name = "hot2"
-
-[workload]
-process = "{process}"
-
-[source]
-duration_s = 5.0
-nr_cpus = 4
-events_lost = 0
-caveats = ["hand-written for the SMT lab test: two hot threads given one whole core"]
-
-[[group]]
-name = "hot"
-match = ["hot-*"]
-treatment = "exclusive"
-hot_threads = 2
-cpu_fraction = 0.5
-request_millicores = 2000
-# the exclusive preset of before 2026-11-24: with preempt a hot thread pushed off one sibling takes
-# the other, so both run at once (the collision lint must observe); without it, scx_layered kept
-# the second sibling idle and ran both on one CPU in one of two runs
-preempt = true
-slice_us = 20000
-
-[group.evidence]
-role = "compute"
-confidence = 0.99
-threads = 2
-names = ["hot-0", "hot-1"]
-cpu_share = 1.9
-max_thread_share = 0.95
-"""
+PROFILE = datafiles.text("lab/smt-lab-profile.toml")
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 import pytest
 
@@ -208,16 +210,21 @@ def test_a_switch_at_the_capture_end_is_no_gap(tmp_path):
             (10, 300, "S", False), (11, 0, None, True)]
 
 
-def test_a_version_1_capture_is_migrated_on_open(tmp_path):
-    from threadwise.observe.store import SCHEMA_VERSION
-
-    path = build(tmp_path / "old.duckdb", end_ts=10, events={})
-    # make it look like a capture written before migration 2 existed
+def version_1_capture(path: Path) -> Path:
+    """A capture as written before migration 2 existed (no proc_snapshot.read_ns, version 1)."""
+    build(path, end_ts=10, events={})
     con = duckdb.connect(str(path))
     con.execute("ALTER TABLE proc_snapshot DROP COLUMN read_ns")
     con.execute("DELETE FROM schema_migrations WHERE version > 1")
     con.execute("UPDATE capture SET schema_version = 1")
     con.close()
+    return path
+
+
+def test_a_version_1_capture_is_migrated_on_open(tmp_path):
+    from threadwise.observe.store import SCHEMA_VERSION
+
+    path = version_1_capture(tmp_path / "old.duckdb")
     with open_capture(path) as con:
         versions = [v for (v,) in con.execute(
             "SELECT version FROM schema_migrations ORDER BY 1").fetchall()]
@@ -236,12 +243,7 @@ def test_reading_an_old_capture_never_writes_it(tmp_path):
 
     from threadwise.observe.store import SCHEMA_VERSION
 
-    path = build(tmp_path / "old.duckdb", end_ts=10, events={})
-    con = duckdb.connect(str(path))
-    con.execute("ALTER TABLE proc_snapshot DROP COLUMN read_ns")
-    con.execute("DELETE FROM schema_migrations WHERE version > 1")
-    con.execute("UPDATE capture SET schema_version = 1")
-    con.close()
+    path = version_1_capture(tmp_path / "old.duckdb")
     before = hashlib.sha256(path.read_bytes()).hexdigest()
     os.chmod(path, 0o444)
     os.chmod(tmp_path, 0o555)   # not even a WAL could be created beside it

@@ -17,6 +17,7 @@ import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from benchmarks.bulk import bulk_capture
+from tests import datafiles
 from threadwise.cli import main
 from threadwise.observe.builder import CaptureBuilder
 from threadwise.observe.interop.export_perfetto import export_perfetto
@@ -253,22 +254,7 @@ def test_imported_capture_is_a_capture(synthetic, tmp_path, capsys):
         con.close()
 
 
-PROFILE = """schema_version = 1
-name = "app"
-
-[workload]
-process = "app"
-
-[[group]]
-name = "hot"
-match = ["hot-*"]
-treatment = "latency"
-
-[[group]]
-name = "workers"
-match = ["worker"]
-treatment = "housekeeping"
-"""
+PROFILE = datafiles.text("observe/interop-profile.toml")
 
 
 def test_export_with_the_applied_profile_shows_each_threads_layer(synthetic, tmp_path, capsys):

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests import datafiles
 from threadwise.errors import UsageError
 from threadwise.observe.records import SWITCH, TASK, TW_SEEN, TW_SWITCH, TW_WAKING, WAKING
 from threadwise.refine.measure import blockers, ladder, store
@@ -23,48 +24,14 @@ from threadwise.synthesize.layered import LayerConfig
 S, R_PLUS = 1, 256
 WORKER, HOT, FEEDER, SPIN, ROLESIM = 20, 21, 22, 30, 10
 
-PROFILE = """
-schema_version = 1
-name = "tiny"
-[workload]
-process = "rolesim"
-[[group]]
-name = "hot"
-match = ["hot-*"]
-treatment = "exclusive"
-hot_threads = 1
-[[group]]
-name = "worker"
-match = ["worker-*"]
-treatment = "latency"
-[[group]]
-name = "feeder"
-match = ["feeder"]
-treatment = "latency"
-"""
+PROFILE = datafiles.text("refine/blockers-profile.toml")
 SPECS = [{"name": name, "matches": [[{"PcommPrefix": "rolesim"}, {"CommPrefix": prefix}]],
           "kind": {"Confined": {"util_range": [0.8, 0.9]}}}
          for name, prefix in (("hot", "hot-"), ("worker", "worker-"), ("feeder", "feeder"))]
 SPECS.append({"name": "rest", "matches": [[]], "kind": {"Open": {}}})
 CONFIG = LayerConfig.from_json_data(SPECS)
 
-WORKLOAD = """
-schema_version = 1
-name = "rolesim-tiny"
-description = "rolesim, short"
-[service]
-command = ["{rolesim}", "--hot", "1"]
-ready = { log_line = "rolesim: ready" }
-[target]
-process = "rolesim"
-[load]
-source = "service"
-parser = "rolesim"
-[objective]
-primary = { metric = "hot_chunks_per_s", direction = "higher" }
-warmup_s = 1.0
-window_s = 2.0
-"""
+WORKLOAD = datafiles.text("refine/blockers-workload.toml")
 
 
 def _switches() -> list[tuple[int, int, int, int, int]]:

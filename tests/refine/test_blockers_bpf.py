@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import datafiles
 from threadwise import givenclock
 from threadwise.observe import tracer_build
 from threadwise.refine.measure import blockers
@@ -110,20 +111,7 @@ int main(int argc, char **argv)
 }
 """
 
-PROFILE = """
-schema_version = 1
-name = "twblock"
-[workload]
-process = "twblock"
-[[group]]
-name = "holder"
-match = ["holder"]
-treatment = "default"
-[[group]]
-name = "waiter"
-match = ["waiter"]
-treatment = "latency"
-"""
+PROFILE = datafiles.text("refine/blockers-bpf-profile.toml")
 SPECS = [{"name": name, "matches": [[{"PcommPrefix": "twblock"}, {"CommPrefix": name}]],
           "kind": {"Open": {}}} for name in ("holder", "waiter")]
 SPECS.append({"name": "rest", "matches": [[]], "kind": {"Open": {}}})

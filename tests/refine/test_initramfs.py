@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import datafiles
 from threadwise.errors import MissingTool
 from threadwise.runtime.lab import initramfs
 
@@ -29,39 +30,9 @@ BUSYBOX = shutil.which("busybox")
 SHAPE = "cores=2,threads-per-core=1"
 
 # The bundled rolesim, smaller and with a short window, so the VM part stays near a minute.
-WORKLOAD = """
-schema_version = 1
-name = "rolesim-tiny"
-description = "the bundled rolesim, 1 hot thread, 2 workers, 2 s windows"
-[service]
-command = ["{rolesim}", "--hot", "1", "--workers", "2", "--report-ms", "500"]
-ready = { log_line = "rolesim: ready" }
-[target]
-process = "rolesim"
-[load]
-source = "service"
-parser = "rolesim"
-[objective]
-primary = { metric = "hot_chunks_per_s", direction = "higher" }
-warmup_s = 1.0
-window_s = 2.0
-"""
+WORKLOAD = datafiles.text("refine/initramfs-workload.toml")
 
-PROFILE = """
-schema_version = 1
-name = "tiny"
-[workload]
-process = "rolesim"
-[[group]]
-name = "hot"
-match = ["hot-*"]
-treatment = "exclusive"
-hot_threads = 1
-[[group]]
-name = "rolesim"
-match = ["rolesim", "feeder", "worker-*", "housekeep"]
-treatment = "default"
-"""
+PROFILE = datafiles.text("refine/initramfs-profile.toml")
 
 
 @pytest.mark.skipif(BUSYBOX is None, reason="needs busybox: apt-get install busybox-static")

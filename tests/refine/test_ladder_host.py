@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import datafiles
 from threadwise.errors import LadderIncomplete
 from threadwise.refine.measure import store
 from threadwise.refine.measure.bundled import build
@@ -27,25 +28,7 @@ from threadwise.refine.measure.workload import bundled_workload_path, load_workl
 
 pytestmark = pytest.mark.slow
 
-NEVER_READY = """
-schema_version = 1
-name = "never-ready"
-description = "a service whose ready line never comes"
-[service]
-command = ["sleep", "30"]
-ready = { log_line = "this line is never printed" }
-ready_timeout_s = 2.0
-stop_timeout_s = 2.0
-[target]
-process = "sleep"
-[load]
-source = "service"
-parser = "jsonl"
-[objective]
-primary = { metric = "x", direction = "higher" }
-warmup_s = 0.0
-window_s = 1.0
-"""
+NEVER_READY = datafiles.text("refine/ladder-host-never-ready.toml")
 
 
 def test_an_aa_ladder_runs_on_this_host_and_every_cell_is_judged(tmp_path: Path) -> None:

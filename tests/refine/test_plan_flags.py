@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import datafiles
 from threadwise import givenclock
 from threadwise.refine.measure import ladder
 from threadwise.refine.measure.ladder import BASELINE, Arm
@@ -28,33 +29,9 @@ from threadwise.synthesize.layered import LayerConfig
 
 SPECS = [{"name": "rest", "matches": [[]], "kind": {"Open": {}}}]
 CONFIG = LayerConfig.from_json_data(SPECS)
-PROFILE = """schema_version = 1
-name = "tiny"
-[workload]
-process = "rolesim"
-[[group]]
-name = "worker"
-match = ["worker-*"]
-treatment = "latency"
-"""
+PROFILE = datafiles.text("refine/plan-flags-profile.toml")
 # A workload whose load command is a program on PATH (no service: nothing else to pack).
-WORKLOAD = """
-schema_version = 1
-name = "bench"
-description = "redis-benchmark against a redis-server it starts"
-[service]
-command = ["redis-server", "--port", "6399"]
-ready = { tcp_port = 6399 }
-[target]
-process = "redis-server"
-[load]
-source = "command"
-command = ["redis-benchmark", "-p", "6399", "-t", "get", "-n", "100", "--csv"]
-parser = "redis-benchmark"
-[objective]
-primary = { metric = "get_rps", direction = "higher" }
-window_s = 2.0
-"""
+WORKLOAD = datafiles.text("refine/plan-flags-workload.toml")
 
 
 def _plan(*arms: Arm, workload: str = WORKLOAD) -> ladder.Plan:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import datafiles
 from threadwise import givenclock
 from threadwise.refine.measure import ingest, ladder
 from threadwise.refine.measure.workload import bundled_workload_path, parse_workload
@@ -19,25 +20,7 @@ from threadwise.refine.measure.workload import bundled_workload_path, parse_work
 BUSYBOX = shutil.which("busybox")
 needs_busybox = pytest.mark.skipif(BUSYBOX is None, reason="needs busybox: apt-get install busybox-static")
 
-WORKLOAD = """\
-schema_version = 1
-name = "mine"
-description = "a service of my own"
-
-[service]
-command = ["SERVICE", "--port", "7000"]
-ready = { log_line = "ready" }
-
-[target]
-process = "mine"
-
-[load]
-command = ["LOAD", "-n", "5"]
-parser = "jsonl"
-
-[objective]
-primary = { metric = "requests_per_s", direction = "higher" }
-"""
+WORKLOAD = datafiles.text("refine/preflight-workload.toml")
 SERVICE_LINE = 6   # the lines of WORKLOAD's two commands
 LOAD_LINE = 13
 

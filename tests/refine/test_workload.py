@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import datafiles
+from tests.datafiles import line_of
 from threadwise import givenclock
 from threadwise.errors import InputError, UsageError
 from threadwise.refine.measure.metrics import PARSER_NAMES, parse_metrics
@@ -35,32 +37,7 @@ BUNDLED_OUTPUT = {
     "poolservice": "poolservice_report.jsonl",
 }
 
-VALID = """\
-schema_version = 1
-name = "demo"
-description = "a service and its client"
-
-[service]
-command = ["demo-server", "--port", "7000"]
-ready = { tcp_port = 7000 }
-ready_timeout_s = 5.0
-
-[target]
-process = "demo-server"
-
-[load]
-source = "command"
-command = ["redis-benchmark", "-p", "7000", "-t", "get,set", "--csv", "-q"]
-parser = "redis-benchmark"
-
-[objective]
-primary = { metric = "get_rps", direction = "higher" }
-secondary = [
-  { metric = "set_p99_ms", direction = "lower" },
-  { metric = "get_p99_ms", direction = "lower" },
-]
-window_s = 5.0
-"""
+VALID = datafiles.text("refine/workload-valid.toml")
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -72,11 +49,6 @@ def write(tmp_path: Path, text: str) -> Path:
 def edit(old: str, new: str, text: str = VALID) -> str:
     assert old in text, old
     return text.replace(old, new, 1)
-
-
-def line_of(text: str, fragment: str) -> int:
-    """1-based line of the first line containing `fragment` (so tests hold no line numbers)."""
-    return next(i for i, line in enumerate(text.splitlines(), start=1) if fragment in line)
 
 
 def fails(tmp_path: Path, text: str) -> WorkloadError:

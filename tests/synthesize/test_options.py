@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from threadwise.diagnostics import Diagnostic, ProfileError
+from tests.datafiles import line_of, profile_diagnostics
 from threadwise.shape import parse_shape, synthetic
 from threadwise.synthesize import oracle
 from threadwise.synthesize.compile import CATCH_ALL_OPTIONS, compile_profile
@@ -53,14 +53,6 @@ EXPECTED: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def _diagnostics(text: str) -> list[Diagnostic]:
-    with pytest.raises(ProfileError) as caught:
-        parse_profile(text, "p.toml")
-    return caught.value.diagnostics
-
-
-def _line_of(text: str, needle: str) -> int:
-    return next(n for n, line in enumerate(text.splitlines(), 1) if needle in line)
 
 
 def test_overrides_compile_over_the_preset() -> None:
@@ -140,9 +132,9 @@ def test_a_profile_without_overrides_is_written_as_before(example: Profile, exam
 ])
 def test_option_types_are_strict_with_lines(old: str, new: str, message: str) -> None:
     text = dumps(tuned()).replace(old, new, 1)
-    [diag] = _diagnostics(text)
+    [diag] = profile_diagnostics(text)
     assert (diag.rule, diag.message, diag.file) == ("schema", message, "p.toml")
-    assert diag.line == _line_of(text, new)
+    assert diag.line == line_of(text, new)
 
 
 @pytest.mark.parametrize(("old", "new", "where", "suggestion"), [
@@ -155,7 +147,7 @@ def test_unknown_option_keys_are_errors_with_the_allowed_keys(old: str, new: str
     text = dumps(tuned())
     at = text.rindex(old) if where.startswith("catch_all") else text.index(old)
     text = text[:at] + new + text[at + len(old):]
-    [diag] = _diagnostics(text)
+    [diag] = profile_diagnostics(text)
     assert diag.message == f"unknown key {where!r}"
     assert diag.line == text[:at].count("\n") + 1
     if suggestion:

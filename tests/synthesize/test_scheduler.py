@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.datafiles import line_of, profile_diagnostics
 from threadwise import givenclock
-from threadwise.diagnostics import Diagnostic, ProfileError
 from threadwise.errors import ConfigRefused
 from threadwise.shape import parse_shape, synthetic
 from threadwise.synthesize import oracle
@@ -37,14 +37,6 @@ def profile(interval_ms: int | None = None, *, table: bool = True) -> Profile:
     ], scheduler=Scheduler(interval_ms=interval_ms) if table else None)
 
 
-def _diagnostics(text: str) -> list[Diagnostic]:
-    with pytest.raises(ProfileError) as caught:
-        parse_profile(text, "p.toml")
-    return caught.value.diagnostics
-
-
-def _line_of(text: str, needle: str) -> int:
-    return next(n for n, line in enumerate(text.splitlines(), 1) if needle in line)
 
 
 # --- the table in TOML ----------------------------------------------------------------------------
@@ -58,7 +50,7 @@ def test_written_last_with_what_it_sets_and_read_back_byte_identical() -> None:
         "every layer)\ninterval_ms = 1000\n")
     again, source = parse_profile(text, "p.toml")
     assert again == profile(1000) and dumps(again) == text
-    assert source.line_of(("scheduler", "interval_ms")) == _line_of(text, "interval_ms = 1000")
+    assert source.line_of(("scheduler", "interval_ms")) == line_of(text, "interval_ms = 1000")
     assert validate(again) == []
 
 
@@ -82,9 +74,9 @@ def test_no_table_writes_none_and_an_empty_table_round_trips() -> None:
 ])
 def test_interval_range_and_type_errors_name_file_and_line(old: str, new: str, message: str) -> None:
     text = dumps(profile(1000)).replace(old, new)
-    [diag] = _diagnostics(text)
+    [diag] = profile_diagnostics(text)
     assert (diag.rule, diag.message, diag.file) == ("schema", message, "p.toml")
-    assert diag.line == _line_of(text, new)
+    assert diag.line == line_of(text, new)
     assert diag.render().startswith(f"p.toml:{diag.line}: error[schema]: {message}")
 
 
@@ -101,7 +93,7 @@ def test_an_unknown_scheduler_key_names_its_line_and_the_allowed_key(tmp_path: P
     found, [diag] = check_file(path)
     assert found is None
     assert diag.message == "unknown key 'scheduler.interval'"
-    assert (diag.file, diag.line) == (str(path), _line_of(text, "interval = 1000"))
+    assert (diag.file, diag.line) == (str(path), line_of(text, "interval = 1000"))
     assert "did you mean 'interval_ms'?" in (diag.hint or "")
 
 

@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
-
-from threadwise.diagnostics import ProfileError
+from tests.datafiles import line_of, profile_diagnostics
 from threadwise.sourcemap import SourceMap
 from threadwise.synthesize.reader import parse_profile
 from threadwise.synthesize.schema import Profile
 from threadwise.synthesize.writer import dumps
-
-
-def _diagnostics(text: str) -> list:
-    with pytest.raises(ProfileError) as caught:
-        parse_profile(text, "p.toml")
-    return caught.value.diagnostics
-
-
-def _line_of(text: str, needle: str) -> int:
-    return next(n for n, line in enumerate(text.splitlines(), 1) if needle in line)
 
 
 def test_write_is_deterministic_and_round_trips(example: Profile, example_text: str) -> None:
@@ -37,56 +25,56 @@ def test_evidence_and_sizing_arithmetic_are_comments(example_text: str) -> None:
 
 
 def test_bad_toml_reports_line_and_column() -> None:
-    [diag] = _diagnostics('schema_version = 1\nname = "x"\n[workload]\nprocess = demo\n')
+    [diag] = profile_diagnostics('schema_version = 1\nname = "x"\n[workload]\nprocess = demo\n')
     assert (diag.rule, diag.line, diag.column) == ("toml_syntax", 4, 11)
     assert diag.render().startswith("p.toml:4:11: error[toml_syntax]: invalid TOML")
 
 
 def test_unknown_key_names_its_line_and_the_allowed_keys(example_text: str) -> None:
     text = example_text.replace("hot_threads = 2", "hot_thread = 2")
-    [diag] = _diagnostics(text)
+    [diag] = profile_diagnostics(text)
     assert diag.message == "unknown key 'group[0].hot_thread'"
-    assert diag.line == _line_of(text, "hot_thread = 2")
+    assert diag.line == line_of(text, "hot_thread = 2")
     assert "hot_threads" in (diag.hint or "")
 
 
 def test_unknown_top_level_table(example_text: str) -> None:
     text = example_text + "\n[extras]\nx = 1\n"
-    [diag] = _diagnostics(text)
+    [diag] = profile_diagnostics(text)
     assert diag.message == "unknown key 'extras'"
-    assert diag.line == _line_of(text, "[extras]")
+    assert diag.line == line_of(text, "[extras]")
 
 
 def test_non_finite_float_is_an_error(example_text: str) -> None:
     text = example_text.replace("cpu_fraction = 0.85", "cpu_fraction = inf")
-    [diag] = _diagnostics(text)
+    [diag] = profile_diagnostics(text)
     assert diag.message == "group[0].cpu_fraction: nan and inf are not allowed"
-    assert diag.line == _line_of(text, "cpu_fraction = inf")
+    assert diag.line == line_of(text, "cpu_fraction = inf")
 
 
 def test_wrong_type_is_an_error(example_text: str) -> None:
     text = example_text.replace("hot_threads = 2", 'hot_threads = "2"')
-    [diag] = _diagnostics(text)
+    [diag] = profile_diagnostics(text)
     assert diag.message.startswith("group[0].hot_threads: input should be a valid integer")
 
 
 def test_empty_group_is_an_error(example_text: str) -> None:
     text = example_text.replace('match = ["worker-*"]', "match = []")
-    [diag] = _diagnostics(text)
+    [diag] = profile_diagnostics(text)
     assert diag.message == "group[0].match: a group needs at least one match pattern"
-    assert diag.line == _line_of(text, "match = []")
+    assert diag.line == line_of(text, "match = []")
 
 
 def test_missing_key_points_at_its_table(example_text: str) -> None:
     text = example_text.replace('treatment = "latency"\n', "")
-    [diag] = _diagnostics(text)
+    [diag] = profile_diagnostics(text)
     assert diag.message == "missing required key 'group[1].treatment'"
     headers = [n for n, line in enumerate(text.splitlines(), 1) if line == "[[group]]"]
     assert diag.line == headers[1]
 
 
 def test_unknown_schema_version() -> None:
-    [diag] = _diagnostics('schema_version = 7\nname = "x"\n')
+    [diag] = profile_diagnostics('schema_version = 7\nname = "x"\n')
     assert (diag.rule, diag.line) == ("schema_version", 1)
     assert "7" in diag.message
 
