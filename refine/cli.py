@@ -342,32 +342,10 @@ def rejudge_command(
       threadwise rejudge artifacts/rolesim
     """
     # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
-    from threadwise.refine import rejudge, report
-    from threadwise.refine.measure.store import open_ladder
+    from threadwise.refine.rejudge import rejudge_record
 
-    ladder_file = record / "ladder.duckdb" if record.is_dir() else record
-    con = open_ladder(ladder_file, read_only=not ladder_file.is_file())
-    try:
-        if record.is_dir() and (record / "REPORT.md").is_file():
-            rejudge.training_from_report(con, record / "REPORT.md")
-        result = rejudge.rejudge_file(con)
-        if record.is_dir():
-            row = con.execute(report.sql("training")).fetchone()
-            target = profile or Path(row[3])
-            if target.is_file():
-                placed = rejudge.place(con, record, target, result.verdict)
-                typer.echo(f"rejudge: rewrote {target}'s header" if placed == target else
-                           f"rejudge: {target} does not beat the default scheduler by today's judge: "
-                           f"moved to {placed} (keep the default; {record / 'KEEP-DEFAULT.md'} says why)")
-            report.write_report(con, record)
-    finally:
-        con.close()
-    typer.echo(f"rejudge: {result.runs} runs judged again in {ladder_file}"
-               + (f"; {result.revalidated} cells the profile's starved background had made invalid "
-                  "are valid by today's rule" if result.revalidated else ""))
-    for line in result.changed or ["no step decision changed"]:
-        typer.echo(f"  {line}")
-    typer.echo(result.verdict.replace("**", ""))
+    for line in rejudge_record(record, profile):
+        typer.echo(line)
 
 
 def register(app: typer.Typer) -> None:

@@ -160,3 +160,33 @@ def place(con: duckdb.DuckDBPyConnection, record: Path, profile: Path, verdict: 
     outcome.write(chosen, "", profile.read_text(), profile)
     con.execute(sql("move_profile"), [str(chosen.path)])
     return chosen.path
+
+
+def rejudge_record(record: Path, profile: Path | None = None) -> list[str]:
+    """`threadwise rejudge RECORD`: judge a training record (artifacts/NAME/) or a bare ladder file
+    again and, for a record, rewrite REPORT.md, its plots and the profile's header (`profile`, else
+    the one the record names), moving a profile that no longer wins aside. The lines to print."""
+    ladder_file = record / "ladder.duckdb" if record.is_dir() else record
+    con = store.open_ladder(ladder_file, read_only=not ladder_file.is_file())
+    lines: list[str] = []
+    try:
+        if record.is_dir() and (record / "REPORT.md").is_file():
+            training_from_report(con, record / "REPORT.md")
+        result = rejudge_file(con)
+        if record.is_dir():
+            row = con.execute(report.sql("training")).fetchone()
+            target = profile or Path(row[3])
+            if target.is_file():
+                placed = place(con, record, target, result.verdict)
+                lines.append(f"rejudge: rewrote {target}'s header" if placed == target else
+                             f"rejudge: {target} does not beat the default scheduler by today's judge: "
+                             f"moved to {placed} (keep the default; {record / 'KEEP-DEFAULT.md'} says why)")
+            report.write_report(con, record)
+    finally:
+        con.close()
+    lines.append(f"rejudge: {result.runs} runs judged again in {ladder_file}"
+                 + (f"; {result.revalidated} cells the profile's starved background had made invalid "
+                    "are valid by today's rule" if result.revalidated else ""))
+    lines += [f"  {line}" for line in result.changed or ["no step decision changed"]]
+    lines.append(result.verdict.replace("**", ""))
+    return lines
