@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import groupby
@@ -41,9 +39,10 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
-from threadwise.errors import ThreadwiseError, UsageError
+from threadwise.errors import MissingTool, ThreadwiseError, TracerError, UsageError
 from threadwise.observe.builder import CaptureBuilder
 from threadwise.observe.store import open_capture
+from threadwise.observe.tracer_build import build as build_tracer
 from threadwise.refine.measure import store
 from threadwise.refine.measure.plan import Cell, Plan
 from threadwise.refine.measure.validity import stat_cpu_s
@@ -90,14 +89,15 @@ def policy() -> str:
 
 def default_tracer(attach_mode: str) -> Path | None:
     """The libbpf tracer for a plan the agent attaches itself (the initramfs guest), if it is
-    built or can be: observe's own build command prints its path (cached by source hash)."""
+    built or can be (observe's build, in-process, cached by source hash); None where it cannot
+    be built here: the trace is extra evidence, never a reason to stop a ladder."""
     if attach_mode != "direct" or policy() == "off":
         return None
-    done = subprocess.run([sys.executable, "-m", "threadwise.observe.tracer_build"], capture_output=True,
-                          text=True, check=False)
-    lines = done.stdout.strip().splitlines() if done.returncode == 0 else []
-    found = Path(lines[-1]) if lines else None
-    return found if found is not None and found.is_file() else None
+    try:
+        found = build_tracer(progress=lambda _line: None)
+    except (MissingTool, TracerError):
+        return None
+    return found if found.is_file() else None
 
 
 def trace_cells(plan: Plan) -> dict[int, tuple[Cell, ...]]:
