@@ -131,7 +131,9 @@ def test_the_order_check_catches_a_later_stage(tmp_path):
 # refine's rooms (docs/refine.md "Where the code lives"), lowest first: measure (the workload, the
 # ladder, its file and the judge) knows nothing of a search; search decides from what measure
 # stored; the record, train and the CLI (refine's top-level modules) sit on both.
-REFINE_ROOMS = ("threadwise.refine.measure", "threadwise.refine.search", "threadwise.refine")
+# the canary (a profile judged on its live host) stands on measurement only, beside the search
+REFINE_ROOMS = ("threadwise.refine.measure", "threadwise.refine.canary", "threadwise.refine.search",
+                "threadwise.refine")
 
 
 def _room(module: str) -> str | None:
