@@ -348,8 +348,79 @@ def rejudge_command(
         typer.echo(line)
 
 
+def _percent(text: str, option: str) -> float:
+    """`10%` or `0.10`: a ratio."""
+    try:
+        value = float(text.removesuffix("%")) / (100 if text.endswith("%") else 1)
+    except ValueError:
+        raise UsageError(f"{option} {text!r} is not a percentage", hint=f"for example {option} 10%") from None
+    if not 0 <= value < 1:
+        raise UsageError(f"{option} {text!r} is out of range", hint="between 0% and 100%")
+    return value
+
+
+def canary_command(
+    profile: Annotated[Path, typer.Argument(help="The trained profile (.toml) to judge.",
+                                            show_default=False)],
+    workload: Annotated[str, typer.Option("--workload", help="The workload file the profile was trained "
+                                          "with: its target process, objective and parser.",
+                                          show_default=False)],
+    pid: Annotated[int | None, typer.Option("--pid", help="The service's pid (default: the one process "
+                                            "named as the workload's target).")] = None,
+    probe_log: Annotated[Path | None, typer.Option("--probe-log", help="Read each window's metrics from "
+                                                   "the lines the service appends to this log.")] = None,
+    probe_command: Annotated[str | None, typer.Option("--probe-command", help="Or from the output of this "
+                                                      "command, run once per window ({window_s}: its "
+                                                      "length).")] = None,
+    shape: Annotated[str, typer.Option("--shape", help="Machine shape the profile is compiled for "
+                                       "(host: this machine).")] = "host",
+    margin: Annotated[str, typer.Option("--margin", help="The loss each metric tolerates before the "
+                                        "canary calls it worse.")] = "10%",
+    max_regression: Annotated[str | None, typer.Option("--max-regression", help="One profile window "
+                                                       "this much worse on the primary than the default "
+                                                       "window before it rolls back at once.")] = None,
+    max_duration: Annotated[str, typer.Option("--max-duration", help="Roll back when no decision came "
+                                              "by then (30m, 2h, ...).")] = "30m",
+    window: Annotated[str | None, typer.Option("--window", help="Window length (default: the workload "
+                                               "file's).")] = None,
+    warmup: Annotated[str | None, typer.Option("--warmup", help="After each switch, before a window "
+                                               "counts (default: the workload file's).")] = None,
+    alpha: Annotated[float, typer.Option("--alpha", help="The chance of any false decision over the "
+                                         "whole canary, however often it looks.")] = 0.05,
+    out: Annotated[Path, typer.Option("--output", "-o", help="The canary's record (DuckDB).")]
+    = Path("canary.duckdb"),
+    force: Force = False,
+) -> None:
+    """Judge a profile on the live service it was trained for, on this host; keep it only while it
+    measurably helps.
+
+    Windows alternate, in ABBA blocks, between the profile (scx_layered) and the kernel's default
+    scheduler, and after every pair an anytime-valid confidence sequence per metric decides: worse
+    beyond --margin rolls back (exit 13), better with no metric worse beyond its margin keeps the
+    profile applied (exit 0), no decision by --max-duration rolls back ("no measurable benefit",
+    exit 13). Ctrl-C and SIGTERM roll back first. Needs root and a kernel with sched_ext; half the
+    windows run on the default scheduler (docs/canary.md).
+
+      threadwise canary profiles/redis.toml --workload redis --probe-command 'redis-benchmark -t get --csv'
+    """
+    # deferred: loads duckdb, numpy and pydantic; `threadwise --help` imports this module
+    from threadwise.durations import optional_duration, parse_duration
+    from threadwise.refine.canary.command import CanaryOptions, canary
+
+    regression = _percent(max_regression, "--max-regression") if max_regression else None
+    options = CanaryOptions(
+        profile, workload, pid, probe_log, shlex.split(probe_command) if probe_command else None, shape,
+        _percent(margin, "--margin"), regression,
+        parse_duration(max_duration, option="--max-duration"), optional_duration(window, option="--window"),
+        optional_duration(warmup, option="--warmup"), alpha, out, force,
+        shlex.join(["threadwise", *sys.argv[1:]]))
+    result = canary(options, progress=typer.echo)
+    typer.echo(f"canary: kept after {result.pairs} pairs ({result.seconds:.0f} s); record {out}")
+
+
 def register(app: typer.Typer) -> None:
     app.command("rejudge")(rejudge_command)
+    app.command("canary")(canary_command)
     app.add_typer(workload_app, name="workload")
     app.command("ladder")(ladder_command)
     app.command("train")(train_command)

@@ -234,5 +234,12 @@ class KeepDefault(ThreadwiseError):
     exit_code = 12
 
 
+class CanaryRolledBack(ThreadwiseError):
+    """`canary`: the profile was rolled back (worse beyond a margin, a guard fired, or no decision
+    by --max-duration); the host is on the kernel's default scheduler and the record says why."""
+
+    exit_code = 13
+
+
 class LadderIncomplete(ThreadwiseError):
     """A ladder stopped before its last cell; the cells that finished are stored."""

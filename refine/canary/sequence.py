@@ -3,8 +3,9 @@
 Problem: a canary looks at its evidence after every pair of windows (the profile attached, the
 kernel's default scheduler) and stops as soon as the answer is clear. A fixed-n test read after
 every pair is wrong far more often than its alpha says (simulated: a t test at 5% read after
-each of 150 A/A pairs called 44% of 200 streams different; this sequence, 0.5%), and the canary has no n to fix in advance: a clear
-regression must stop it in a few pairs, a small gain may need a hundred.
+each of 150 A/A pairs called 44% of 200 streams different; this sequence, 0.5%), and the
+canary has no n to fix in advance: a clear regression must stop it in a few pairs, a small gain
+may need a hundred.
 
 Approach: per metric, a confidence sequence for the mean paired log ratio, valid at every pair at
 once (a time-uniform bound: the chance that it ever excludes the true mean is at most alpha, however

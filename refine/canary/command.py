@@ -1,0 +1,115 @@
+"""`threadwise canary`: what the command does between its options and the loop.
+
+The workload file gives what the training judged by: the target process, the objective (primary
+and secondary metrics, their directions, the window) and the parser of the load's output, which
+the probe reuses; the options give the probe's source, the margins and the guards.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from threadwise.errors import CanaryRolledBack, UsageError
+from threadwise.refine.canary import record
+from threadwise.refine.canary.probe import CommandProbe, LogProbe, Probe
+from threadwise.refine.canary.run import Outcome, Result, Settings, run_canary
+from threadwise.refine.canary.sequence import CLIP_RATIO, Metric
+from threadwise.refine.canary.switch import LayeredSwitch
+from threadwise.refine.measure.workload import Workload, load_workload, resolve_workload
+from threadwise.runtime.state import RunFiles
+from threadwise.scx import SCX_LAYERED_VERSION
+
+
+@dataclass(frozen=True)
+class CanaryOptions:
+    profile: Path
+    workload: str
+    pid: int | None
+    probe_log: Path | None
+    probe_command: list[str] | None
+    shape: str
+    margin: float
+    max_regression: float | None
+    max_duration_s: float
+    window_s: float | None
+    warmup_s: float | None
+    alpha: float
+    out: Path
+    force: bool
+    command: str
+
+
+def find_pid(process: str) -> int:
+    """The one running process whose comm is `process` (a canary judges one live service)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == process:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    if len(found) != 1:
+        raise UsageError(f"{len(found)} running processes are named {process!r}"
+                         + (f" (pids {', '.join(map(str, sorted(found)))})" if found else ""),
+                         hint="pass --pid PID for the service to judge")
+    return found[0]
+
+
+def metrics_of(workload: Workload, margin: float) -> tuple[Metric, ...]:
+    objective = workload.objective
+    return (Metric(objective.primary.metric, objective.primary.direction == "higher", margin, primary=True),
+            *(Metric(m.metric, m.direction == "higher", margin) for m in objective.secondary))
+
+
+def probe_of(options: CanaryOptions, parser: str) -> Probe:
+    if (options.probe_log is None) == (options.probe_command is None):
+        raise UsageError("give the probe: --probe-log FILE or --probe-command 'CMD ...' (one of them)",
+                         hint="the probe's output is read with the workload's parser "
+                              f"({parser}), as the training read its load")
+    if options.probe_log is not None:
+        return LogProbe(options.probe_log, parser)
+    return CommandProbe(list(options.probe_command or []), parser)
+
+
+def canary(options: CanaryOptions, *, progress: Callable[[str], None] = print) -> Result:
+    """Judge `options.profile` on the live service; raises CanaryRolledBack unless it was kept
+    (KeyboardInterrupt when a signal ended it, after the rollback)."""
+    if not options.profile.is_file():
+        raise UsageError(f"{options.profile}: no such profile",
+                         hint="the profile train wrote: profiles/NAME.toml")
+    workload = load_workload(resolve_workload(options.workload))
+    metrics = metrics_of(workload, options.margin)
+    probe = probe_of(options, workload.load.parser)
+    pid = options.pid or find_pid(workload.target.process)
+    settings = Settings(metrics, options.window_s or workload.objective.window_s,
+                        workload.objective.warmup_s if options.warmup_s is None else options.warmup_s,
+                        options.max_duration_s, options.max_regression, options.alpha, CLIP_RATIO)
+    switch = LayeredSwitch(options.profile, options.shape, RunFiles.default())
+    head = record.CanaryRow(
+        datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S"), options.command, str(options.profile),
+        options.profile.read_text(errors="replace"), f"pid {pid} ({workload.target.process})",
+        probe.describe(),
+        json.dumps([{"metric": m.name, "direction": "higher" if m.higher_is_better else "lower",
+                     "margin": m.margin, "primary": m.primary} for m in metrics]),
+        options.alpha, CLIP_RATIO, settings.window_s, settings.warmup_s, options.max_duration_s,
+        options.max_regression, platform.release(), SCX_LAYERED_VERSION)
+    con = record.create(options.out, head, force=options.force)
+    try:
+        progress(f"canary: {options.profile} on pid {pid} ({workload.target.process}), {probe.describe()}; "
+                 f"{settings.window_s:g} s windows after {settings.warmup_s:g} s warm-up, ABBA, at most "
+                 f"{options.max_duration_s:g} s; record {options.out}")
+        result = run_canary(switch, probe, settings, con, target_pid=pid, progress=progress)
+    finally:
+        con.close()
+    if result.outcome is Outcome.INTERRUPTED:
+        raise KeyboardInterrupt
+    if result.outcome is not Outcome.KEPT:
+        raise CanaryRolledBack(f"{result.reason} ({result.pairs} pairs, {result.windows} windows, "
+                               f"{result.seconds:.0f} s)", hint=f"the evidence: {options.out}")
+    return result

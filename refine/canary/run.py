@@ -1,0 +1,227 @@
+"""The canary's loop: windows with the profile and with the default scheduler, judged as it goes.
+
+Problem: a profile measured in the lab meets other cores, neighbours and traffic on the host it
+is meant for. The only judge of that is the host itself, with the service's real load, and the
+test must not cost the service more than it has to: it must stop as soon as the answer is clear,
+roll back on a regression at once, and never leave the host on a profile nobody judged.
+
+Approach: windows alternate in ABBA blocks (profile, default, default, profile), so a linear
+drift of the service's load cancels within a block and two profile windows in a row share one
+attach. After each switch a warm-up passes, then the probe reads the window. A window counts only
+if sched_ext's state at its end is the planned one (an ejected scheduler is a failed window, not
+the default's). Each block gives two pairs (one window of each arm); after every pair the
+sequential judge (sequence.py) reads its bounds:
+- worse beyond a margin: roll back (stop scx_layered, confirm sysfs reads `disabled`);
+- better (the primary above 0, every secondary shown within its margin): keep, attached under
+  the runtime's supervisor;
+- no decision by `max_duration_s`: roll back, "no measurable benefit".
+Guards that need no statistics: one profile window whose primary is worse than the default
+window before it by more than `max_regression` rolls back at once; scx_layered exiting or being
+ejected ends the canary (rolled back); SIGINT and SIGTERM roll back before the canary exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Protocol
+
+from threadwise.refine.canary import record
+from threadwise.refine.canary.probe import Probe
+from threadwise.refine.canary.sequence import Decision, Metric, Sequential
+from threadwise.refine.measure.metrics import require
+
+if TYPE_CHECKING:
+    import duckdb
+
+PROFILE, DEFAULT = "profile", "default"
+BLOCK = (PROFILE, DEFAULT, DEFAULT, PROFILE)  # ABBA: pairs (0, 1) and (2, 3)
+
+
+class Outcome(StrEnum):
+    KEPT = "kept"
+    ROLLED_BACK = "rolled_back"
+    NO_DECISION = "no_decision"
+    INTERRUPTED = "interrupted"
+
+
+class Switch(Protocol):
+    """The scheduler under test: attach the profile, return to the kernel's default, read sysfs."""
+
+    def attach(self) -> None: ...
+    def detach(self) -> None: ...
+    def state(self) -> str: ...  # sched_ext's sysfs state: 'enabled' while a scheduler runs
+
+
+@dataclass(frozen=True)
+class Settings:
+    metrics: tuple[Metric, ...]
+    window_s: float
+    warmup_s: float
+    max_duration_s: float
+    max_regression: float | None  # a ratio, 0.10 = 10%; None: off
+    alpha: float
+    clip_ratio: float
+
+
+@dataclass(frozen=True)
+class Result:
+    outcome: Outcome
+    reason: str
+    pairs: int
+    windows: int
+    seconds: float
+
+
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[None]:
+    """SIGINT and SIGTERM both become a KeyboardInterrupt naming the signal, which the loop rolls
+    back on (then the canary exits as interrupted)."""
+    def handler(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
+
+
+def _busy_ticks() -> tuple[int, int]:
+    """(busy, total) clock ticks of every CPU, from /proc/stat."""
+    with open("/proc/stat") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
+
+
+def _process_ticks(pid: int | None) -> int:
+    if pid is None:
+        return 0
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[11]) + int(fields[12])   # utime + stime of every thread
+
+
+def run_canary(switch: Switch, probe: Probe, settings: Settings, con: duckdb.DuckDBPyConnection, *,
+               target_pid: int | None, progress: Callable[[str], None] = print,
+               clock: Callable[[], float] = time.monotonic,
+               sleep: Callable[[float], None] = time.sleep) -> Result:
+    """Alternate windows until a decision, a guard or max_duration; always leave the host either
+    judged-better on the profile or on the default scheduler. `con` is the open record."""
+    judge = Sequential(settings.metrics, settings.alpha, clip_ratio=settings.clip_ratio)
+    primary = next(m for m in settings.metrics if m.primary)
+    names = [m.name for m in settings.metrics]
+    tick = os.sysconf("SC_CLK_TCK")
+    cpus = os.cpu_count() or 1
+    start = clock()
+    attached = False
+    windows, pairs = 0, 0
+    pending: dict[str, dict[str, float] | None] = {}
+
+    def finish(outcome: Outcome, reason: str) -> Result:
+        nonlocal attached
+        if outcome is not Outcome.KEPT and attached:
+            switch.detach()
+            attached = False
+        elif outcome is Outcome.KEPT and not attached:
+            switch.attach()
+            attached = True
+        record.finish(con, outcome.value, reason)
+        progress(f"canary: {outcome.value}: {reason}")
+        return Result(outcome, reason, pairs, windows, clock() - start)
+
+    try:
+        with _signals_raise():
+            block = 0
+            while True:
+                for position, arm in enumerate(BLOCK):
+                    if clock() - start + settings.warmup_s + settings.window_s > settings.max_duration_s:
+                        return finish(Outcome.NO_DECISION,
+                                      f"no measurable benefit: no decision after {pairs} pairs in "
+                                      f"{settings.max_duration_s:g} s (rolled back)")
+                    if arm == PROFILE and not attached:
+                        switch.attach()
+                        attached = True
+                    elif arm == DEFAULT and attached:
+                        switch.detach()
+                        attached = False
+                    sleep(settings.warmup_s)
+                    busy0, _ = _busy_ticks()
+                    own0 = _process_ticks(target_pid)
+                    t0 = clock()
+                    probe.begin(settings.window_s)
+                    sleep(settings.window_s)
+                    note = None
+                    try:
+                        values: dict[str, float] | None = require(probe.end(), names, parser="probe")
+                    except ValueError as bad:   # MetricsError: the window read nothing usable
+                        values, note = None, f"probe: {bad}"
+                    t1 = clock()
+                    state = switch.state()
+                    planned = state == "enabled" if arm == PROFILE else state in ("", "disabled")
+                    if not planned:
+                        note = f"sched_ext read {state!r} at the window's end"
+                    others = max(0.0, (_busy_ticks()[0] - busy0 - (_process_ticks(target_pid) - own0)) / tick)
+                    pair = 2 * block + position // 2
+                    record.add(con, "canary_window", [record.WindowRow(
+                        windows, block, pair, arm, t0 - start, t1 - start, state or "disabled", others, cpus,
+                        planned and values is not None, note)])
+                    if values is not None:
+                        record.add(con, "sample", [record.SampleRow(windows, n, float(v))
+                                                   for n, v in values.items() if n in names])
+                    windows += 1
+                    if arm == PROFILE and not planned:
+                        return finish(Outcome.ROLLED_BACK, f"the scheduler was not running in a profile "
+                                                           f"window ({note}): rolled back")
+                    pending[arm] = values if planned else None
+                    if arm == PROFILE and values is not None and settings.max_regression is not None \
+                            and pending.get(DEFAULT):
+                        ratio = values[primary.name] / pending[DEFAULT][primary.name]
+                        loss = 1 / ratio if primary.higher_is_better else ratio
+                        if loss > 1 + settings.max_regression:
+                            return finish(Outcome.ROLLED_BACK, f"one window's {primary.name} was {loss:.2f}x "
+                                          f"worse than the default's before it (--max-regression "
+                                          f"{settings.max_regression:.0%}): rolled back")
+                    if position % 2 == 1:   # the pair is complete
+                        a, b = pending.get(PROFILE), pending.get(DEFAULT)
+                        pending.clear()
+                        if a is None or b is None:
+                            progress(f"canary: pair {pair} left out (a window did not count)")
+                            continue
+                        judge.add_pair(a, b)
+                        pairs += 1
+                        decided = judge.decision()
+                        rows = [record.BoundRow(pair, bound.metric, bound.pairs,
+                                                judge.log_ratio(metric, a[metric.name], b[metric.name]),
+                                                bound.mean, bound.lower, bound.upper, decided.value)
+                                for metric, bound in zip(settings.metrics, judge.bounds(), strict=True)]
+                        record.add(con, "bound", rows)
+                        progress(f"canary: pair {pairs}: " + "; ".join(
+                            f"{r.metric} {math.exp(r.mean):.3f}x [{math.exp(r.lower):.3f}, "
+                            f"{math.exp(r.upper):.3f}]" for r in rows) + f" -> {decided.value}")
+                        if decided is Decision.WORSE:
+                            return finish(Outcome.ROLLED_BACK, f"worse beyond its margin after {pairs} pairs "
+                                          "(the confidence sequence excludes the margin): rolled back")
+                        if decided is Decision.BETTER:
+                            return finish(Outcome.KEPT, f"better after {pairs} pairs, no metric worse "
+                                          "beyond its margin: the profile stays applied")
+                block += 1
+    except KeyboardInterrupt as why:
+        return finish(Outcome.INTERRUPTED, f"{why}: rolled back to the default scheduler")
+    except BaseException:
+        if attached:
+            switch.detach()
+        raise
+    finally:
+        probe.close()

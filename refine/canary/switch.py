@@ -1,0 +1,38 @@
+"""The real switch: scx_layered with the profile under the runtime's supervisor, or the kernel's
+default scheduler (nothing attached), with sysfs read back after every change."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from threadwise.runtime.config import ResolvedConfig
+from threadwise.runtime.launcher import apply_background, prepare, stop
+from threadwise.runtime.scx import sched_ext_state
+from threadwise.runtime.state import RunFiles
+
+
+@dataclass
+class LayeredSwitch:
+    """`attach` starts the profile as `threadwise apply --background` does (the config is
+    resolved and checked once, by `prepare`); `detach` stops it and confirms sysfs reads
+    `disabled` (runtime.launcher.stop raises otherwise)."""
+
+    profile: Path
+    shape: str
+    files: RunFiles
+    attach_timeout_s: float = 60.0
+    _resolved: ResolvedConfig | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self._resolved = prepare(self.profile, self.shape, self.files)
+
+    def attach(self) -> None:
+        assert self._resolved is not None
+        apply_background(self._resolved, self.files, attach_timeout_s=self.attach_timeout_s)
+
+    def detach(self) -> None:
+        stop(self.files)
+
+    def state(self) -> str:
+        return sched_ext_state().state

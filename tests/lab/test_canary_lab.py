@@ -1,0 +1,63 @@
+"""`threadwise canary` on a live service in the lab VM (one boot, three canaries; TCG, 2 vCPUs).
+
+tests/lab/guest/canary_scenarios.py runs the real CLI inside the guest, a sched_ext host, against a
+rolesim it started, reading rolesim's own report lines as the probe. A loss is rolled back, a gain
+is kept, the catch-all alone is never called better; each decision's time is printed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.lab.labrun import run_guest_script
+from threadwise.refine.measure.bundled import build
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+BAD = ROOT / "benchmarks" / "data" / "rolesim-worker-nopreempt.toml"
+GOOD = ROOT / "artifacts" / "rolesim" / "rolesim.not-a-profile.toml"
+CATCH_ALL = ROOT / "tests" / "data" / "lab" / "canary-catch-all.toml"
+
+
+@pytest.fixture(scope="module")
+def canaries():
+    _result, data = run_guest_script("canary_scenarios.py", str(build("rolesim")), str(BAD), str(GOOD),
+                                     str(CATCH_ALL), label="canary", timeout_s=1800)
+    return data
+
+
+def ran(data: dict, name: str) -> dict:
+    part = data.get(name)
+    assert part is not None, f"canary {name} did not run"
+    assert "error" not in part, part["error"]
+    record = data["_out"] / f"{name}.duckdb"
+    with duckdb.connect(str(record), read_only=True) as con:
+        outcome, reason = con.execute("SELECT outcome, reason FROM canary").fetchone()
+        windows = con.execute("SELECT count(*) FROM canary_window").fetchone()[0]
+    print(f"\ncanary {name}: {outcome} after {part['seconds']} s (TCG), {windows} windows: {reason}")
+    part["outcome"], part["windows"] = outcome, windows
+    return part
+
+
+def test_a_profile_that_starves_the_workers_is_rolled_back(canaries):
+    part = ran(canaries, "bad")
+    assert part["rc"] == 13, part["stderr"][-2000:]
+    assert part["outcome"] == "rolled_back" and "worse" in part["stderr"]
+    assert part["state_after"] == "disabled"
+
+
+def test_a_profile_that_helps_under_background_is_kept(canaries):
+    part = ran(canaries, "good")
+    assert part["rc"] == 0, part["stderr"][-2000:]
+    assert part["outcome"] == "kept" and part["state_after"] == "enabled"
+    assert part["state_after_stop"] == "disabled"
+
+
+def test_the_catch_all_alone_is_never_called_better(canaries):
+    part = ran(canaries, "catch_all")
+    assert part["outcome"] in ("no_decision", "rolled_back"), part["stderr"][-2000:]
+    assert part["rc"] == 13 and part["state_after"] == "disabled"

@@ -1,0 +1,147 @@
+"""The canary's loop (refine/canary/run.py) with a stand-in scheduler switch and service (this host
+has no sched_ext; the lab tier runs the real one): it rolls back a loss, keeps a gain, decides
+nothing on an A/A, obeys its guards and SIGTERM, and writes every window to a real record."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from threadwise.errors import UsageError
+from threadwise.refine.canary import record
+from threadwise.refine.canary.run import Outcome, Settings, run_canary
+from threadwise.refine.canary.sequence import Metric
+
+METRICS = (Metric("hot_chunks_per_s", True, 0.10, primary=True), Metric("worker_lat_p99_us", False, 0.10))
+
+
+class Host:
+    """A stand-in service and scheduler: the switch flips sysfs' state; the service's metrics are
+    `effect` (primary ratio, secondary ratio) times lognormal noise while the profile runs."""
+
+    def __init__(self, effect: tuple[float, float], *, seed: int = 1, ejected_after: int | None = None):
+        self.effect, self.enabled, self.rng = effect, False, np.random.default_rng(seed)
+        self.attaches = self.detaches = 0
+        self.ejected_after = ejected_after
+        self.now = 0.0
+
+    # the Switch
+    def attach(self) -> None:
+        self.attaches += 1
+        self.enabled = True
+
+    def detach(self) -> None:
+        self.detaches += 1
+        self.enabled = False
+
+    def state(self) -> str:
+        if self.ejected_after is not None and self.attaches > self.ejected_after:
+            return "disabled"
+        return "enabled" if self.enabled else "disabled"
+
+    # the Probe
+    def describe(self) -> str:
+        return "a stand-in"
+
+    def begin(self, window_s: float) -> None:
+        return None
+
+    def end(self) -> dict[str, float]:
+        hot, p99 = 2000.0 * math.exp(self.rng.normal(0, 0.05)), 500.0 * math.exp(self.rng.normal(0, 0.05))
+        if self.enabled:
+            hot, p99 = hot * self.effect[0], p99 * self.effect[1]
+        return {"hot_chunks_per_s": hot, "worker_lat_p99_us": p99}
+
+    def close(self) -> None:
+        return None
+
+    # time passes only when the loop sleeps
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def canary(tmp_path: Path, host: Host, *, max_duration_s: float = 3600.0,
+           max_regression: float | None = None) -> tuple[object, duckdb.DuckDBPyConnection]:
+    settings = Settings(METRICS, window_s=5.0, warmup_s=1.0, max_duration_s=max_duration_s,
+                        max_regression=max_regression, alpha=0.05, clip_ratio=1.5)
+    head = record.CanaryRow("2026-11-28 18:00:00", "threadwise canary test", "p.toml", "", "pid 1",
+                            "stand-in", "[]", 0.05, 1.5, 5.0, 1.0, max_duration_s, max_regression, "test", "1.1.4")
+    con = record.create(tmp_path / "canary.duckdb", head)
+    result = run_canary(host, host, settings, con, target_pid=None, progress=lambda _line: None,
+                        clock=host.clock, sleep=host.sleep)
+    return result, con
+
+
+def test_a_loss_is_rolled_back_and_every_window_is_recorded(tmp_path):
+    host = Host((1 / 1.3, 1.0))
+    result, con = canary(tmp_path, host)
+    assert result.outcome is Outcome.ROLLED_BACK and "worse beyond its margin" in result.reason
+    assert not host.enabled and host.state() == "disabled"
+    windows = con.execute(record.sql("window_rows")).fetchall()
+    assert len(windows) == result.windows and all(row[8] for row in windows)
+    assert [row[2] for row in windows[:4]] == ["profile", "default", "default", "profile"]
+    # two profile windows in a row share one attach: block 2 starts where block 1 ended
+    assert host.attaches <= result.windows // 4 + 1
+    bounds = con.execute(record.sql("bounds_by_pair")).fetchall()
+    assert len(bounds) == 2 * result.pairs and bounds[-1][5] == "worse"
+    assert con.execute("SELECT outcome FROM canary").fetchone() == ("rolled_back",)
+
+
+def test_a_gain_is_kept_attached(tmp_path):
+    host = Host((1.3, 1.0))
+    result, _con = canary(tmp_path, host)
+    assert result.outcome is Outcome.KEPT and host.enabled
+
+
+def test_an_aa_canary_decides_nothing_and_rolls_back_at_its_deadline(tmp_path):
+    host = Host((1.0, 1.0), seed=4)
+    result, _con = canary(tmp_path, host, max_duration_s=600.0)
+    assert result.outcome is Outcome.NO_DECISION and "no measurable benefit" in result.reason
+    assert not host.enabled and result.seconds <= 600.0
+
+
+def test_one_window_past_the_regression_floor_rolls_back_at_once(tmp_path):
+    host = Host((1 / 1.5, 1.0))
+    result, _con = canary(tmp_path, host, max_regression=0.2)
+    assert result.outcome is Outcome.ROLLED_BACK and "--max-regression" in result.reason
+    assert result.windows == 4   # the first profile window after a default one
+    assert not host.enabled
+
+
+def test_an_ejected_scheduler_ends_the_canary(tmp_path):
+    host = Host((1.0, 1.0), ejected_after=1)
+    result, _con = canary(tmp_path, host)
+    assert result.outcome is Outcome.ROLLED_BACK and "not running" in result.reason
+
+
+def test_sigterm_rolls_back_before_the_canary_exits(tmp_path):
+    host = Host((1.0, 1.0))
+    real_sleep = host.sleep
+
+    def sleep_then_term(seconds: float) -> None:
+        real_sleep(seconds)
+        if host.now > 30:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    host.sleep = sleep_then_term  # type: ignore[method-assign]
+    result, con = canary(tmp_path, host)
+    assert result.outcome is Outcome.INTERRUPTED and "SIGTERM" in result.reason
+    assert not host.enabled
+    assert con.execute("SELECT outcome FROM canary").fetchone() == ("interrupted",)
+
+
+def test_an_existing_record_is_kept_unless_forced(tmp_path):
+    (tmp_path / "canary.duckdb").write_text("mine")
+    with pytest.raises(UsageError, match="exists") as refused:
+        canary(tmp_path, Host((1.0, 1.0)))
+    assert "--force" in (refused.value.hint or "")
+    assert (tmp_path / "canary.duckdb").read_text() == "mine"
