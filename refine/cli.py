@@ -387,6 +387,11 @@ def canary_command(
                                                "counts (default: the workload file's).")] = None,
     alpha: Annotated[float, typer.Option("--alpha", help="The chance of any false decision over the "
                                          "whole canary, however often it looks.")] = 0.05,
+    windows_per_visit: Annotated[int, typer.Option("--windows-per-visit", min=1, help="Windows per visit "
+                                                   "of an arm (ABBA over visits): more where an attach "
+                                                   "costs far more than a window (the lab).")] = 1,
+    attach_timeout: Annotated[str, typer.Option("--attach-timeout", help="How long each attach of "
+                                                "scx_layered may take (TCG: 30 s and more).")] = "120s",
     out: Annotated[Path, typer.Option("--output", "-o", help="The canary's record (DuckDB).")]
     = Path("canary.duckdb"),
     force: Force = False,
@@ -413,7 +418,8 @@ def canary_command(
         _percent(margin, "--margin"), regression,
         parse_duration(max_duration, option="--max-duration"), optional_duration(window, option="--window"),
         optional_duration(warmup, option="--warmup"), alpha, out, force,
-        shlex.join(["threadwise", *sys.argv[1:]]))
+        shlex.join(["threadwise", *sys.argv[1:]]), windows_per_visit,
+        parse_duration(attach_timeout, option="--attach-timeout"))
     result = canary(options, progress=typer.echo)
     typer.echo(f"canary: kept after {result.pairs} pairs ({result.seconds:.0f} s); record {out}")
 

@@ -42,6 +42,8 @@ class CanaryOptions:
     out: Path
     force: bool
     command: str
+    windows_per_visit: int = 1
+    attach_timeout_s: float = 120.0
 
 
 def find_pid(process: str) -> int:
@@ -89,8 +91,9 @@ def canary(options: CanaryOptions, *, progress: Callable[[str], None] = print) -
     pid = options.pid or find_pid(workload.target.process)
     settings = Settings(metrics, options.window_s or workload.objective.window_s,
                         workload.objective.warmup_s if options.warmup_s is None else options.warmup_s,
-                        options.max_duration_s, options.max_regression, options.alpha, CLIP_RATIO)
-    switch = LayeredSwitch(options.profile, options.shape, RunFiles.default())
+                        options.max_duration_s, options.max_regression, options.alpha, CLIP_RATIO,
+                        options.windows_per_visit)
+    switch = LayeredSwitch(options.profile, options.shape, RunFiles.default(), options.attach_timeout_s)
     head = record.CanaryRow(
         datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S"), options.command, str(options.profile),
         options.profile.read_text(errors="replace"), f"pid {pid} ({workload.target.process})",
@@ -98,7 +101,7 @@ def canary(options: CanaryOptions, *, progress: Callable[[str], None] = print) -
         json.dumps([{"metric": m.name, "direction": "higher" if m.higher_is_better else "lower",
                      "margin": m.margin, "primary": m.primary} for m in metrics]),
         options.alpha, CLIP_RATIO, settings.window_s, settings.warmup_s, options.max_duration_s,
-        options.max_regression, platform.release(), SCX_LAYERED_VERSION)
+        options.max_regression, platform.release(), SCX_LAYERED_VERSION, options.windows_per_visit)
     con = record.create(options.out, head, force=options.force)
     try:
         progress(f"canary: {options.profile} on pid {pid} ({workload.target.process}), {probe.describe()}; "

@@ -38,6 +38,7 @@ class CanaryRow:
     max_regression: float | None
     host_kernel: str
     scx_version: str
+    windows_per_visit: int = 1
     outcome: str | None = None
     reason: str | None = None
     ended: str | None = None

@@ -6,11 +6,13 @@ test must not cost the service more than it has to: it must stop as soon as the 
 roll back on a regression at once, and never leave the host on a profile nobody judged.
 
 Approach: windows alternate in ABBA blocks (profile, default, default, profile), so a linear
-drift of the service's load cancels within a block and two profile windows in a row share one
-attach. After each switch a warm-up passes, then the probe reads the window. A window counts only
-if sched_ext's state at its end is the planned one (an ejected scheduler is a failed window, not
-the default's). Each block gives two pairs (one window of each arm); after every pair the
-sequential judge (sequence.py) reads its bounds:
+drift of the service's load cancels within a block and two profile visits in a row share one
+attach. A visit may hold several windows (`windows_per_visit`): where an attach costs far more
+than a window (30 s under TCG) that spends the attach on more pairs. After each switch a warm-up
+passes, then the probe reads the window. A window counts only if sched_ext's state at its end is
+the planned one (an ejected scheduler is a failed window, not the default's). The k-th window of
+a visit pairs with the k-th of the visit it is paired with (0 with 1, 2 with 3); after every pair
+the sequential judge (sequence.py) reads its bounds:
 - worse beyond a margin: roll back (stop scx_layered, confirm sysfs reads `disabled`);
 - better (the primary above 0, every secondary shown within its margin): keep, attached under
   the runtime's supervisor;
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
+from threadwise.errors import ThreadwiseError
 from threadwise.refine.canary import record
 from threadwise.refine.canary.probe import Probe
 from threadwise.refine.canary.sequence import Decision, Metric, Sequential
@@ -41,7 +44,17 @@ if TYPE_CHECKING:
     import duckdb
 
 PROFILE, DEFAULT = "profile", "default"
-BLOCK = (PROFILE, DEFAULT, DEFAULT, PROFILE)  # ABBA: pairs (0, 1) and (2, 3)
+VISITS = (PROFILE, DEFAULT, DEFAULT, PROFILE)  # ABBA: visits 0 and 1 pair up, then 2 and 3
+
+
+def block_plan(windows_per_visit: int) -> list[tuple[str, int, bool]]:
+    """One block's windows as (arm, pair within the block, whether the window completes its pair):
+    the k-th window of a visit pairs with the k-th window of the visit it is paired with."""
+    plan = []
+    for visit, arm in enumerate(VISITS):
+        for k in range(windows_per_visit):
+            plan.append((arm, (visit // 2) * windows_per_visit + k, visit % 2 == 1))
+    return plan
 
 
 class Outcome(StrEnum):
@@ -68,6 +81,7 @@ class Settings:
     max_regression: float | None  # a ratio, 0.10 = 10%; None: off
     alpha: float
     clip_ratio: float
+    windows_per_visit: int = 1
 
 
 @dataclass(frozen=True)
@@ -127,7 +141,9 @@ def run_canary(switch: Switch, probe: Probe, settings: Settings, con: duckdb.Duc
     start = clock()
     attached = False
     windows, pairs = 0, 0
-    pending: dict[str, dict[str, float] | None] = {}
+    pending: dict[int, dict[str, dict[str, float] | None]] = {}   # pair -> arm -> values
+    plan = block_plan(settings.windows_per_visit)
+    per_block = 2 * settings.windows_per_visit
 
     def finish(outcome: Outcome, reason: str) -> Result:
         nonlocal attached
@@ -145,13 +161,17 @@ def run_canary(switch: Switch, probe: Probe, settings: Settings, con: duckdb.Duc
         with _signals_raise():
             block = 0
             while True:
-                for position, arm in enumerate(BLOCK):
+                for arm, in_block, completes in plan:
                     if clock() - start + settings.warmup_s + settings.window_s > settings.max_duration_s:
                         return finish(Outcome.NO_DECISION,
                                       f"no measurable benefit: no decision after {pairs} pairs in "
                                       f"{settings.max_duration_s:g} s (rolled back)")
                     if arm == PROFILE and not attached:
-                        switch.attach()
+                        try:
+                            switch.attach()
+                        except ThreadwiseError as failed:   # the runtime stopped what it started
+                            return finish(Outcome.ROLLED_BACK, "scx_layered did not attach "
+                                          f"({failed.message}): the default scheduler stays")
                         attached = True
                     elif arm == DEFAULT and attached:
                         switch.detach()
@@ -173,7 +193,7 @@ def run_canary(switch: Switch, probe: Probe, settings: Settings, con: duckdb.Duc
                     if not planned:
                         note = f"sched_ext read {state!r} at the window's end"
                     others = max(0.0, (_busy_ticks()[0] - busy0 - (_process_ticks(target_pid) - own0)) / tick)
-                    pair = 2 * block + position // 2
+                    pair = per_block * block + in_block
                     record.add(con, "canary_window", [record.WindowRow(
                         windows, block, pair, arm, t0 - start, t1 - start, state or "disabled", others, cpus,
                         planned and values is not None, note)])
@@ -184,18 +204,19 @@ def run_canary(switch: Switch, probe: Probe, settings: Settings, con: duckdb.Duc
                     if arm == PROFILE and not planned:
                         return finish(Outcome.ROLLED_BACK, f"the scheduler was not running in a profile "
                                                            f"window ({note}): rolled back")
-                    pending[arm] = values if planned else None
+                    pending.setdefault(pair, {})[arm] = values if planned else None
+                    before = pending[pair].get(DEFAULT)
                     if arm == PROFILE and values is not None and settings.max_regression is not None \
-                            and pending.get(DEFAULT):
-                        ratio = values[primary.name] / pending[DEFAULT][primary.name]
+                            and before:
+                        ratio = values[primary.name] / before[primary.name]
                         loss = 1 / ratio if primary.higher_is_better else ratio
                         if loss > 1 + settings.max_regression:
                             return finish(Outcome.ROLLED_BACK, f"one window's {primary.name} was {loss:.2f}x "
                                           f"worse than the default's before it (--max-regression "
                                           f"{settings.max_regression:.0%}): rolled back")
-                    if position % 2 == 1:   # the pair is complete
-                        a, b = pending.get(PROFILE), pending.get(DEFAULT)
-                        pending.clear()
+                    if completes:
+                        done = pending.pop(pair)
+                        a, b = done.get(PROFILE), done.get(DEFAULT)
                         if a is None or b is None:
                             progress(f"canary: pair {pair} left out (a window did not count)")
                             continue

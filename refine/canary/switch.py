@@ -21,7 +21,7 @@ class LayeredSwitch:
     profile: Path
     shape: str
     files: RunFiles
-    attach_timeout_s: float = 60.0
+    attach_timeout_s: float = 120.0   # as `threadwise apply`'s
     _resolved: ResolvedConfig | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:

@@ -27,6 +27,7 @@ CREATE TABLE IF NOT EXISTS canary (
     max_regression  REAL,                  -- one window's primary this much worse: roll back (NULL: off)
     host_kernel     VARCHAR NOT NULL,
     scx_version     VARCHAR NOT NULL,
+    windows_per_visit INTEGER NOT NULL,    -- windows per visit of an arm (ABBA over visits)
     outcome         VARCHAR,               -- kept | rolled_back | no_decision | interrupted | failed
     reason          VARCHAR,               -- why, a sentence
     ended           TIMESTAMP              -- NULL while it runs, or when it was killed

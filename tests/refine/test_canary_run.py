@@ -13,7 +13,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from threadwise.errors import UsageError
+from threadwise.errors import SchedulerFailure, UsageError
 from threadwise.refine.canary import record
 from threadwise.refine.canary.run import Outcome, Settings, run_canary
 from threadwise.refine.canary.sequence import Metric
@@ -69,12 +69,14 @@ class Host:
         self.now += seconds
 
 
-def canary(tmp_path: Path, host: Host, *, max_duration_s: float = 3600.0,
-           max_regression: float | None = None) -> tuple[object, duckdb.DuckDBPyConnection]:
+def canary(tmp_path: Path, host: Host, *, max_duration_s: float = 3600.0, max_regression: float | None = None,
+           per_visit: int = 1) -> tuple[object, duckdb.DuckDBPyConnection]:
     settings = Settings(METRICS, window_s=5.0, warmup_s=1.0, max_duration_s=max_duration_s,
-                        max_regression=max_regression, alpha=0.05, clip_ratio=1.5)
+                        max_regression=max_regression, alpha=0.05, clip_ratio=1.5,
+                        windows_per_visit=per_visit)
     head = record.CanaryRow("2026-11-28 18:00:00", "threadwise canary test", "p.toml", "", "pid 1",
-                            "stand-in", "[]", 0.05, 1.5, 5.0, 1.0, max_duration_s, max_regression, "test", "1.1.4")
+                            "stand-in", "[]", 0.05, 1.5, 5.0, 1.0, max_duration_s, max_regression, "test",
+                            "1.1.4")
     con = record.create(tmp_path / "canary.duckdb", head)
     result = run_canary(host, host, settings, con, target_pid=None, progress=lambda _line: None,
                         clock=host.clock, sleep=host.sleep)
@@ -94,6 +96,17 @@ def test_a_loss_is_rolled_back_and_every_window_is_recorded(tmp_path):
     bounds = con.execute(record.sql("bounds_by_pair")).fetchall()
     assert len(bounds) == 2 * result.pairs and bounds[-1][5] == "worse"
     assert con.execute("SELECT outcome FROM canary").fetchone() == ("rolled_back",)
+
+
+def test_visits_of_several_windows_pair_window_by_window_and_share_an_attach(tmp_path):
+    host = Host((1 / 1.3, 1.0))
+    result, con = canary(tmp_path, host, per_visit=2)
+    assert result.outcome is Outcome.ROLLED_BACK
+    windows = con.execute(record.sql("window_rows")).fetchall()
+    assert [(row[2], row[1]) for row in windows[:8]] == [
+        ("profile", 0), ("profile", 1), ("default", 0), ("default", 1),
+        ("default", 2), ("default", 3), ("profile", 2), ("profile", 3)]
+    assert host.attaches <= result.windows // 8 + 1
 
 
 def test_a_gain_is_kept_attached(tmp_path):
@@ -121,6 +134,19 @@ def test_an_ejected_scheduler_ends_the_canary(tmp_path):
     host = Host((1.0, 1.0), ejected_after=1)
     result, _con = canary(tmp_path, host)
     assert result.outcome is Outcome.ROLLED_BACK and "not running" in result.reason
+
+
+def test_an_attach_that_fails_leaves_the_default_scheduler(tmp_path):
+    host = Host((1.0, 1.0))
+
+    def refused() -> None:
+        raise SchedulerFailure("scx_layered did not attach: attach_timeout: not attached after 60 s")
+
+    host.attach = refused  # type: ignore[method-assign]
+    result, con = canary(tmp_path, host)
+    assert result.outcome is Outcome.ROLLED_BACK and "did not attach" in result.reason
+    assert result.windows == 0 and not host.enabled
+    assert con.execute("SELECT outcome FROM canary").fetchone() == ("rolled_back",)
 
 
 def test_sigterm_rolls_back_before_the_canary_exits(tmp_path):

@@ -61,6 +61,7 @@ def canary(name: str, binary: str, profile: str, *, spinners: int, max_duration:
     try:
         ran = threadwise("canary", profile, "--workload", "rolesim", "--pid", str(service.pid),
                          "--probe-log", str(log), "--window", "2s", "--warmup", "1s",
+                         "--windows-per-visit", "3", "--attach-timeout", "240s",
                          "--max-duration", max_duration, "--shape", "cores=2,threads-per-core=1",
                          "-o", str(OUT / f"{name}.duckdb"))
         ran["state_after"] = sysfs_state()
@@ -76,7 +77,7 @@ def canary(name: str, binary: str, profile: str, *, spinners: int, max_duration:
 def main() -> None:
     binary, bad, good, catch_all = sys.argv[1:5]
     results: dict[str, object] = {}
-    for name, profile, spinners, max_duration in (("bad", bad, 0, "5m"), ("good", good, 2, "6m"),
+    for name, profile, spinners, max_duration in (("bad", bad, 0, "8m"), ("good", good, 2, "8m"),
                                                   ("catch_all", catch_all, 0, "3m")):
         try:
             results[name] = canary(name, binary, profile, spinners=spinners, max_duration=max_duration)
