@@ -69,14 +69,23 @@ def metrics_of(workload: Workload, margin: float) -> tuple[Metric, ...]:
             *(Metric(m.metric, m.direction == "higher", margin) for m in objective.secondary))
 
 
-def probe_of(options: CanaryOptions, parser: str) -> Probe:
-    if (options.probe_log is None) == (options.probe_command is None):
-        raise UsageError("give the probe: --probe-log FILE or --probe-command 'CMD ...' (one of them)",
-                         hint="the probe's output is read with the workload's parser "
-                              f"({parser}), as the training read its load")
+def probe_of(options: CanaryOptions, workload: Workload) -> Probe:
+    """The command line's probe, else the workload file's `[probe]` table."""
+    parser = workload.load.parser
+    if options.probe_log is not None and options.probe_command is not None:
+        raise UsageError("give one probe: --probe-log FILE or --probe-command 'CMD ...', not both")
     if options.probe_log is not None:
         return LogProbe(options.probe_log, parser)
-    return CommandProbe(list(options.probe_command or []), parser)
+    if options.probe_command is not None:
+        return CommandProbe(list(options.probe_command), parser)
+    if workload.probe is None:
+        raise UsageError(f"workload {workload.name} names no probe, and none was given",
+                         hint="add a [probe] table (log = FILE, or command = [...]) to the workload file, "
+                              "or pass --probe-log FILE / --probe-command 'CMD ...'; it is read with the "
+                              f"workload's parser ({parser}), as the training read its load")
+    if workload.probe.log is not None:
+        return LogProbe(Path(workload.probe.log), parser)
+    return CommandProbe(list(workload.probe.command or []), parser)
 
 
 def canary(options: CanaryOptions, *, progress: Callable[[str], None] = print) -> Result:
@@ -87,7 +96,7 @@ def canary(options: CanaryOptions, *, progress: Callable[[str], None] = print) -
                          hint="the profile train wrote: profiles/NAME.toml")
     workload = load_workload(resolve_workload(options.workload))
     metrics = metrics_of(workload, options.margin)
-    probe = probe_of(options, workload.load.parser)
+    probe = probe_of(options, workload)
     pid = options.pid or find_pid(workload.target.process)
     settings = Settings(metrics, options.window_s or workload.objective.window_s,
                         workload.objective.warmup_s if options.warmup_s is None else options.warmup_s,

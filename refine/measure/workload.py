@@ -142,6 +142,25 @@ class Load(_Model):
     priority: Literal["fifo", "normal"] = "fifo"
 
 
+class Probe(_Model):
+    """Where `threadwise canary` reads the live service's metrics over a window (docs/canary.md):
+    the lines the service appends to its log, or the output of a command run once per window
+    (`{window_s}` in it is the window's length); read with `load.parser`. Exactly one of the two;
+    the ladder and train never read it."""
+
+    log: Annotated[str, Field(min_length=1)] | None = None
+    command: Argv | None = None
+
+    @pydantic.model_validator(mode="after")
+    def _exactly_one(self) -> Probe:
+        kinds = [k for k in ("log", "command") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            found = " and ".join(kinds) if kinds else "none"
+            raise PydanticCustomError("probe_kinds",
+                                      f"probe needs exactly one of log, command (found {found})")
+        return self
+
+
 class Metric(_Model):
     metric: Annotated[str, Field(min_length=1)]
     direction: Direction
@@ -167,6 +186,7 @@ class Workload(_Model):
     target: Target
     load: Load
     objective: Objective
+    probe: Probe | None = None  # canary only: where the live service's metrics are read
 
     def summary(self) -> list[str]:
         """A few lines saying what a ladder on this workload will do."""
@@ -210,6 +230,7 @@ _HINTS = {
     "empty_command": 'write the command as a list of strings, e.g. ["redis-server", "--port", "6399"]',
     "placeholder": "placeholders: " + ", ".join("{" + p + "}" for p in PLACEHOLDERS),
     "ready_kinds": 'e.g. ready = { tcp_port = 6399 } or ready = { log_line = "ready" }',
+    "probe_kinds": 'e.g. [probe] log = "/var/log/my-service.log", or command = ["my-client", "--stats"]',
     "empty_process": "name the process comm whose threads the profile targets, e.g. \"redis-server\"",
     "comm_too_long": "the kernel keeps 15 characters of a comm: write its first 15",
     "missing": f"add it; see {DOC}",
@@ -334,8 +355,8 @@ def _schema_diagnostic(err: Any, source: SourceMap, file: str) -> Diagnostic:
     elif kind == "string_pattern_mismatch" and loc and loc[-1] == "name":
         message = f"{where}: {short_value(err.get('input'))} is not a valid name"
         hint = f"a name is {NAME_RULE}"
-    elif kind in {"empty_command", "placeholder", "ready_kinds", "empty_process", "comm_too_long",
-                  "literal_error", "enum"}:
+    elif kind in {"empty_command", "placeholder", "ready_kinds", "probe_kinds", "empty_process",
+                  "comm_too_long", "literal_error", "enum"}:
         message = f"{where}: {err['msg']}"
     elif kind == "finite_number":
         message = f"{where}: nan and inf are not allowed"

@@ -341,3 +341,50 @@ def test_workload_list_and_show():
     assert [line.split()[0] for line in done.stdout.splitlines()] == bundled_names()
     done = tw("workload", "show", "cyclictest")
     assert done.stdout == bundled_workload_path("cyclictest").read_text()
+
+
+# -- the canary's probe -----------------------------------------------------------------
+
+
+def test_a_probe_table_names_where_a_canary_reads_the_live_service(tmp_path: Path):
+    text = VALID + '\n[probe]\ncommand = ["redis-benchmark", "-p", "7000", "-t", "get", "--csv"]\n'
+    workload = load_workload(write(tmp_path, text))
+    assert workload.probe is not None and workload.probe.command == ["redis-benchmark", "-p", "7000", "-t",
+                                                                     "get", "--csv"]
+    assert load_workload(write(tmp_path, VALID)).probe is None   # the ladder and train need none
+
+
+@pytest.mark.parametrize(("table", "where", "says"), [
+    ('log = "/var/log/x.log"\ncommand = ["x"]', "[probe]", "probe: probe needs exactly one of log, command "
+                                                           "(found log and command)"),
+    ('log = ""', "log =", "probe.log: string should have at least 1 character"),
+])
+def test_a_probe_needs_exactly_one_source_and_says_where(tmp_path: Path, table: str, where: str, says: str):
+    text = VALID + f"\n[probe]\n{table}\n"
+    error = fails(tmp_path, text)
+    assert f"w.toml:{line_of(text, where)}: {says}" in error.message, error.message
+
+
+def test_the_canary_takes_the_command_lines_probe_else_the_files(tmp_path: Path):
+    from threadwise.errors import UsageError
+    from threadwise.refine.canary.command import CanaryOptions, probe_of
+    from threadwise.refine.canary.probe import CommandProbe, LogProbe
+
+    log = tmp_path / "service.log"
+    log.write_text("")
+    named = load_workload(write(tmp_path, VALID + f'\n[probe]\nlog = "{log}"\n'))
+    bare = load_workload(write(tmp_path, VALID))
+
+    def options(**given: object) -> CanaryOptions:
+        fields = {"profile": tmp_path / "p.toml", "workload": "w", "pid": None, "probe_log": None,
+                  "probe_command": None, "shape": "host", "margin": 0.1, "max_regression": None,
+                  "max_duration_s": 60.0, "window_s": None, "warmup_s": None, "alpha": 0.05,
+                  "out": tmp_path / "c.duckdb", "force": False, "command": "threadwise canary"}
+        return CanaryOptions(**{**fields, **given})  # type: ignore[arg-type]
+
+    from_file = probe_of(options(), named)
+    assert isinstance(from_file, LogProbe) and from_file.path == log and from_file.parser == "redis-benchmark"
+    assert isinstance(probe_of(options(probe_command=["x", "{window_s}"]), named), CommandProbe)
+    with pytest.raises(UsageError, match="names no probe") as refused:
+        probe_of(options(), bare)
+    assert "[probe]" in (refused.value.hint or "")
