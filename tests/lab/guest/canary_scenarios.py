@@ -62,10 +62,6 @@ def canary(name: str, binary: str, profile: str, *, spinners: int, max_duration:
         ran = threadwise("canary", profile, "--workload", "rolesim", "--pid", str(service.pid),
                          "--probe-log", str(log), "--window", "2s", "--warmup", "1s",
                          "--windows-per-visit", "3", "--attach-timeout", "240s",
-                         # 20%, not the default 10%: a pair costs ~17 s under TCG (each attach ~30 s);
-                         # at 10% the three canaries took 17 min of VM time (rolled back after 12 pairs,
-                         # kept after 15, the catch-all undecided at 14), too much for CI's budget
-                         "--margin", "20%",
                          "--max-duration", max_duration, "--shape", "cores=2,threads-per-core=1",
                          "-o", str(OUT / f"{name}.duckdb"))
         ran["state_after"] = sysfs_state()
