@@ -374,8 +374,9 @@ def canary_command(
                                                       "length).")] = None,
     shape: Annotated[str, typer.Option("--shape", help="Machine shape the profile is compiled for "
                                        "(host: this machine).")] = "host",
-    margin: Annotated[str, typer.Option("--margin", help="The loss each metric tolerates before the "
-                                        "canary calls it worse.")] = "10%",
+    margin: Annotated[list[str] | None, typer.Option("--margin", help="The loss a metric tolerates before "
+                                                     "the canary calls it worse: 10% for every metric, or "
+                                                     "METRIC=25% for one (repeatable). Default 10%.")] = None,
     max_regression: Annotated[str | None, typer.Option("--max-regression", help="One profile window "
                                                        "this much worse on the primary than the default "
                                                        "window before it rolls back at once.")] = None,
@@ -413,13 +414,20 @@ def canary_command(
     from threadwise.refine.canary.command import CanaryOptions, canary
 
     regression = _percent(max_regression, "--max-regression") if max_regression else None
+    every, own = 0.10, {}
+    for given in margin or []:
+        name, _, value = given.rpartition("=")
+        if name:
+            own[name] = _percent(value, "--margin")
+        else:
+            every = _percent(value, "--margin")
     options = CanaryOptions(
         profile, workload, pid, probe_log, shlex.split(probe_command) if probe_command else None, shape,
-        _percent(margin, "--margin"), regression,
+        every, regression,
         parse_duration(max_duration, option="--max-duration"), optional_duration(window, option="--window"),
         optional_duration(warmup, option="--warmup"), alpha, out, force,
         shlex.join(["threadwise", *sys.argv[1:]]), windows_per_visit,
-        parse_duration(attach_timeout, option="--attach-timeout"))
+        parse_duration(attach_timeout, option="--attach-timeout"), own)
     result = canary(options, progress=typer.echo)
     typer.echo(f"canary: kept after {result.pairs} pairs ({result.seconds:.0f} s); record {out}")
 

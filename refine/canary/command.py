@@ -44,6 +44,7 @@ class CanaryOptions:
     command: str
     windows_per_visit: int = 1
     attach_timeout_s: float = 120.0
+    margins: dict[str, float] | None = None  # a metric's own margin over `margin`
 
 
 def find_pid(process: str) -> int:
@@ -63,10 +64,20 @@ def find_pid(process: str) -> int:
     return found[0]
 
 
-def metrics_of(workload: Workload, margin: float) -> tuple[Metric, ...]:
+def metrics_of(workload: Workload, margin: float,
+               margins: dict[str, float] | None = None) -> tuple[Metric, ...]:
+    """The objective's metrics as the canary judges them: `margin` each, or its own from `margins`."""
     objective = workload.objective
-    return (Metric(objective.primary.metric, objective.primary.direction == "higher", margin, primary=True),
-            *(Metric(m.metric, m.direction == "higher", margin) for m in objective.secondary))
+    names = [m.metric for m in objective.metrics()]
+    unknown = sorted(set(margins or {}) - set(names))
+    if unknown:
+        raise UsageError(f"--margin names {', '.join(unknown)}, not a metric of workload {workload.name}",
+                         hint=f"its objective's metrics: {', '.join(names)}")
+    own = margins or {}
+    return (Metric(objective.primary.metric, objective.primary.direction == "higher",
+                   own.get(objective.primary.metric, margin), primary=True),
+            *(Metric(m.metric, m.direction == "higher", own.get(m.metric, margin))
+              for m in objective.secondary))
 
 
 def probe_of(options: CanaryOptions, workload: Workload) -> Probe:
@@ -95,7 +106,7 @@ def canary(options: CanaryOptions, *, progress: Callable[[str], None] = print) -
         raise UsageError(f"{options.profile}: no such profile",
                          hint="the profile train wrote: profiles/NAME.toml")
     workload = load_workload(resolve_workload(options.workload))
-    metrics = metrics_of(workload, options.margin)
+    metrics = metrics_of(workload, options.margin, options.margins)
     probe = probe_of(options, workload)
     pid = options.pid or find_pid(workload.target.process)
     settings = Settings(metrics, options.window_s or workload.objective.window_s,

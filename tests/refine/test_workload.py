@@ -388,3 +388,16 @@ def test_the_canary_takes_the_command_lines_probe_else_the_files(tmp_path: Path)
     with pytest.raises(UsageError, match="names no probe") as refused:
         probe_of(options(), bare)
     assert "[probe]" in (refused.value.hint or "")
+
+
+def test_a_canary_margin_can_be_set_per_metric_and_must_name_one(tmp_path: Path):
+    from threadwise.errors import UsageError
+    from threadwise.refine.canary.command import metrics_of
+
+    workload = load_workload(write(tmp_path, VALID))
+    metrics = {m.name: m for m in metrics_of(workload, 0.1, {"get_p99_ms": 0.25})}
+    assert metrics["get_rps"].margin == 0.1 and metrics["get_rps"].primary
+    assert metrics["get_p99_ms"].margin == 0.25 and not metrics["get_p99_ms"].higher_is_better
+    with pytest.raises(UsageError, match="get_p100_ms") as refused:
+        metrics_of(workload, 0.1, {"get_p100_ms": 0.25})
+    assert "get_rps" in (refused.value.hint or "")
