@@ -19,6 +19,7 @@ from threadwise.refine.canary import record
 from threadwise.refine.canary.probe import CommandProbe, LogProbe, Probe
 from threadwise.refine.canary.run import Outcome, Result, Settings, run_canary
 from threadwise.refine.canary.sequence import CLIP_RATIO, Metric
+from threadwise.refine.canary.summary import write_summary
 from threadwise.refine.canary.switch import LayeredSwitch
 from threadwise.refine.measure.workload import Workload, load_workload, resolve_workload
 from threadwise.runtime.state import RunFiles
@@ -128,6 +129,7 @@ def canary(options: CanaryOptions, *, progress: Callable[[str], None] = print) -
                  f"{settings.window_s:g} s windows after {settings.warmup_s:g} s warm-up, ABBA, at most "
                  f"{options.max_duration_s:g} s; record {options.out}")
         result = run_canary(switch, probe, settings, con, target_pid=pid, progress=progress)
+        progress(f"canary: summary {write_summary(con, options.out)}")
     finally:
         con.close()
     if result.outcome is Outcome.INTERRUPTED:

@@ -27,3 +27,22 @@ FROM canary_window ORDER BY idx;
 -- Stamps a new record with its schema version.
 -- Parameters: ? INTEGER schema_version
 INSERT INTO canary_meta VALUES (?);
+
+-- name: summary_head
+-- What the summary says first: the canary's settings and outcome.
+-- Columns: profile_path VARCHAR, target VARCHAR, probe VARCHAR, alpha REAL, window_s REAL,
+--          warmup_s REAL, windows_per_visit INTEGER, outcome VARCHAR (NULL: unfinished),
+--          reason VARCHAR
+-- Parameters: none
+SELECT profile_path, target, probe, alpha, window_s, warmup_s, windows_per_visit, outcome, reason
+FROM canary;
+
+-- name: last_bounds
+-- Each metric's bounds after the last judged pair.
+-- Columns: metric VARCHAR; pairs INTEGER; mean DOUBLE, lower DOUBLE, upper DOUBLE (log scale);
+--          decision VARCHAR
+-- Parameters: none
+SELECT metric, pairs, mean, lower, upper, decision
+FROM bound
+WHERE pair = (SELECT max(pair) FROM bound)
+ORDER BY metric;

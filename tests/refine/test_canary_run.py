@@ -109,6 +109,17 @@ def test_visits_of_several_windows_pair_window_by_window_and_share_an_attach(tmp
     assert host.attaches <= result.windows // 8 + 1
 
 
+def test_the_summary_and_its_plot_come_from_the_record_alone(tmp_path):
+    from threadwise.refine.canary.summary import write_summary
+
+    result, con = canary(tmp_path, Host((1 / 1.3, 1.0)))
+    summary = write_summary(con, tmp_path / "canary.duckdb")
+    text = summary.read_text()
+    assert summary.name == "canary.md" and (tmp_path / "canary.png").stat().st_size > 1000
+    assert "**rolled_back**" in text and f"{result.windows} windows" in text
+    assert "| hot_chunks_per_s | " in text and "| worse |" in text
+
+
 def test_a_gain_is_kept_attached(tmp_path):
     host = Host((1.3, 1.0))
     result, _con = canary(tmp_path, host)
