@@ -161,6 +161,15 @@ CASES = [
          as_nobody=True),
     Case("privilege", ("validate", "/root/.threadwise-not-readable.toml"), 4, "permission denied",
          as_nobody=True),
+    # --- canary: bad input is refused before anything is attached or written ---------
+    Case("missing", ("canary", "nope.toml", "--workload", "rolesim", "--probe-log", TEXT), 2,
+         "no such profile"),
+    Case("missing", ("canary", PROF, "--workload", "rolesim", "--probe-log", "nope.log"), 2,
+         "no such log file"),
+    Case("value", ("canary", PROF, "--workload", "rolesim", "--margin", "lots"), 2, "not a percentage"),
+    Case("value", ("canary", PROF, "--workload", "rolesim", "--margin", "hot=5%", "--probe-log", TEXT), 2,
+         "not a metric of workload rolesim"),
+    Case("value", ("canary", PROF, "--workload", "rolesim"), 2, "names no probe"),
 ]
 
 # Commands without an input a user could get wrong in one of the classes above.
