@@ -77,7 +77,7 @@ def canary(name: str, binary: str, profile: str, *, spinners: int, max_duration:
 def main() -> None:
     binary, bad, good, catch_all = sys.argv[1:5]
     results: dict[str, object] = {}
-    for name, profile, spinners, max_duration in (("bad", bad, 0, "12m"), ("good", good, 2, "12m"),
+    for name, profile, spinners, max_duration in (("bad", bad, 0, "8m"), ("good", good, 2, "8m"),
                                                   ("catch_all", catch_all, 0, "3m")):
         try:
             results[name] = canary(name, binary, profile, spinners=spinners, max_duration=max_duration)
