@@ -23,7 +23,7 @@ OUT = Path(os.environ["THREADWISE_LAB_OUT"])
 HERE = Path(__file__).parent
 
 
-def threadwise(*args: str, timeout: float = 900) -> dict:
+def threadwise(*args: str, timeout: float = 1200) -> dict:
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True, text=True,
                           timeout=timeout, check=False)
