@@ -220,13 +220,12 @@ def run_canary(switch: Switch, probe: Probe, settings: Settings, con: duckdb.Duc
                         if a is None or b is None:
                             progress(f"canary: pair {pair} left out (a window did not count)")
                             continue
-                        judge.add_pair(a, b)
+                        added = judge.add_pair(a, b)
                         pairs += 1
                         decided = judge.decision()
-                        rows = [record.BoundRow(pair, bound.metric, bound.pairs,
-                                                judge.log_ratio(metric, a[metric.name], b[metric.name]),
+                        rows = [record.BoundRow(pair, bound.metric, bound.pairs, added[bound.metric],
                                                 bound.mean, bound.lower, bound.upper, decided.value)
-                                for metric, bound in zip(settings.metrics, judge.bounds(), strict=True)]
+                                for bound in judge.bounds()]
                         record.add(con, "bound", rows)
                         progress(f"canary: pair {pairs}: " + "; ".join(
                             f"{r.metric} {math.exp(r.mean):.3f}x [{math.exp(r.lower):.3f}, "

@@ -164,10 +164,14 @@ class Sequential:
         value = math.log(profile / default) * (1.0 if metric.higher_is_better else -1.0)
         return max(-self._half, min(self._half, value))
 
-    def add_pair(self, profile: dict[str, float], default: dict[str, float]) -> None:
-        """One pair of windows: each metric's value with the profile and with the default."""
+    def add_pair(self, profile: dict[str, float], default: dict[str, float]) -> dict[str, float]:
+        """One pair of windows: each metric's value with the profile and with the default; returns
+        the oriented, clipped log ratio it added per metric (what the record stores)."""
+        added = {}
         for metric in self.metrics:
-            self.add(metric, self.log_ratio(metric, profile[metric.name], default[metric.name]))
+            added[metric.name] = self.log_ratio(metric, profile[metric.name], default[metric.name])
+            self.add(metric, added[metric.name])
+        return added
 
     def add(self, metric: Metric, log_ratio: float) -> None:
         """One pair's oriented log ratio of one metric (positive: better; clipped here)."""
