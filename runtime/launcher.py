@@ -37,7 +37,7 @@ from threadwise.errors import (
     UsageError,
 )
 from threadwise.runtime import config as config_mod
-from threadwise.runtime import scx
+from threadwise.runtime import holder, scx
 from threadwise.runtime.exitinfo import ExitKind, ExitReport
 from threadwise.runtime.state import Phase, RunFiles, RunState, read_state, write_state
 from threadwise.runtime.stats import LayerFigures, read_layers
@@ -146,9 +146,16 @@ def apply_background(
     *,
     attach_timeout_s: float,
     duration_s: float | None = None,
+    held_by: int | None = None,
 ) -> RunState:
-    """Start a detached supervisor; return its state once attached, or raise."""
+    """Start a detached supervisor; return its state once attached, or raise. `held_by`: the pid
+    of a process that holds the profile on trial (holder.py): if it dies first, the supervisor
+    stops scx_layered."""
     files.state.unlink(missing_ok=True)
+    if held_by is None:
+        holder.release(files)
+    else:
+        holder.hold(files, held_by)
     argv = [
         sys.executable, "-m", MARKER, "--run-dir", str(files.root),
         "--source", resolved.source, "--attach-timeout", str(attach_timeout_s),
@@ -189,6 +196,7 @@ def apply_foreground(
 ) -> RunState:
     """Supervise in this process until Ctrl-C / SIGTERM / --duration; raise on failure."""
     files.state.unlink(missing_ok=True)
+    holder.release(files)   # this process is the supervisor: nobody else holds the run
     supervisor = Supervisor(
         files.config,
         files,
@@ -296,6 +304,7 @@ def stop(files: RunFiles) -> StopReport:
         os.kill(scx_pid, signal.SIGINT)
         _wait_gone(scx_pid, scx_start, STOP_GRACE_S)
     after = scx.wait_for_state("disabled", DISABLE_WAIT_S)
+    holder.release(files)
     final = read_state(files) or state
     if not supervised and final.phase.active:
         # Nobody recorded the end: say what we know instead of leaving "attached".

@@ -71,6 +71,11 @@ class RunFiles:
         return self.root / "supervisor.log"
 
     @property
+    def holder(self) -> Path:
+        """The process that holds a profile on trial (holder.py); absent once it is kept."""
+        return self.root / "holder.json"
+
+    @property
     def run_counts(self) -> Path:
         """tid -> run count of the target threads at the last re-match (membership.py)."""
         return self.root / "run-counts.json"
@@ -95,6 +100,7 @@ class RunState:
     attach_s: float | None = None         # launch to attach, seconds
     attach_timeout: bool | None = None    # True: not attached in time, stopped
     stop_signal: str | None = None        # the signal that asked the supervisor to stop
+    stop_reason: str | None = None        # why it stopped unasked-for by a user (holder.py)
     stop_requested: bool | None = None
     ended_at: float | None = None
     exit: ExitReport | None = None        # why scx_layered ended (exitinfo.py)

@@ -38,6 +38,7 @@ from types import FrameType
 from threadwise.procs import is_alive_and_ours, proc_start_time
 from threadwise.runtime import scx
 from threadwise.runtime.exitinfo import ExitKind, ExitReport, classify
+from threadwise.runtime.holder import holder_gone
 from threadwise.runtime.state import Phase, RunFiles, RunState, read_state, write_state
 from threadwise.scx import PLAIN_OUTPUT_ENV, launch_argv
 
@@ -103,6 +104,15 @@ class Supervisor:
         self.stop_requested = True
         self.state.stop_signal = signal.Signals(signum).name
 
+    def _stop_wanted(self) -> bool:
+        """A signal asked to stop, or the profile's holder ended undecided (holder.py)."""
+        if not self.stop_requested:
+            why = holder_gone(self.files)
+            if why is not None:
+                self.stop_requested, self.state.stop_reason = True, why
+                self.log(f"{why}: stopping scx_layered")
+        return self.stop_requested
+
     def _save(self) -> None:
         write_state(self.files, self.state)
 
@@ -158,7 +168,7 @@ class Supervisor:
                 self._save()
                 self.log(f"attached: {snap.ops} after {attach_s:.1f} s")
                 return True
-            if self.stop_requested:
+            if self._stop_wanted():
                 return False
             if time.monotonic() - started > self.attach_timeout_s:
                 self.state.attach_timeout = True
@@ -168,7 +178,7 @@ class Supervisor:
     def _monitor(self, child: subprocess.Popen) -> None:
         deadline = time.monotonic() + self.duration_s if self.duration_s else None
         while child.poll() is None:
-            if self.stop_requested or (deadline and time.monotonic() >= deadline):
+            if self._stop_wanted() or (deadline and time.monotonic() >= deadline):
                 self.state.phase, self.state.stop_requested = Phase.STOPPING, True
                 self._save()
                 self._stop_child(child)

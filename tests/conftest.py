@@ -70,6 +70,23 @@ CAPTURE_FIXTURES = ("rolesim_capture", "redis_capture", "jvm_capture")
 WAITS_FOR_LABS_TIMEOUT_S = 1800
 
 
+# A test phase longer than this is named as it ends (setup includes a module's shared lab boot),
+# so a run cut short by its time limit still shows where its minutes went.
+SLOW_PHASE_S = 60.0
+_CONFIG: list[pytest.Config] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _CONFIG.append(config)   # the terminal reporter registers later: looked up when needed
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    terminal = _CONFIG[-1].pluginmanager.get_plugin("terminalreporter") if _CONFIG else None
+    if report.duration >= SLOW_PHASE_S and terminal is not None:
+        terminal.write_line(f"\n[slow] {report.nodeid} {report.when}: {report.duration:.0f} s "
+                             f"({report.outcome}) at {time.strftime('%H:%M:%S')}")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     unmarked = [item.nodeid for item in items if "scx" not in item.keywords
                 and set(SCX_FIXTURES) & set(getattr(item, "fixturenames", ()))]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from threadwise.errors import CanaryRolledBack, UsageError
+from threadwise.errors import CanaryRolledBack, MissingTool, UsageError
 from threadwise.refine.canary import record
 from threadwise.refine.canary.probe import CommandProbe, LogProbe, Probe
 from threadwise.refine.canary.run import Outcome, Result, Settings, run_canary
@@ -22,6 +22,7 @@ from threadwise.refine.canary.sequence import CLIP_RATIO, Metric
 from threadwise.refine.canary.summary import write_summary
 from threadwise.refine.canary.switch import LayeredSwitch
 from threadwise.refine.measure.workload import Workload, load_workload, resolve_workload
+from threadwise.runtime.scx import require_sched_ext
 from threadwise.runtime.state import RunFiles
 from threadwise.scx import SCX_LAYERED_VERSION
 
@@ -110,6 +111,14 @@ def canary(options: CanaryOptions, *, progress: Callable[[str], None] = print) -
     metrics = metrics_of(workload, options.margin, options.margins)
     probe = probe_of(options, workload)
     pid = options.pid or find_pid(workload.target.process)
+    try:
+        require_sched_ext()
+    except MissingTool as missing:   # the lab cannot stand in: a canary judges *this* host's service
+        raise MissingTool(missing.message, hint=(
+            "a canary judges the profile on the host its service runs on, and needs sched_ext there "
+            "(Linux 6.12 or later with CONFIG_SCHED_CLASS_EXT=y); on this host the lab VM judges it "
+            f"under the workload's own load instead: threadwise ladder {options.workload} "
+            f"--arm {options.profile} --lab")) from None
     settings = Settings(metrics, options.window_s or workload.objective.window_s,
                         workload.objective.warmup_s if options.warmup_s is None else options.warmup_s,
                         options.max_duration_s, options.max_regression, options.alpha, CLIP_RATIO,

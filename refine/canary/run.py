@@ -65,9 +65,11 @@ class Outcome(StrEnum):
 
 
 class Switch(Protocol):
-    """The scheduler under test: attach the profile, return to the kernel's default, read sysfs."""
+    """The scheduler under test: attach the profile (held by the canary: it ends if the canary
+    dies), keep it (released to its supervisor), return to the kernel's default, read sysfs."""
 
     def attach(self) -> None: ...
+    def keep(self) -> None: ...
     def detach(self) -> None: ...
     def state(self) -> str: ...  # sched_ext's sysfs state: 'enabled' while a scheduler runs
 
@@ -150,9 +152,11 @@ def run_canary(switch: Switch, probe: Probe, settings: Settings, con: duckdb.Duc
         if outcome is not Outcome.KEPT and attached:
             switch.detach()
             attached = False
-        elif outcome is Outcome.KEPT and not attached:
-            switch.attach()
-            attached = True
+        elif outcome is Outcome.KEPT:
+            if not attached:
+                switch.attach()
+                attached = True
+            switch.keep()
         record.finish(con, outcome.value, reason)
         progress(f"canary: {outcome.value}: {reason}")
         return Result(outcome, reason, pairs, windows, clock() - start)

@@ -3,9 +3,11 @@ default scheduler (nothing attached), with sysfs read back after every change.""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from threadwise.runtime import holder
 from threadwise.runtime.config import ResolvedConfig
 from threadwise.runtime.launcher import apply_background, prepare, stop
 from threadwise.runtime.scx import sched_ext_state
@@ -15,8 +17,10 @@ from threadwise.runtime.state import RunFiles
 @dataclass
 class LayeredSwitch:
     """`attach` starts the profile as `threadwise apply --background` does (the config is
-    resolved and checked once, by `prepare`); `detach` stops it and confirms sysfs reads
-    `disabled` (runtime.launcher.stop raises otherwise)."""
+    resolved and checked once, by `prepare`), held by this process: if the canary dies (even by
+    SIGKILL) before a decision, the supervisor stops it (runtime/holder.py); `keep` releases it to
+    its supervisor for good; `detach` stops it and confirms sysfs reads `disabled`
+    (runtime.launcher.stop raises otherwise)."""
 
     profile: Path
     shape: str
@@ -29,7 +33,11 @@ class LayeredSwitch:
 
     def attach(self) -> None:
         assert self._resolved is not None
-        apply_background(self._resolved, self.files, attach_timeout_s=self.attach_timeout_s)
+        apply_background(self._resolved, self.files, attach_timeout_s=self.attach_timeout_s,
+                         held_by=os.getpid())
+
+    def keep(self) -> None:
+        holder.release(self.files)
 
     def detach(self) -> None:
         stop(self.files)

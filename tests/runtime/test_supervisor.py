@@ -108,6 +108,60 @@ def test_kill_9_is_noticed_and_reported(lab):
     assert state.state_after == "disabled"
 
 
+def a_holder() -> subprocess.Popen:
+    return subprocess.Popen(["sleep", "60"])
+
+
+def test_a_holder_killed_by_sigkill_takes_its_profile_down(lab):
+    """A canary SIGKILLed mid-trial cannot roll back; its supervisor does (runtime/holder.py)."""
+    from threadwise.runtime import holder
+
+    canary = a_holder()
+    holder.hold(lab.files, canary.pid)
+    supervisor = lab(ATTACHING)
+
+    def kill(_state):
+        canary.kill()
+        canary.wait()   # reaped: its pid is gone, as a dead canary's is
+
+    when_attached(lab.files, kill)
+    report = supervisor.run()
+    state = read_state(lab.files)
+    assert report.clean and state.phase == "stopped" and state.state_after == "disabled"
+    assert f"(pid {canary.pid}) ended without a decision" in state.stop_reason
+
+
+def test_a_released_profile_outlives_its_holder(lab):
+    from threadwise.runtime import holder
+
+    canary = a_holder()
+    holder.hold(lab.files, canary.pid)
+    supervisor = lab(ATTACHING, duration_s=1.5)
+
+    def keep_then_die(_state):
+        holder.release(lab.files)   # kept: the canary hands it over, then exits
+        canary.kill()
+        canary.wait()
+
+    when_attached(lab.files, keep_then_die)
+    started = time.monotonic()
+    supervisor.run()
+    state = read_state(lab.files)
+    assert time.monotonic() - started >= 1.5 and state.stop_reason is None   # ran to its duration
+
+
+def test_a_pid_reused_by_another_process_is_not_the_holder(lab):
+    from threadwise.runtime import holder
+
+    holder.hold(lab.files, os.getpid())
+    lab.files.holder.write_text(json.dumps({"pid": os.getpid(), "start": 1}))   # another process's start
+    assert "ended without a decision" in holder.holder_gone(lab.files)
+    holder.hold(lab.files, os.getpid())
+    assert holder.holder_gone(lab.files) is None
+    holder.release(lab.files)
+    assert holder.holder_gone(lab.files) is None
+
+
 def test_refused_config_is_a_load_failure(lab):
     report = lab(REFUSING).run()
     state = read_state(lab.files)

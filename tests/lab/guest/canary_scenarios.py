@@ -1,11 +1,14 @@
 """Runs INSIDE the lab VM (a sched_ext host): `threadwise canary` on a live rolesim service.
 
-usage: canary_scenarios.py ROLESIM BAD GOOD CATCHALL
-Three canaries, each on a rolesim started here with its log as the probe:
-- bad: workers that starve (a ladder measured their p99 3.8-6.2x worse at bg=0): rolled back;
+usage: canary_scenarios.py ROLESIM BAD GOOD CATCHALL SCENARIO...
+Each scenario runs a canary on a rolesim started here, its log as the probe:
+- bad: workers that starve (a ladder measured their p99 3.8-6.2x worse at bg=0), 4 minutes at most;
+- killed: the good profile's canary SIGKILLed in a profile window (it cannot roll back itself: the
+  supervisor must stop the profile it held, runtime/holder.py);
+- terminated: the same with SIGTERM (the canary rolls back, then exits 130);
 - good: hot-0 on a CPU of its own, with two spinners beside it (a ladder measured it better on both
-  metrics at bg 2): kept, then stopped with `threadwise stop`;
-- catch-all: the profile is scx_layered's catch-all alone: never `better`.
+  metrics at bg 2), 8 minutes at most; kept, then stopped with `threadwise stop`;
+- catch_all: the profile is scx_layered's catch-all alone, 3 minutes at most: never `better`.
 Writes $THREADWISE_LAB_OUT/results.json (tests/lab/test_canary_lab.py asserts on it).
 """
 
@@ -53,17 +56,58 @@ def stop(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
-def canary(name: str, binary: str, profile: str, *, spinners: int, max_duration: str) -> dict:
+def canary_argv(name: str, profile: str, service: subprocess.Popen[bytes], log: Path,
+                max_duration: str) -> list[str]:
+    return ["canary", profile, "--workload", "rolesim", "--pid", str(service.pid), "--probe-log", str(log),
+            "--window", "2s", "--warmup", "1s", "--windows-per-visit", "3", "--attach-timeout", "240s",
+            "--max-duration", max_duration, "--shape", "cores=2,threads-per-core=1",
+            "-o", str(OUT / f"{name}.duckdb")]
+
+
+def wait_for_state(wanted: str, timeout_s: float) -> float | None:
+    """Seconds until sysfs reads `wanted`, or None if it did not within timeout_s."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        if sysfs_state() == wanted:
+            return round(time.monotonic() - started, 1)
+        time.sleep(0.2)
+    return None
+
+
+def interrupted(name: str, profile: str, service: subprocess.Popen[bytes], log: Path, signum: int) -> dict:
+    """The canary, sent `signum` a few seconds into its first profile window."""
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "threadwise.cli",
+                             *canary_argv(name, profile, service, log, "8m")],
+                            stdout=(OUT / f"{name}.stdout").open("wb"), stderr=subprocess.STDOUT)
+    attached_after = wait_for_state("enabled", 300)
+    if attached_after is not None:
+        time.sleep(5)   # into the first window
+    proc.send_signal(signum)   # ours, by its pid
+    try:
+        rc = proc.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rc = proc.wait()
+    state_run = Path("/run/threadwise/state.json")
+    return {"rc": rc, "attached_after": attached_after,
+            "disabled_after": wait_for_state("disabled", 180),
+            "stdout": (OUT / f"{name}.stdout").read_text(errors="replace"),
+            "run_state": json.loads(state_run.read_text()) if state_run.is_file() else None,
+            "seconds": round(time.monotonic() - started, 1)}
+
+
+def canary(name: str, binary: str, profile: str, *, spinners: int, max_duration: str,
+           signum: int | None = None) -> dict:
     log = OUT / f"{name}.log"
     service = start_rolesim(binary, log)
     background = [subprocess.Popen([sys.executable, str(HERE / "spinner.py"), "bg-spin", "3600"],
                                    start_new_session=True) for _ in range(spinners)]
     try:
-        ran = threadwise("canary", profile, "--workload", "rolesim", "--pid", str(service.pid),
-                         "--probe-log", str(log), "--window", "2s", "--warmup", "1s",
-                         "--windows-per-visit", "3", "--attach-timeout", "240s",
-                         "--max-duration", max_duration, "--shape", "cores=2,threads-per-core=1",
-                         "-o", str(OUT / f"{name}.duckdb"))
+        if signum is not None:
+            ran = interrupted(name, profile, service, log, signum)
+        else:
+            ran = threadwise(*canary_argv(name, profile, service, log, max_duration))
         ran["state_after"] = sysfs_state()
         if ran["state_after"] != "disabled":
             ran["stop"] = threadwise("stop")
@@ -75,12 +119,16 @@ def canary(name: str, binary: str, profile: str, *, spinners: int, max_duration:
 
 
 def main() -> None:
-    binary, bad, good, catch_all = sys.argv[1:5]
+    binary, bad, good, catch_all, *names = sys.argv[1:]
+    scenarios = {"bad": (bad, 0, "4m", None), "killed": (good, 0, "8m", signal.SIGKILL),
+                 "terminated": (good, 0, "8m", signal.SIGTERM), "good": (good, 2, "8m", None),
+                 "catch_all": (catch_all, 0, "3m", None)}
     results: dict[str, object] = {}
-    for name, profile, spinners, max_duration in (("bad", bad, 0, "8m"), ("good", good, 2, "8m"),
-                                                  ("catch_all", catch_all, 0, "3m")):
+    for name in names:
+        profile, spinners, max_duration, signum = scenarios[name]
         try:
-            results[name] = canary(name, binary, profile, spinners=spinners, max_duration=max_duration)
+            results[name] = canary(name, binary, profile, spinners=spinners, max_duration=max_duration,
+                                   signum=signum)
         except Exception as error:
             results[name] = {"error": repr(error)}
         (OUT / "results.json").write_text(json.dumps(results, indent=2))
