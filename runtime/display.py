@@ -83,6 +83,8 @@ def status(result: StatusReport) -> str:
         lines.append(f"attached:  {up:.0f} s ago, after {state.attach_s or 0:.1f} s to attach")
     if state.phase.ended:
         lines.append(f"ended:     {_exit(state)}; sched_ext state then {state.state_after}")
+        if state.stop_reason:
+            lines.append(f"stopped:   {state.stop_reason}")
         lines.extend(f"kernel:    {line}" for line in state.kernel_log or [])
     if result.layers:
         lines.extend(layer_table(result.layers, result.membership))

@@ -63,3 +63,16 @@ def test_apply_says_when_layers_that_own_cpus_get_them() -> None:
     open_only = ResolvedConfig(config=type(config)(config.specs[1:]), source="x.json", kind="json",
                                shape=None)
     assert display.first_step(open_only) is None
+
+
+def test_status_says_why_a_canarys_profile_was_stopped() -> None:
+    from threadwise.runtime.exitinfo import ExitKind, ExitReport
+    from threadwise.runtime.launcher import StatusReport
+    from threadwise.runtime.scx import SchedExtState
+    from threadwise.runtime.state import Phase, RunState
+
+    why = "the process that held the profile on trial (pid 42) ended without a decision"
+    state = RunState(Phase.STOPPED, source="p.toml", state_after="disabled", stop_reason=why,
+                     exit=ExitReport(ExitKind.UNREG, "unregistered from user space", 0, True))
+    text = display.status(StatusReport(SchedExtState(True, "disabled", ""), state))
+    assert f"stopped:   {why}" in text.splitlines()
