@@ -25,6 +25,7 @@ ejected ends the canary (rolled back); SIGINT and SIGTERM roll back before the c
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import signal
@@ -129,123 +130,186 @@ def _process_ticks(pid: int | None) -> int:
     return int(fields[11]) + int(fields[12])   # utime + stime of every thread
 
 
+@dataclass(frozen=True)
+class Reading:
+    """One window as read: the probe's metrics (None: nothing usable), sched_ext's state at its
+    end, whether that state is the planned one, why it does not count, other processes' CPU."""
+
+    @property
+    def counted(self) -> dict[str, float] | None:
+        """The metrics, if the window counts (read, and on the planned scheduler)."""
+        return self.values if self.planned else None
+
+    values: dict[str, float] | None
+    state: str
+    planned: bool
+    note: str | None
+    others_cpu_s: float
+    t0: float
+    t1: float
+
+
+def read_window(arm: str, switch: Switch, probe: Probe, settings: Settings, names: list[str], *,
+                target_pid: int | None, clock: Callable[[], float],
+                sleep: Callable[[float], None]) -> Reading:
+    """Warm up, then one window of the probe; the scheduler's state is read at its end."""
+    sleep(settings.warmup_s)
+    busy0, _ = _busy_ticks()
+    own0 = _process_ticks(target_pid)
+    t0 = clock()
+    probe.begin(settings.window_s)
+    sleep(settings.window_s)
+    note = None
+    try:
+        values: dict[str, float] | None = require(probe.end(), names, parser="probe")
+    except ValueError as bad:   # MetricsError: the window read nothing usable
+        values, note = None, f"probe: {bad}"
+    t1 = clock()
+    state = switch.state()
+    planned = state == "enabled" if arm == PROFILE else state in ("", "disabled")
+    if not planned:
+        note = f"sched_ext read {state!r} at the window's end"
+    others = (_busy_ticks()[0] - busy0 - (_process_ticks(target_pid) - own0)) / os.sysconf("SC_CLK_TCK")
+    return Reading(values, state or "disabled", planned, note, max(0.0, others), t0, t1)
+
+
+def regression(settings: Settings, primary: Metric, profile: dict[str, float],
+               default: dict[str, float]) -> str | None:
+    """The guard: why one profile window is past `max_regression` against the default's before it."""
+    if settings.max_regression is None:
+        return None
+    ratio = profile[primary.name] / default[primary.name]
+    loss = 1 / ratio if primary.higher_is_better else ratio
+    if loss <= 1 + settings.max_regression:
+        return None
+    return (f"one window's {primary.name} was {loss:.2f}x worse than the default's before it "
+            f"(--max-regression {settings.max_regression:.0%}): rolled back")
+
+
+class _Trial:
+    """One canary's state: what is attached, the windows and pairs so far, the open pairs."""
+
+    def __init__(self, switch: Switch, settings: Settings, con: duckdb.DuckDBPyConnection,
+                 progress: Callable[[str], None], clock: Callable[[], float]) -> None:
+        self.switch, self.settings, self.con = switch, settings, con
+        self.progress, self.clock = progress, clock
+        self.judge = Sequential(settings.metrics, settings.alpha, clip_ratio=settings.clip_ratio)
+        self.primary = next(m for m in settings.metrics if m.primary)
+        self.start = clock()
+        self.attached = False
+        self.windows = self.pairs = 0
+        self.pending: dict[int, dict[str, dict[str, float] | None]] = {}   # pair -> arm -> values
+
+    def finish(self, outcome: Outcome, reason: str) -> Result:
+        if outcome is not Outcome.KEPT and self.attached:
+            self.switch.detach()
+            self.attached = False
+        elif outcome is Outcome.KEPT:
+            if not self.attached:
+                self.switch.attach()
+                self.attached = True
+            self.switch.keep()
+        record.finish(self.con, outcome.value, reason)
+        self.progress(f"canary: {outcome.value}: {reason}")
+        return Result(outcome, reason, self.pairs, self.windows, self.clock() - self.start)
+
+    def out_of_time(self) -> bool:
+        """Another window (with its warm-up) would end past max_duration_s."""
+        s = self.settings
+        return self.clock() - self.start + s.warmup_s + s.window_s > s.max_duration_s
+
+    def switch_to(self, arm: str) -> Result | None:
+        """Put `arm`'s scheduler in place; a Result when the profile could not attach."""
+        if arm == PROFILE and not self.attached:
+            try:
+                self.switch.attach()
+            except ThreadwiseError as failed:   # the runtime stopped what it started
+                return self.finish(Outcome.ROLLED_BACK, f"scx_layered did not attach ({failed.message}): "
+                                   "the default scheduler stays")
+            self.attached = True
+        elif arm == DEFAULT and self.attached:
+            self.switch.detach()
+            self.attached = False
+        return None
+
+    def recorded(self, arm: str, block: int, pair: int, got: Reading, names: list[str]) -> Result | None:
+        """Record the window; a Result when it ends the canary (the scheduler gone, the guard)."""
+        record.add(self.con, "canary_window", [record.WindowRow(
+            self.windows, block, pair, arm, got.t0 - self.start, got.t1 - self.start, got.state,
+            got.others_cpu_s, os.cpu_count() or 1, got.counted is not None, got.note)])
+        if got.values is not None:
+            record.add(self.con, "sample", [record.SampleRow(self.windows, n, float(v))
+                                            for n, v in got.values.items() if n in names])
+        self.windows += 1
+        if arm == PROFILE and not got.planned:
+            return self.finish(Outcome.ROLLED_BACK, f"the scheduler was not running in a profile window "
+                                                    f"({got.note}): rolled back")
+        self.pending.setdefault(pair, {})[arm] = got.counted
+        before = self.pending[pair].get(DEFAULT)
+        if arm == PROFILE and got.counted is not None and before:
+            guard = regression(self.settings, self.primary, got.counted, before)
+            if guard is not None:
+                return self.finish(Outcome.ROLLED_BACK, guard)
+        return None
+
+    def judged(self, pair: int) -> Result | None:
+        """Add a completed pair to the judge and record its bounds; a Result once decided."""
+        done = self.pending.pop(pair)
+        a, b = done.get(PROFILE), done.get(DEFAULT)
+        if a is None or b is None:
+            self.progress(f"canary: pair {pair} left out (a window did not count)")
+            return None
+        added = self.judge.add_pair(a, b)
+        self.pairs += 1
+        decided = self.judge.decision()
+        rows = [record.BoundRow(pair, bound.metric, bound.pairs, added[bound.metric], bound.mean,
+                                bound.lower, bound.upper, decided.value) for bound in self.judge.bounds()]
+        record.add(self.con, "bound", rows)
+        self.progress(f"canary: pair {self.pairs}: " + "; ".join(
+            f"{r.metric} {math.exp(r.mean):.3f}x [{math.exp(r.lower):.3f}, {math.exp(r.upper):.3f}]"
+            for r in rows) + f" -> {decided.value}")
+        if decided is Decision.WORSE:
+            return self.finish(Outcome.ROLLED_BACK, f"worse beyond its margin after {self.pairs} pairs "
+                               "(the confidence sequence excludes the margin): rolled back")
+        if decided is Decision.BETTER:
+            return self.finish(Outcome.KEPT, f"better after {self.pairs} pairs, no metric worse beyond its "
+                               "margin: the profile stays applied")
+        return None
+
+
 def run_canary(switch: Switch, probe: Probe, settings: Settings, con: duckdb.DuckDBPyConnection, *,
                target_pid: int | None, progress: Callable[[str], None] = print,
                clock: Callable[[], float] = time.monotonic,
                sleep: Callable[[float], None] = time.sleep) -> Result:
     """Alternate windows until a decision, a guard or max_duration; always leave the host either
     judged-better on the profile or on the default scheduler. `con` is the open record."""
-    judge = Sequential(settings.metrics, settings.alpha, clip_ratio=settings.clip_ratio)
-    primary = next(m for m in settings.metrics if m.primary)
+    trial = _Trial(switch, settings, con, progress, clock)
     names = [m.name for m in settings.metrics]
-    tick = os.sysconf("SC_CLK_TCK")
-    cpus = os.cpu_count() or 1
-    start = clock()
-    attached = False
-    windows, pairs = 0, 0
-    pending: dict[int, dict[str, dict[str, float] | None]] = {}   # pair -> arm -> values
     plan = block_plan(settings.windows_per_visit)
-    per_block = 2 * settings.windows_per_visit
-
-    def finish(outcome: Outcome, reason: str) -> Result:
-        nonlocal attached
-        if outcome is not Outcome.KEPT and attached:
-            switch.detach()
-            attached = False
-        elif outcome is Outcome.KEPT:
-            if not attached:
-                switch.attach()
-                attached = True
-            switch.keep()
-        record.finish(con, outcome.value, reason)
-        progress(f"canary: {outcome.value}: {reason}")
-        return Result(outcome, reason, pairs, windows, clock() - start)
-
     try:
         with _signals_raise():
-            block = 0
-            while True:
+            for block in itertools.count():
                 for arm, in_block, completes in plan:
-                    if clock() - start + settings.warmup_s + settings.window_s > settings.max_duration_s:
-                        return finish(Outcome.NO_DECISION,
-                                      f"no measurable benefit: no decision after {pairs} pairs in "
-                                      f"{settings.max_duration_s:g} s (rolled back)")
-                    if arm == PROFILE and not attached:
-                        try:
-                            switch.attach()
-                        except ThreadwiseError as failed:   # the runtime stopped what it started
-                            return finish(Outcome.ROLLED_BACK, "scx_layered did not attach "
-                                          f"({failed.message}): the default scheduler stays")
-                        attached = True
-                    elif arm == DEFAULT and attached:
-                        switch.detach()
-                        attached = False
-                    sleep(settings.warmup_s)
-                    busy0, _ = _busy_ticks()
-                    own0 = _process_ticks(target_pid)
-                    t0 = clock()
-                    probe.begin(settings.window_s)
-                    sleep(settings.window_s)
-                    note = None
-                    try:
-                        values: dict[str, float] | None = require(probe.end(), names, parser="probe")
-                    except ValueError as bad:   # MetricsError: the window read nothing usable
-                        values, note = None, f"probe: {bad}"
-                    t1 = clock()
-                    state = switch.state()
-                    planned = state == "enabled" if arm == PROFILE else state in ("", "disabled")
-                    if not planned:
-                        note = f"sched_ext read {state!r} at the window's end"
-                    others = max(0.0, (_busy_ticks()[0] - busy0 - (_process_ticks(target_pid) - own0)) / tick)
-                    pair = per_block * block + in_block
-                    record.add(con, "canary_window", [record.WindowRow(
-                        windows, block, pair, arm, t0 - start, t1 - start, state or "disabled", others, cpus,
-                        planned and values is not None, note)])
-                    if values is not None:
-                        record.add(con, "sample", [record.SampleRow(windows, n, float(v))
-                                                   for n, v in values.items() if n in names])
-                    windows += 1
-                    if arm == PROFILE and not planned:
-                        return finish(Outcome.ROLLED_BACK, f"the scheduler was not running in a profile "
-                                                           f"window ({note}): rolled back")
-                    pending.setdefault(pair, {})[arm] = values if planned else None
-                    before = pending[pair].get(DEFAULT)
-                    if arm == PROFILE and values is not None and settings.max_regression is not None \
-                            and before:
-                        ratio = values[primary.name] / before[primary.name]
-                        loss = 1 / ratio if primary.higher_is_better else ratio
-                        if loss > 1 + settings.max_regression:
-                            return finish(Outcome.ROLLED_BACK, f"one window's {primary.name} was {loss:.2f}x "
-                                          f"worse than the default's before it (--max-regression "
-                                          f"{settings.max_regression:.0%}): rolled back")
-                    if completes:
-                        done = pending.pop(pair)
-                        a, b = done.get(PROFILE), done.get(DEFAULT)
-                        if a is None or b is None:
-                            progress(f"canary: pair {pair} left out (a window did not count)")
-                            continue
-                        added = judge.add_pair(a, b)
-                        pairs += 1
-                        decided = judge.decision()
-                        rows = [record.BoundRow(pair, bound.metric, bound.pairs, added[bound.metric],
-                                                bound.mean, bound.lower, bound.upper, decided.value)
-                                for bound in judge.bounds()]
-                        record.add(con, "bound", rows)
-                        progress(f"canary: pair {pairs}: " + "; ".join(
-                            f"{r.metric} {math.exp(r.mean):.3f}x [{math.exp(r.lower):.3f}, "
-                            f"{math.exp(r.upper):.3f}]" for r in rows) + f" -> {decided.value}")
-                        if decided is Decision.WORSE:
-                            return finish(Outcome.ROLLED_BACK, f"worse beyond its margin after {pairs} pairs "
-                                          "(the confidence sequence excludes the margin): rolled back")
-                        if decided is Decision.BETTER:
-                            return finish(Outcome.KEPT, f"better after {pairs} pairs, no metric worse "
-                                          "beyond its margin: the profile stays applied")
-                block += 1
+                    if trial.out_of_time():
+                        return trial.finish(Outcome.NO_DECISION, f"no measurable benefit: no decision after "
+                                            f"{trial.pairs} pairs in {settings.max_duration_s:g} s "
+                                            "(rolled back)")
+                    pair = 2 * settings.windows_per_visit * block + in_block
+                    got = trial.switch_to(arm)
+                    if got is None:
+                        got = trial.recorded(arm, block, pair, read_window(
+                            arm, switch, probe, settings, names, target_pid=target_pid, clock=clock,
+                            sleep=sleep), names)
+                    if got is None and completes:
+                        got = trial.judged(pair)
+                    if got is not None:
+                        return got
     except KeyboardInterrupt as why:
-        return finish(Outcome.INTERRUPTED, f"{why}: rolled back to the default scheduler")
+        return trial.finish(Outcome.INTERRUPTED, f"{why}: rolled back to the default scheduler")
     except BaseException:
-        if attached:
+        if trial.attached:
             switch.detach()
         raise
     finally:
         probe.close()
+    raise AssertionError("unreachable: the blocks never run out")
