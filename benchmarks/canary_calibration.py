@@ -37,12 +37,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from results import stamp, write_section
 
+from threadwise.refine.canary import DEFAULT_MARGIN
 from threadwise.refine.canary.sequence import CLIP_RATIO, Decision, Metric, Sequential
 from threadwise.refine.measure import store
 from threadwise.refine.measure.plan import AA_ARM, BASELINE
 
 POOL = Path(__file__).resolve().parent / "data" / "lab-calibration.duckdb"
-METRICS = (Metric("hot_chunks_per_s", True, 0.10, primary=True), Metric("worker_lat_p99_us", False, 0.10))
+MARGINS = (0.05, 0.10, 0.15, 0.20, 0.30)   # the sweep --margin's default is chosen from
+KEEP_SHARE = 0.95   # the rule: the smallest margin keeping the neutral-secondary gain this often
+
+
+def metrics_at(margin: float) -> tuple[Metric, Metric]:
+    return (Metric("hot_chunks_per_s", True, margin, primary=True),
+            Metric("worker_lat_p99_us", False, margin))
+
+
+METRICS = metrics_at(DEFAULT_MARGIN)
 
 
 def pairs_of(path: Path, arm: str, levels: set[int] | None) -> np.ndarray:
@@ -66,10 +76,11 @@ def pairs_of(path: Path, arm: str, levels: set[int] | None) -> np.ndarray:
     return np.array(rows)
 
 
-def judge(stream: np.ndarray, alpha: float, grid: int) -> tuple[Decision, int]:
-    seq = Sequential(METRICS, alpha, grid)
+def judge(stream: np.ndarray, alpha: float, grid: int,
+          metrics: tuple[Metric, ...] = METRICS) -> tuple[Decision, int]:
+    seq = Sequential(metrics, alpha, grid)
     for n, row in enumerate(stream, start=1):
-        for metric, value in zip(METRICS, row, strict=True):
+        for metric, value in zip(metrics, row, strict=True):
             seq.add(metric, float(value))
         decided = seq.decision()
         if decided is not Decision.UNDECIDED:
@@ -77,14 +88,51 @@ def judge(stream: np.ndarray, alpha: float, grid: int) -> tuple[Decision, int]:
     return Decision.UNDECIDED, len(stream)
 
 
-def run(name: str, make: Callable[[int], np.ndarray], streams: int, alpha: float,
-        grid: int) -> dict[str, object]:
-    outcomes = [judge(make(i), alpha, grid) for i in range(streams)]
+def run(name: str, make: Callable[[int], np.ndarray], streams: int, alpha: float, grid: int, *,
+        metrics: tuple[Metric, ...] = METRICS) -> dict[str, object]:
+    outcomes = [judge(make(i), alpha, grid, metrics) for i in range(streams)]
     decided = [n for d, n in outcomes if d is not Decision.UNDECIDED]
     counts = {d: sum(o[0] is d for o in outcomes) for d in Decision}
     return {"name": name, "streams": streams, "better": counts[Decision.BETTER] / streams,
             "worse": counts[Decision.WORSE] / streams, "undecided": counts[Decision.UNDECIDED] / streams,
             "median_pairs": float(np.median(decided)) if decided else math.nan}
+
+
+def margin_sweep(noise: dict[str, Callable[[int], np.ndarray]],
+                 effects: dict[str, Callable[[int], np.ndarray]], args: argparse.Namespace) -> list[str]:
+    """The same streams judged at each margin of MARGINS: what a margin costs (pairs to keep the
+    known gain, to roll back the known loss) and buys (false decisions on the pool's A/A)."""
+    aa = next(make for name, make in noise.items() if name.startswith("A/A resampled"))
+    gain, loss = effects.values()
+
+    def neutral_secondary(i: int) -> np.ndarray:
+        """The known gain's primary beside an A/A secondary: a gain that must show its secondary
+        within the margin, not better, to be kept."""
+        stream = gain(i)
+        stream[:, 1] = aa(i)[:, 1]
+        return stream
+
+    n = args.streams // 4
+    chosen = None
+    lines = ["| margin | pool A/A: any decision (false) | known gain: kept (median pairs) "
+             "| gain, neutral secondary: kept (median pairs) | known loss: rolled back (median pairs) |",
+             "|---|---|---|---|---|"]
+    for margin in MARGINS:
+        a, g, k, w = (run(name, make, n, args.alpha, args.grid, metrics=metrics_at(margin))
+                      for name, make in (("aa", aa), ("gain", gain), ("neutral", neutral_secondary),
+                                         ("loss", loss)))
+        false = a["better"] + a["worse"]  # type: ignore[operator]
+        default = " (the default)" if margin == DEFAULT_MARGIN else ""
+        if chosen is None and k["better"] >= KEEP_SHARE:  # type: ignore[operator]
+            chosen = margin
+        lines.append(f"| {margin:.0%}{default} | {false:.1%} | {g['better']:.0%} ({g['median_pairs']:g}) "
+                     f"| {k['better']:.0%} ({k['median_pairs']:g}) "
+                     f"| {w['worse']:.0%} ({w['median_pairs']:g}) |")
+    agrees = "the default" if chosen == DEFAULT_MARGIN else f"NOT the default ({DEFAULT_MARGIN:.0%})"
+    return [*lines, "", f"The smallest margin that keeps the gain with a neutral secondary in at least "
+            f"{KEEP_SHARE:.0%} of {n} streams: {chosen:.0%}" if chosen is not None else
+            f"No margin of {MARGINS} keeps the gain with a neutral secondary in {KEEP_SHARE:.0%} of streams",
+            f"That is {agrees}." if chosen is not None else ""]
 
 
 def main() -> None:
@@ -120,7 +168,8 @@ def main() -> None:
                    for name, make in effects.items()]
     shown = args.pool.relative_to(Path.cwd()) if args.pool.is_relative_to(Path.cwd()) else args.pool
     lines = [f"Pool: `{shown}`; the judge: betting confidence sequence, alpha {args.alpha} over both "
-             f"metrics, pairs clipped at {CLIP_RATIO}x, margins 10%, read after every pair of a "
+             f"metrics, pairs clipped at {CLIP_RATIO}x, margins {DEFAULT_MARGIN:.0%} (the default), read "
+             "after every pair of a "
              f"{args.pairs}-pair stream.", "",
              "| streams of | n | any decision (false) | better | worse | median pairs to a decision |",
              "|---|---|---|---|---|---|"]
@@ -133,6 +182,7 @@ def main() -> None:
     for row in effect_rows:
         lines.append(f"| {row['name']} | {row['streams']} | {row['better']:.1%} | {row['worse']:.1%} "
                      f"| {row['undecided']:.1%} | {row['median_pairs']:g} |")
+    lines += ["", *margin_sweep(noise, effects, args)]
     worst = max(r["better"] + r["worse"] for r in rows)  # type: ignore[operator]
     verdict = "met" if worst <= args.alpha else "NOT met"
     lines += ["", f"Canary false-alarm rate under continuous monitoring: at most {worst:.1%} of A/A streams "

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from threadwise.errors import UsageError
+from threadwise.refine.canary import DEFAULT_MARGIN
 from threadwise.refine.cli_options import (
     SEARCH_REPEATS,
     SPEC_HELP,
@@ -376,7 +377,9 @@ def canary_command(
                                        "(host: this machine).")] = "host",
     margin: Annotated[list[str] | None, typer.Option("--margin", help="The loss a metric tolerates before "
                                                      "the canary calls it worse: 10% for every metric, or "
-                                                     "METRIC=25% for one (repeatable). Default 10%.")] = None,
+                                                     "METRIC=25% for one (repeatable). Default "
+                                                     f"{DEFAULT_MARGIN:.0%}, measured (docs/canary.md)."
+                                                     )] = None,
     max_regression: Annotated[str | None, typer.Option("--max-regression", help="One profile window "
                                                        "this much worse on the primary than the default "
                                                        "window before it rolls back at once.")] = None,
@@ -414,7 +417,7 @@ def canary_command(
     from threadwise.refine.canary.command import CanaryOptions, canary
 
     regression = _percent(max_regression, "--max-regression") if max_regression else None
-    every, own = 0.10, {}
+    every, own = DEFAULT_MARGIN, {}
     for given in margin or []:
         name, _, value = given.rpartition("=")
         if name:

@@ -3,7 +3,7 @@
 tests/lab/guest/canary_scenarios.py runs the real CLI inside the guest, a sched_ext host, against a
 rolesim it started, reading rolesim's own report lines as the probe. What must hold every time:
 - a profile that starves the workers is never kept: the canary measures it through the real
-  switch and probe and rolls it back (worse, or no benefit by its 4-minute cap), the default
+  switch and probe and rolls it back (worse, or no benefit by its 5-minute cap), the default
   scheduler confirmed;
 - a canary SIGKILLed while its profile is attached cannot roll back: the supervisor, which it held
   the profile through (runtime/holder.py), stops scx_layered;

@@ -2,7 +2,7 @@
 
 usage: canary_scenarios.py ROLESIM BAD GOOD CATCHALL SCENARIO...
 Each scenario runs a canary on a rolesim started here, its log as the probe:
-- bad: workers that starve (a ladder measured their p99 3.8-6.2x worse at bg=0), 4 minutes at most;
+- bad: workers that starve (a ladder measured their p99 3.8-6.2x worse at bg=0), 5 minutes at most;
 - killed: the good profile's canary SIGKILLed in a profile window (it cannot roll back itself: the
   supervisor must stop the profile it held, runtime/holder.py);
 - terminated: the same with SIGTERM (the canary rolls back, then exits 130);
@@ -120,7 +120,7 @@ def canary(name: str, binary: str, profile: str, *, spinners: int, max_duration:
 
 def main() -> None:
     binary, bad, good, catch_all, *names = sys.argv[1:]
-    scenarios = {"bad": (bad, 0, "4m", None), "killed": (good, 0, "8m", signal.SIGKILL),
+    scenarios = {"bad": (bad, 0, "5m", None), "killed": (good, 0, "8m", signal.SIGKILL),
                  "terminated": (good, 0, "8m", signal.SIGTERM), "good": (good, 2, "8m", None),
                  "catch_all": (catch_all, 0, "3m", None)}
     results: dict[str, object] = {}
