@@ -16,7 +16,7 @@ from pathlib import Path
 
 from threadwise.errors import CanaryRolledBack, MissingTool, UsageError
 from threadwise.refine.canary import record
-from threadwise.refine.canary.probe import CommandProbe, LogProbe, Probe
+from threadwise.refine.canary.probe import CommandProbe, LogProbe, Probe, PrometheusProbe
 from threadwise.refine.canary.run import Outcome, Result, Settings, run_canary
 from threadwise.refine.canary.sequence import CLIP_RATIO, Metric
 from threadwise.refine.canary.summary import write_summary
@@ -98,6 +98,16 @@ def probe_of(options: CanaryOptions, workload: Workload) -> Probe:
                               f"workload's parser ({parser}), as the training read its load")
     if workload.probe.log is not None:
         return LogProbe(Path(workload.probe.log), parser)
+    if workload.probe.prometheus is not None:
+        wanted = [m.metric for m in workload.objective.metrics()]
+        missing = [m for m in wanted if m not in workload.probe.series]
+        if missing:
+            raise UsageError(f"workload {workload.name}'s [probe.series] names no series for "
+                             f"{', '.join(missing)}",
+                             hint="add one per objective metric, e.g. [probe.series] "
+                                  f'{missing[0]} = {{ name = "app_requests_total", rate = true }}')
+        return PrometheusProbe(workload.probe.prometheus,
+                               {m: workload.probe.series[m] for m in wanted})
     return CommandProbe(list(workload.probe.command or []), parser)
 
 

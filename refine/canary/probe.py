@@ -5,20 +5,30 @@ the ladder's parsers (refine/measure/metrics.py), so a canary reads a service as
 - `LogProbe`: the lines the service appended to its log file during the window (rolesim's report
   lines, a service's own JSON lines);
 - `CommandProbe`: a command run for the window (`{window_s}` in its argv is the window's length),
-  whose output is parsed: `redis-cli --latency` style tools, or a client of the service's own.
+  whose output is parsed: `redis-cli --latency` style tools, or a client of the service's own;
+- `PrometheusProbe`: a Prometheus text endpoint on loopback, scraped as the window begins and
+  ends: a counter's increase per second, or a gauge's (a quantile's) value at the end.
 """
 
 from __future__ import annotations
 
+import difflib
+import math
 import os
+import re
 import signal
 import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from threadwise.errors import MetricsError, UsageError
 from threadwise.refine.measure.metrics import PARSER_NAMES, parse_metrics
+from threadwise.refine.measure.workload import Series
 
 
 class Probe(Protocol):
@@ -116,3 +126,96 @@ class CommandProbe:
             os.killpg(process.pid, signal.SIGKILL)   # ours: its own session, by its PID
             process.wait()
         self._process = None
+
+
+# -- Prometheus text exposition (the subset a scrape needs: samples, labels; comments skipped) --
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+-?\d+)?\s*$")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+
+Sample = tuple[str, dict[str, str], float]
+
+
+def parse_exposition(text: str) -> list[Sample]:
+    """(name, labels, value) of every sample line of a Prometheus text exposition."""
+    samples = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        matched = _SAMPLE.match(line)
+        if matched is None:
+            continue   # a line of a format this subset does not read (the spec's rare corners)
+        name, labels, value = matched.groups()
+        pairs = {k: re.sub(r"\\[\\\"n]", lambda m: _UNESCAPE[m.group(0)], v)
+                 for k, v in _LABEL.findall(labels or "")}
+        try:
+            samples.append((name, pairs, float(value)))
+        except ValueError:
+            continue
+    return samples
+
+
+def pick(samples: list[Sample], metric: str, series: Series) -> float:
+    """The one sample `series` names; an error that says what the endpoint has instead."""
+    found = [v for name, labels, v in samples
+             if name == series.name and all(labels.get(k) == want for k, want in series.labels.items())]
+    if len(found) == 1:
+        if math.isnan(found[0]):
+            raise MetricsError(f"{metric}: {series.name} reads NaN (nothing observed in its window?)")
+        return found[0]
+    wanted = series.name + ("{" + ",".join(f'{k}="{v}"' for k, v in series.labels.items()) + "}"
+                            if series.labels else "")
+    if not found:
+        names = sorted({name for name, _, _ in samples})
+        close = difflib.get_close_matches(series.name, names, n=3)
+        raise MetricsError(f"{metric}: the endpoint has no series {wanted}",
+                           hint=("similar: " + ", ".join(close)) if close else f"it has {len(names)} names")
+    raise MetricsError(f"{metric}: {len(found)} series match {wanted}",
+                       hint="add labels to the series so that one matches")
+
+
+@dataclass
+class PrometheusProbe:
+    """A Prometheus text endpoint on loopback, scraped at the window's start and end."""
+
+    url: str
+    series: dict[str, Series]
+    clock: Callable[[], float] = time.monotonic
+    _first: tuple[float, list[Sample]] | None = field(default=None, init=False)
+
+    def describe(self) -> str:
+        return f"{self.url} (Prometheus: {', '.join(f'{m} = {s.name}' for m, s in self.series.items())})"
+
+    def _scrape(self) -> tuple[float, list[Sample]]:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # loopback: never a proxy
+        try:
+            with opener.open(self.url, timeout=10) as answer:
+                text = answer.read().decode(errors="replace")
+        except (urllib.error.URLError, OSError) as error:
+            raise MetricsError(f"{self.url} did not answer: {getattr(error, 'reason', error)}",
+                               hint="is the service (or its exporter) running and listening there?") from None
+        return self.clock(), parse_exposition(text)
+
+    def begin(self, window_s: float) -> None:
+        self._first = self._scrape()
+
+    def end(self) -> dict[str, float]:
+        assert self._first is not None, "end() before begin()"
+        (t0, before), (t1, after) = self._first, self._scrape()
+        self._first = None
+        values = {}
+        for metric, series in self.series.items():
+            value = pick(after, metric, series)
+            if series.rate:
+                start = pick(before, metric, series)
+                if value < start:
+                    raise MetricsError(f"{metric}: counter {series.name} went back ({start:g} -> {value:g})",
+                                       hint="the service restarted in the window; the window is left out")
+                value = (value - start) / max(t1 - t0, 1e-9)
+            values[metric] = value * series.scale
+        return values
+
+    def close(self) -> None:
+        return None

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
-from threadwise.errors import ThreadwiseError
+from threadwise.errors import MetricsError, ThreadwiseError
 from threadwise.refine.canary import record
 from threadwise.refine.canary.probe import Probe
 from threadwise.refine.canary.sequence import Decision, Metric, Sequential
@@ -157,13 +157,18 @@ def read_window(arm: str, switch: Switch, probe: Probe, settings: Settings, name
     busy0, _ = _busy_ticks()
     own0 = _process_ticks(target_pid)
     t0 = clock()
-    probe.begin(settings.window_s)
-    sleep(settings.window_s)
+    values: dict[str, float] | None = None
     note = None
     try:
-        values: dict[str, float] | None = require(probe.end(), names, parser="probe")
-    except ValueError as bad:   # MetricsError: the window read nothing usable
-        values, note = None, f"probe: {bad}"
+        probe.begin(settings.window_s)
+    except MetricsError as bad:   # the start of the window could not be read: it will not count
+        note = f"probe: {bad}"
+    sleep(settings.window_s)
+    if note is None:
+        try:
+            values = require(probe.end(), names, parser="probe")
+        except ValueError as bad:   # MetricsError: the window read nothing usable
+            note = f"probe: {bad}"
     t1 = clock()
     state = switch.state()
     planned = state == "enabled" if arm == PROFILE else state in ("", "disabled")

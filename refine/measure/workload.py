@@ -142,22 +142,42 @@ class Load(_Model):
     priority: Literal["fifo", "normal"] = "fifo"
 
 
+LOOPBACK_URL = r"^http://(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[::1\])(:\d+)?(/\S*)?$"
+
+
+class Series(_Model):
+    """One objective metric read from a Prometheus text exposition: the series `name` whose
+    labels include `labels`; with `rate`, its increase per second over the window (a counter),
+    else its value at the window's end (a gauge, a summary's quantile); times `scale`."""
+
+    name: Annotated[str, Field(pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")]
+    labels: dict[str, str] = {}
+    rate: bool = False
+    scale: Annotated[float, Field(gt=0.0, allow_inf_nan=False)] = 1.0
+
+
 class Probe(_Model):
     """Where `threadwise canary` reads the live service's metrics over a window (docs/canary.md):
     the lines the service appends to its log, or the output of a command run once per window
-    (`{window_s}` in it is the window's length); read with `load.parser`. Exactly one of the two;
-    the ladder and train never read it."""
+    (`{window_s}` in it is the window's length), both read with `load.parser`; or a Prometheus
+    text endpoint on loopback, scraped as the window begins and ends, whose `series` name where
+    each objective metric is. Exactly one of the three; the ladder and train never read it."""
 
     log: Annotated[str, Field(min_length=1)] | None = None
     command: Argv | None = None
+    prometheus: Annotated[str, Field(pattern=LOOPBACK_URL)] | None = None
+    series: dict[str, Series] = {}
 
     @pydantic.model_validator(mode="after")
     def _exactly_one(self) -> Probe:
-        kinds = [k for k in ("log", "command") if getattr(self, k) is not None]
+        kinds = [k for k in ("log", "command", "prometheus") if getattr(self, k) is not None]
         if len(kinds) != 1:
             found = " and ".join(kinds) if kinds else "none"
             raise PydanticCustomError("probe_kinds",
-                                      f"probe needs exactly one of log, command (found {found})")
+                                      f"probe needs exactly one of log, command, prometheus (found {found})")
+        if (self.prometheus is None) == bool(self.series):
+            raise PydanticCustomError("probe_series", "series go with prometheus, and prometheus needs series"
+                                      if self.prometheus is None else "prometheus needs series")
         return self
 
 
@@ -230,7 +250,10 @@ _HINTS = {
     "empty_command": 'write the command as a list of strings, e.g. ["redis-server", "--port", "6399"]',
     "placeholder": "placeholders: " + ", ".join("{" + p + "}" for p in PLACEHOLDERS),
     "ready_kinds": 'e.g. ready = { tcp_port = 6399 } or ready = { log_line = "ready" }',
-    "probe_kinds": 'e.g. [probe] log = "/var/log/my-service.log", or command = ["my-client", "--stats"]',
+    "probe_kinds": 'e.g. [probe] log = "/var/log/my-service.log", or command = ["my-client", "--stats"], '
+                   'or prometheus = "http://127.0.0.1:9121/metrics"',
+    "probe_series": 'name where each objective metric is, e.g. [probe.series] ops_per_s = '
+                    '{ name = "app_requests_total", rate = true }',
     "empty_process": "name the process comm whose threads the profile targets, e.g. \"redis-server\"",
     "comm_too_long": "the kernel keeps 15 characters of a comm: write its first 15",
     "missing": f"add it; see {DOC}",
@@ -355,8 +378,12 @@ def _schema_diagnostic(err: Any, source: SourceMap, file: str) -> Diagnostic:
     elif kind == "string_pattern_mismatch" and loc and loc[-1] == "name":
         message = f"{where}: {short_value(err.get('input'))} is not a valid name"
         hint = f"a name is {NAME_RULE}"
-    elif kind in {"empty_command", "placeholder", "ready_kinds", "probe_kinds", "empty_process",
-                  "comm_too_long", "literal_error", "enum"}:
+    elif kind == "string_pattern_mismatch" and loc and loc[-1] == "prometheus":
+        message = f"{where}: {short_value(err.get('input'))} is not an http:// URL on loopback"
+        hint = ("a canary reads a service on this host: its endpoint on 127.0.0.1, localhost or [::1], "
+                'e.g. "http://127.0.0.1:9121/metrics"')
+    elif kind in {"empty_command", "placeholder", "ready_kinds", "probe_kinds", "probe_series",
+                  "empty_process", "comm_too_long", "literal_error", "enum"}:
         message = f"{where}: {err['msg']}"
     elif kind == "finite_number":
         message = f"{where}: nan and inf are not allowed"

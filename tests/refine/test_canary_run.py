@@ -208,3 +208,24 @@ def test_a_host_without_sched_ext_is_told_where_a_profile_can_be_judged(tmp_path
     assert "has no sched_ext" in refused.value.message
     assert f"threadwise ladder rolesim --arm {profile} --lab" in refused.value.hint
     assert not (tmp_path / "canary.duckdb").exists()
+
+
+def test_a_window_whose_probe_cannot_start_is_left_out_and_the_canary_goes_on(tmp_path):
+    from threadwise.errors import MetricsError
+
+    class Flaky(Host):
+        """An endpoint that does not answer at the start of every fifth window."""
+
+        calls = 0
+
+        def begin(self, window_s: float) -> None:
+            self.calls += 1
+            if self.calls % 5 == 0:
+                raise MetricsError("http://127.0.0.1:9/metrics did not answer: refused")
+
+    result, con = canary(tmp_path, Flaky((1 / 1.3, 1.0)))
+    assert result.outcome is Outcome.ROLLED_BACK
+    windows = con.execute(record.sql("window_rows")).fetchall()
+    left_out = [row for row in windows if not row[8]]
+    assert left_out and all("did not answer" in row[9] for row in left_out)
+    assert result.pairs < result.windows // 2   # a pair with a window left out is not judged

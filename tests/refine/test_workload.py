@@ -355,9 +355,16 @@ def test_a_probe_table_names_where_a_canary_reads_the_live_service(tmp_path: Pat
 
 
 @pytest.mark.parametrize(("table", "where", "says"), [
-    ('log = "/var/log/x.log"\ncommand = ["x"]', "[probe]", "probe: probe needs exactly one of log, command "
-                                                           "(found log and command)"),
+    ('log = "/var/log/x.log"\ncommand = ["x"]', "[probe]", "probe: probe needs exactly one of log, command, "
+                                                           "prometheus (found log and command)"),
     ('log = ""', "log =", "probe.log: string should have at least 1 character"),
+    ('prometheus = "http://127.0.0.1:9121/metrics"', "[probe]", "probe: prometheus needs series"),
+    ('prometheus = "http://10.0.0.8:9121/metrics"\nseries = { get_rps = { name = "x" } }', "prometheus =",
+     "probe.prometheus: 'http://10.0.0.8:9121/metrics' is not an http:// URL on loopback"),
+    ('log = "/var/log/x.log"\nseries = { get_rps = { name = "x" } }', "[probe]",
+     "probe: series go with prometheus"),
+    ('prometheus = "http://[::1]:9/m"\nseries = { get_rps = { name = "x", scale = 0 } }', "series =",
+     "probe.series.get_rps.scale: input should be greater than 0"),
 ])
 def test_a_probe_needs_exactly_one_source_and_says_where(tmp_path: Path, table: str, where: str, says: str):
     text = VALID + f"\n[probe]\n{table}\n"
@@ -401,3 +408,20 @@ def test_a_canary_margin_can_be_set_per_metric_and_must_name_one(tmp_path: Path)
     with pytest.raises(UsageError, match="get_p100_ms") as refused:
         metrics_of(workload, 0.1, {"get_p100_ms": 0.25})
     assert "get_rps" in (refused.value.hint or "")
+
+
+def test_a_prometheus_probe_needs_a_series_for_every_objective_metric(tmp_path: Path):
+    from threadwise.errors import UsageError
+    from threadwise.refine.canary.command import CanaryOptions, probe_of
+    from threadwise.refine.canary.probe import PrometheusProbe
+
+    table = '\n[probe]\nprometheus = "http://127.0.0.1:9121/metrics"\n[probe.series]\n'
+    one = 'get_rps = { name = "redis_commands_total", labels = { cmd = "get" }, rate = true }\n'
+    options = CanaryOptions(tmp_path / "p.toml", "w", None, None, None, "host", 0.1, None, 60.0, None, None,
+                            0.05, tmp_path / "c.duckdb", False, "threadwise canary")
+    with pytest.raises(UsageError, match="names no series for set_p99_ms, get_p99_ms"):
+        probe_of(options, load_workload(write(tmp_path, VALID + table + one)))
+    both = one + "".join(f'{m}_p99_ms = {{ name = "request_seconds", scale = 1000, '
+                         f'labels = {{ cmd = "{m}", quantile = "0.99" }} }}\n' for m in ("get", "set"))
+    probe = probe_of(options, load_workload(write(tmp_path, VALID + table + both)))
+    assert isinstance(probe, PrometheusProbe) and probe.series["get_p99_ms"].scale == 1000
