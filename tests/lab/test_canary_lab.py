@@ -1,18 +1,24 @@
-"""`threadwise canary` on a live service in the lab VM (one boot, three canaries; TCG, 2 vCPUs).
+"""`threadwise canary` on a live service in the lab VM (one boot, five canaries; TCG, 2 vCPUs).
 
 tests/lab/guest/canary_scenarios.py runs the real CLI inside the guest, a sched_ext host, against a
-rolesim it started, reading rolesim's own report lines as the probe. What must hold every time:
-- a profile that starves the workers is never kept: the canary measures it through the real
-  switch and probe and rolls it back (worse, or no benefit by its 5-minute cap), the default
-  scheduler confirmed;
-- a canary SIGKILLed while its profile is attached cannot roll back: the supervisor, which it held
-  the profile through (runtime/holder.py), stops scx_layered;
+rolesim it started, reading rolesim's own report lines as the probe; each canary's outcome, pairs
+and time are printed. What must hold every time:
+- a profile that starves the workers (a ladder measured their p99 3.8-6.2x worse at bg 0) is
+  never kept: measured through the real switch and probe, it is rolled back as worse, or as no
+  benefit at its 5-minute cap; the default scheduler confirmed;
+- hot-0 on a CPU of its own under two spinners (a ladder measured it better on both metrics) is
+  never called worse: it is kept (attached until `threadwise stop`), or undecided at its
+  6-minute cap and rolled back;
+- the catch-all alone (the nearest a live canary gets to A/A) is never called better;
+- a canary SIGKILLed while its profile is attached cannot roll back: the supervisor, which it
+  held the profile through (runtime/holder.py), stops scx_layered;
 - SIGTERM rolls back before the canary exits (130).
-Whether a helpful profile is *kept* is a question of power under TCG (kept in 2 of 3 runs within
-8 minutes on 2026-11-28): the loop's keep path is tested with a stand-in in
-tests/refine/test_canary_run.py, and the lab's answer is a measurement (docs/canary.md, "Measured"),
-not a test. Measured 2026-11-28: the bad profile rolled back after 12 pairs (229 s) and 20 pairs
-(330 s, at a 20% margin); on CI's host one run did not decide it worse within 8 minutes.
+That a helpful profile is kept, and a harmful one rolled back as worse rather than at its cap, is
+a matter of power under TCG, not of correctness, so those are printed, not asserted (the keep path
+itself is asserted with a stand-in in tests/refine/test_canary_run.py). Measured on 2026-11-28:
+the starving profile rolled back as worse after 12 and 23 pairs (229 s, 236 s, 10% margin); the
+helpful one kept after 13 pairs (about 220 s) and in 2 of 3 earlier runs within 8 minutes; the
+catch-all undecided after 14 pairs (210 s).
 """
 
 from __future__ import annotations
@@ -36,8 +42,8 @@ CATCH_ALL = ROOT / "tests" / "data" / "lab" / "canary-catch-all.toml"
 @pytest.fixture(scope="module")
 def canaries():
     _result, data = run_guest_script("canary_scenarios.py", str(build("rolesim")), str(BAD), str(GOOD),
-                                     str(CATCH_ALL), "bad", "killed", "terminated", label="canary",
-                                     timeout_s=1200)
+                                     str(CATCH_ALL), "bad", "good", "catch_all", "killed", "terminated",
+                                     label="canary", timeout_s=1500)
     return data
 
 
@@ -62,6 +68,22 @@ def test_a_profile_that_starves_the_workers_is_measured_and_never_kept(canaries)
     assert "pair 4:" in said, "fewer than 4 pairs measured: " + said[-2000:]
     if part["outcome"] == "rolled_back":
         assert "worse" in part["stderr"], part["stderr"][-2000:]
+
+
+def test_a_profile_that_helps_under_background_is_never_rolled_back_as_worse(canaries):
+    part = ran(canaries, "good")
+    assert part["outcome"] in ("kept", "no_decision"), part["stderr"][-2000:]
+    if part["outcome"] == "kept":
+        assert part["rc"] == 0 and part["state_after"] == "enabled"
+        assert part["state_after_stop"] == "disabled"   # `threadwise stop` ends a kept profile
+    else:
+        assert part["rc"] == 13 and part["state_after"] == "disabled"
+
+
+def test_the_catch_all_alone_is_never_called_better(canaries):
+    part = ran(canaries, "catch_all")
+    assert part["outcome"] in ("no_decision", "rolled_back"), part["stderr"][-2000:]
+    assert part["rc"] == 13 and part["state_after"] == "disabled"
 
 
 def test_a_canary_killed_mid_trial_leaves_the_default_scheduler(canaries):
