@@ -81,10 +81,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Name a slow phase, and a failure's reason, as they happen: a run cut short by its time
+    limit, or an output shown only in part, still says where the minutes went and what failed."""
     terminal = _CONFIG[-1].pluginmanager.get_plugin("terminalreporter") if _CONFIG else None
-    if report.duration >= SLOW_PHASE_S and terminal is not None:
+    if terminal is None:
+        return
+    if report.duration >= SLOW_PHASE_S:
         terminal.write_line(f"\n[slow] {report.nodeid} {report.when}: {report.duration:.0f} s "
-                             f"({report.outcome}) at {time.strftime('%H:%M:%S')}")
+                            f"({report.outcome}) at {time.strftime('%H:%M:%S')}")
+    if report.failed:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        why = (crash.message if crash is not None else str(report.longrepr)).strip().splitlines()
+        terminal.write_line(f"\n[failed] {report.nodeid} {report.when}: {' | '.join(why[:6])[:600]}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
