@@ -23,6 +23,7 @@ catch-all undecided after 14 pairs (210 s).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import duckdb
@@ -74,8 +75,15 @@ def test_a_profile_that_helps_under_background_is_never_rolled_back_as_worse(can
     part = ran(canaries, "good")
     assert part["outcome"] in ("kept", "no_decision"), part["stderr"][-2000:]
     if part["outcome"] == "kept":
-        assert part["rc"] == 0 and part["state_after"] == "enabled"
-        assert part["state_after_stop"] == "disabled"   # `threadwise stop` ends a kept profile
+        assert part["rc"] == 0, part["stderr"][-2000:]
+        state = json.loads(part["run_files"].get("state.json", "{}"))
+        if part["state_after"] == "enabled":
+            assert part["state_after_stop"] == "disabled"   # `threadwise stop` ends a kept profile
+        else:
+            # kept, then gone before it was looked at: only scx_layered's own end (the kernel ejected
+            # it: a stall under TCG) may explain that; the holder stopping a kept profile is a bug
+            print(f"canary good: kept, then ended on its own: {state.get('exit')}")
+            assert state.get("phase") == "failed" and "stop_reason" not in state, part["run_files"]
     else:
         assert part["rc"] == 13 and part["state_after"] == "disabled"
 

@@ -79,6 +79,14 @@ def canary_argv(name: str, scenario: Scenario, service: subprocess.Popen[bytes],
             "-o", str(OUT / f"{name}.duckdb")]
 
 
+def run_files() -> dict[str, str]:
+    """The runtime's own account of the last run (state, supervisor log, scx_layered's tail)."""
+    root = Path("/run/threadwise")
+    return {name: (root / name).read_text(errors="replace")[-3000:]
+            for name in ("state.json", "supervisor.log", "scx_layered.log", "holder.json")
+            if (root / name).is_file()}
+
+
 def wait_for_state(wanted: str, timeout_s: float) -> float | None:
     """Seconds until sysfs reads `wanted`, or None if it did not within timeout_s."""
     started = time.monotonic()
@@ -123,6 +131,7 @@ def canary(name: str, binary: str, scenario: Scenario) -> dict:
         else:
             ran = threadwise(*canary_argv(name, scenario, service, log))
         ran["state_after"] = sysfs_state()
+        ran["run_files"] = run_files()
         if ran["state_after"] != "disabled":
             ran["stop"] = threadwise("stop")
             ran["state_after_stop"] = sysfs_state()
