@@ -122,3 +122,23 @@ def test_the_exposition_subset_reads_escapes_timestamps_and_specials():
     samples = parse_exposition('a{l="x\\"y\\\\z",m="1"} +Inf\nb 2 123\n# c 3\nd{} -1.5e-3\n')
     assert samples[0][:2] == ("a", {"l": 'x"y\\z', "m": "1"}) and samples[0][2] == float("inf")
     assert samples[1:] == [("b", {}, 2.0), ("d", {}, -0.0015)]
+
+
+# -- the command probe: its own length is the window ------------------------------------
+
+REDIS_CSV = '"test","rps","p99_latency_ms"\n"GET","2000.00","4.000"\n'
+
+
+def test_a_command_slower_than_its_window_is_read_not_cut(monkeypatch):
+    """A slow window is the evidence (the default scheduler serving fewer requests): cutting it
+    would drop exactly the slowest windows. Only a command that hangs is stopped."""
+    from threadwise.refine.canary import probe as probes
+
+    monkeypatch.setattr(probes, "HANG_S", 3.0)
+    slow = probes.CommandProbe(["sh", "-c", f"sleep 1.5; printf '{REDIS_CSV}'"], "redis-benchmark")
+    slow.begin(0.1)   # the canary's window: 0.1 s; the command takes 1.5 s
+    assert slow.end() == {"get_rps": 2000.0, "get_p99_ms": 4.0}
+    hung = probes.CommandProbe(["sleep", "30"], "redis-benchmark")
+    hung.begin(0.1)
+    with pytest.raises(MetricsError, match="still running 3 s after its window"):
+        hung.end()

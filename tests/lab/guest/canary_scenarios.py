@@ -1,7 +1,8 @@
 """Runs INSIDE the lab VM (a sched_ext host): `threadwise canary` on a live rolesim service.
 
-usage: canary_scenarios.py ROLESIM BAD GOOD CATCHALL SCENARIO...
-Each scenario runs a canary on a rolesim started here, its log as the probe:
+usage: canary_scenarios.py ROLESIM BAD GOOD CATCHALL REDIS_PROFILE SCENARIO...
+Each scenario runs a canary on a service started here: rolesim, its log as the probe, or Redis
+(the bundled workload's server), redis-benchmark as the probe:
 - bad: workers that starve (a ladder measured their p99 3.8-6.2x worse at bg=0), 5 minutes at most;
 - killed: the good profile's canary SIGKILLed in a profile window (it cannot roll back itself: the
   supervisor must stop the profile it held, runtime/holder.py);
@@ -9,7 +10,9 @@ Each scenario runs a canary on a rolesim started here, its log as the probe:
 - good: hot-0 on a CPU of its own, with two spinners beside it (a ladder measured it better on both
   metrics at bg 2), 6 minutes at most, 10 windows a visit (an attach under spinners costs 35 s);
   kept, then stopped with `threadwise stop`;
-- catch_all: the profile is scx_layered's catch-all alone, 2 minutes at most: never `better`.
+- catch_all: the profile is scx_layered's catch-all alone, 2 minutes at most: never `better`;
+- redis: the committed profiles/redis.toml (its record: get_rps 1.34x better at bg 2) on Redis
+  with two spinners beside it, 6 minutes at most: kept, then stopped with `threadwise stop`.
 Writes $THREADWISE_LAB_OUT/results.json (tests/lab/test_canary_lab.py asserts on it).
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -55,6 +59,30 @@ def start_rolesim(binary: str, log: Path) -> subprocess.Popen[bytes]:
     return service
 
 
+REDIS_PORT = 6399   # the bundled workload's (refine/workloads/redis.toml)
+# the training's load command with fewer requests: 10000 took 8-18 s a window under TCG beside two
+# spinners, which left room for few pairs
+REDIS_PROBE = f"redis-benchmark -h 127.0.0.1 -p {REDIS_PORT} -t get,set -n 3000 --csv -q"
+
+
+def start_redis(log: Path) -> subprocess.Popen[bytes]:
+    """The bundled workload's redis-server, on loopback, no persistence."""
+    with log.open("wb") as out:
+        service = subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(REDIS_PORT),
+                                    "--save", "", "--appendonly", "no", "--io-threads", "2"],
+                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", REDIS_PORT), timeout=1).close()
+            return service
+        except OSError:
+            if time.monotonic() > deadline or service.poll() is not None:
+                said = log.read_text(errors="replace")[-500:]
+                raise RuntimeError(f"redis did not get ready: {said}") from None
+            time.sleep(0.2)
+
+
 def stop(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGKILL)   # ours: its own session, by its PID
@@ -69,11 +97,15 @@ class Scenario:
     signum: int | None = None        # sent a few seconds into the first profile window
     windows_per_visit: int = 3       # more: an attach (slow under TCG, slower under spinners) buys more pairs
     margin: tuple[str, ...] = ()     # --margin, when not the default
+    service: str = "rolesim"         # or "redis"
 
 
 def canary_argv(name: str, scenario: Scenario, service: subprocess.Popen[bytes], log: Path) -> list[str]:
-    return ["canary", scenario.profile, "--workload", "rolesim", "--pid", str(service.pid),
-            "--probe-log", str(log), "--window", "2s", "--warmup", "1s", *scenario.margin,
+    # a redis window is the probe command's own length (about 4 s of redis-benchmark under TCG)
+    probe = (["--workload", "redis", "--probe-command", REDIS_PROBE, "--window", "1s"]
+             if scenario.service == "redis" else
+             ["--workload", "rolesim", "--probe-log", str(log), "--window", "2s"])
+    return ["canary", scenario.profile, *probe, "--pid", str(service.pid), "--warmup", "1s", *scenario.margin,
             "--windows-per-visit", str(scenario.windows_per_visit), "--attach-timeout", "240s",
             "--max-duration", scenario.max_duration, "--shape", "cores=2,threads-per-core=1",
             "-o", str(OUT / f"{name}.duckdb")]
@@ -122,7 +154,7 @@ def interrupted(name: str, scenario: Scenario, service: subprocess.Popen[bytes],
 
 def canary(name: str, binary: str, scenario: Scenario) -> dict:
     log = OUT / f"{name}.log"
-    service = start_rolesim(binary, log)
+    service = start_redis(log) if scenario.service == "redis" else start_rolesim(binary, log)
     background = [subprocess.Popen([sys.executable, str(HERE / "spinner.py"), "bg-spin", "3600"],
                                    start_new_session=True) for _ in range(scenario.spinners)]
     try:
@@ -142,14 +174,15 @@ def canary(name: str, binary: str, scenario: Scenario) -> dict:
 
 
 def main() -> None:
-    binary, bad, good, catch_all, *names = sys.argv[1:]
+    binary, bad, good, catch_all, redis, *names = sys.argv[1:]
     # bad at a 10% margin: rolled back after 12-23 pairs (229-236 s) in three runs; at the default
     # 15% it needs more pairs than a CI run should spend (its p99 pairs clip at 1.5x)
     scenarios = {"bad": Scenario(bad, 0, "5m", margin=("--margin", "10%")),
                  "killed": Scenario(good, 0, "8m", signal.SIGKILL),
                  "terminated": Scenario(good, 0, "8m", signal.SIGTERM),
                  "good": Scenario(good, 2, "6m", windows_per_visit=10),
-                 "catch_all": Scenario(catch_all, 0, "2m")}
+                 "catch_all": Scenario(catch_all, 0, "2m"),
+                 "redis": Scenario(redis, 2, "6m", service="redis")}
     results: dict[str, object] = {}
     for name in names:
         try:
