@@ -70,16 +70,17 @@ def validation_errors(profile: Profile) -> list[str]:
     return [f"{d.rule}: {d.message}" for d in validate(profile) if d.severity == "error"]
 
 
-# Compiled configs by (the profile's TOML, shape), bounded: a search compiles every candidate to
+# Compiled configs by (the profile's values, shape), bounded: a search compiles every candidate to
 # drop those that change nothing compiled, then measures some of them; with this, a profile is
-# compiled once for a shape in a process, whichever asks first.
+# compiled once for a shape in a process, whichever asks first. The key is the model's JSON
+# (pydantic-core, microseconds), not the reviewed TOML: writing that costs 10-100x the compile.
 _COMPILED: dict[tuple[str, Shape], tuple[LayerConfig, tuple[str, ...]]] = {}
 _COMPILED_MAX = 1024
 
 
 def compiled_config(profile: Profile, shape: Shape) -> tuple[LayerConfig, list[str]]:
     """The scx_layered layer config of a valid profile for `shape`, and the compile notes."""
-    key = (toml_text(profile), shape)
+    key = (profile.model_dump_json(), shape)
     if key not in _COMPILED:
         if len(_COMPILED) >= _COMPILED_MAX:
             _COMPILED.clear()
