@@ -18,7 +18,9 @@ layered_*) -> `stopped` or `failed`, the pids with their start times (so `stop` 
 ours before signalling it), and the exit report (`exitinfo.py`) from
 scx_layered's own output. SIGTERM/SIGINT/SIGHUP to the supervisor mean "stop":
 SIGINT to scx_layered, wait, SIGKILL only if it hangs, then wait for sysfs to
-read `disabled`. The exit status is 0 only for a requested, clean stop.
+read `disabled`. A run *held* by a canary (holder.py) also stops once its
+holder has ended, so a profile nobody judged never outlives the judge. The exit
+status is 0 only for a requested, clean stop.
 """
 
 from __future__ import annotations
