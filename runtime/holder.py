@@ -17,15 +17,12 @@ from __future__ import annotations
 import json
 
 from threadwise.procs import is_alive_and_ours, proc_start_time
-from threadwise.runtime.state import RunFiles
+from threadwise.runtime.state import RunFiles, write_json
 
 
 def hold(files: RunFiles, pid: int) -> None:
     """Make `pid` the run's holder (written before the supervisor starts, so no gap)."""
-    start = proc_start_time(pid)
-    temp = files.holder.with_suffix(".tmp")
-    temp.write_text(json.dumps({"pid": pid, "start": start}) + "\n")
-    temp.replace(files.holder)
+    write_json(files.holder, {"pid": pid, "start": proc_start_time(pid)})
 
 
 def release(files: RunFiles) -> None:

@@ -140,7 +140,12 @@ def read_state(files: RunFiles) -> RunState | None:
         return None
 
 
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """A run-dir file, written whole or not at all: the supervisor reads these while they change."""
+    temp = path.with_suffix(".tmp")
+    temp.write_text(json.dumps(data, indent=2) + "\n")
+    temp.replace(path)
+
+
 def write_state(files: RunFiles, state: RunState) -> None:
-    temp = files.state.with_suffix(".tmp")
-    temp.write_text(json.dumps(state.to_json(), indent=2) + "\n")
-    temp.replace(files.state)
+    write_json(files.state, state.to_json())

@@ -191,14 +191,16 @@ class PrometheusProbe:
     series: dict[str, Series]
     clock: Callable[[], float] = time.monotonic
     _first: tuple[float, list[Sample]] | None = field(default=None, init=False)
+    # loopback: never through a proxy the environment names
+    _opener: urllib.request.OpenerDirector = field(
+        default_factory=lambda: urllib.request.build_opener(urllib.request.ProxyHandler({})), init=False)
 
     def describe(self) -> str:
         return f"{self.url} (Prometheus: {', '.join(f'{m} = {s.name}' for m, s in self.series.items())})"
 
     def _scrape(self) -> tuple[float, list[Sample]]:
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # loopback: never a proxy
         try:
-            with opener.open(self.url, timeout=10) as answer:
+            with self._opener.open(self.url, timeout=10) as answer:
                 text = answer.read().decode(errors="replace")
         except (urllib.error.URLError, OSError) as error:
             raise MetricsError(f"{self.url} did not answer: {getattr(error, 'reason', error)}",

@@ -135,11 +135,6 @@ class Reading:
     """One window as read: the probe's metrics (None: nothing usable), sched_ext's state at its
     end, whether that state is the planned one, why it does not count, other processes' CPU."""
 
-    @property
-    def counted(self) -> dict[str, float] | None:
-        """The metrics, if the window counts (read, and on the planned scheduler)."""
-        return self.values if self.planned else None
-
     values: dict[str, float] | None
     state: str
     planned: bool
@@ -147,6 +142,11 @@ class Reading:
     others_cpu_s: float
     t0: float
     t1: float
+
+    @property
+    def counted(self) -> dict[str, float] | None:
+        """The metrics, if the window counts (read, and on the planned scheduler)."""
+        return self.values if self.planned else None
 
 
 def read_window(arm: str, switch: Switch, probe: Probe, settings: Settings, names: list[str], *,
@@ -200,6 +200,8 @@ class _Trial:
         self.progress, self.clock = progress, clock
         self.judge = Sequential(settings.metrics, settings.alpha, clip_ratio=settings.clip_ratio)
         self.primary = next(m for m in settings.metrics if m.primary)
+        self.names = [m.name for m in settings.metrics]
+        self.cpus = os.cpu_count() or 1
         self.start = clock()
         self.attached = False
         self.windows = self.pairs = 0
@@ -237,14 +239,14 @@ class _Trial:
             self.attached = False
         return None
 
-    def recorded(self, arm: str, block: int, pair: int, got: Reading, names: list[str]) -> Result | None:
+    def recorded(self, arm: str, block: int, pair: int, got: Reading) -> Result | None:
         """Record the window; a Result when it ends the canary (the scheduler gone, the guard)."""
         record.add(self.con, "canary_window", [record.WindowRow(
             self.windows, block, pair, arm, got.t0 - self.start, got.t1 - self.start, got.state,
-            got.others_cpu_s, os.cpu_count() or 1, got.counted is not None, got.note)])
+            got.others_cpu_s, self.cpus, got.counted is not None, got.note)])
         if got.values is not None:
             record.add(self.con, "sample", [record.SampleRow(self.windows, n, float(v))
-                                            for n, v in got.values.items() if n in names])
+                                            for n, v in got.values.items() if n in self.names])
         self.windows += 1
         if arm == PROFILE and not got.planned:
             return self.finish(Outcome.ROLLED_BACK, f"the scheduler was not running in a profile window "
@@ -289,7 +291,6 @@ def run_canary(switch: Switch, probe: Probe, settings: Settings, con: duckdb.Duc
     """Alternate windows until a decision, a guard or max_duration; always leave the host either
     judged-better on the profile or on the default scheduler. `con` is the open record."""
     trial = _Trial(switch, settings, con, progress, clock)
-    names = [m.name for m in settings.metrics]
     plan = block_plan(settings.windows_per_visit)
     try:
         with _signals_raise():
@@ -300,15 +301,15 @@ def run_canary(switch: Switch, probe: Probe, settings: Settings, con: duckdb.Duc
                                             f"{trial.pairs} pairs in {settings.max_duration_s:g} s "
                                             "(rolled back)")
                     pair = 2 * settings.windows_per_visit * block + in_block
-                    got = trial.switch_to(arm)
-                    if got is None:
-                        got = trial.recorded(arm, block, pair, read_window(
-                            arm, switch, probe, settings, names, target_pid=target_pid, clock=clock,
-                            sleep=sleep), names)
-                    if got is None and completes:
-                        got = trial.judged(pair)
-                    if got is not None:
-                        return got
+                    ended = trial.switch_to(arm)
+                    if ended is None:
+                        ended = trial.recorded(arm, block, pair, read_window(
+                            arm, switch, probe, settings, trial.names, target_pid=target_pid, clock=clock,
+                            sleep=sleep))
+                    if ended is None and completes:
+                        ended = trial.judged(pair)
+                    if ended is not None:
+                        return ended
     except KeyboardInterrupt as why:
         return trial.finish(Outcome.INTERRUPTED, f"{why}: rolled back to the default scheduler")
     except BaseException:

@@ -102,7 +102,8 @@ def test_a_canary_killed_mid_trial_leaves_the_default_scheduler(canaries):
           f"{part['disabled_after']} s after the SIGKILL")
     assert part["attached_after"] is not None, part["stdout"][-2000:]
     assert part["rc"] == -9 and part["disabled_after"] is not None and part["state_after"] == "disabled"
-    assert "ended without a decision" in (part["run_state"] or {}).get("stop_reason", ""), part["run_state"]
+    state = json.loads(part["run_files"].get("state.json", "{}"))
+    assert "ended without a decision" in state.get("stop_reason", ""), part["run_files"]
 
 
 def test_sigterm_rolls_back_before_the_canary_exits(canaries):
