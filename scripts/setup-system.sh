@@ -29,6 +29,7 @@ DEMO_PACKAGES=(
 ALL_PACKAGES=(
     bpftrace            # observe: the bpftrace backend
     redis-server redis-tools   # a real workload for tests
+    memcached           # a bundled workload (refine/workloads/memcached.toml; its load is ours, mcload.c)
     stress-ng rt-tests  # background spinners, hackbench, cyclictest (a bundled workload)
     sysbench            # a load generator with a metrics parser (refine/measure/metrics.py)
     libseccomp-dev libcap-ng-dev  # virtiofsd (the vng lab)
@@ -85,10 +86,12 @@ if [[ $qemu_ok -eq 0 ]]; then
     apt-get install -y -qq --no-install-recommends -t bookworm-backports "${BACKPORTS_PACKAGES[@]}" >/dev/null
 fi
 
-# The tests start their own redis-server; the Debian service is not needed.
-if command -v systemctl >/dev/null && systemctl is-active --quiet redis-server 2>/dev/null; then
-    systemctl stop redis-server || true
-fi
+# The tests and ladders start their own redis-server and memcached; the Debian services are not needed.
+for service in redis-server memcached; do
+    if command -v systemctl >/dev/null && systemctl is-active --quiet "$service" 2>/dev/null; then
+        systemctl stop "$service" || true
+    fi
+done
 
 # bpftrace needs tracefs; some machines boot with it unmounted.
 if [[ -z "$(ls -A /sys/kernel/tracing 2>/dev/null)" ]]; then

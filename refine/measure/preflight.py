@@ -90,7 +90,7 @@ def program_problems(command: Command, bases: list[Path]) -> list[tuple[str, str
     what = command.key
     out: list[tuple[str, str]] = []
     if PLACEHOLDER.search(program):
-        pass   # {rolesim}, {spin}, {poolservice}: built on first use; others are known once rendered
+        pass   # a bundled program ({rolesim}, {mcload}, ...): built on first use
     elif "/" not in program:
         if shutil.which(program) is None:
             out.append((f"{what} runs {program!r}, which is not on PATH",

@@ -45,7 +45,7 @@ from threadwise.sourcemap import SourceMap
 from threadwise.synthesize.api import NAME_PATTERN, NAME_RULE
 
 SCHEMA_VERSION = 1
-PLACEHOLDERS = ("window_s", "rolesim", "spin", "poolservice")
+PLACEHOLDERS = ("window_s", "rolesim", "spin", "mcload", "poolservice")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _COMM_LEN = 15  # the kernel truncates comm to 15 characters
 DOC = "docs/workload.md"
@@ -410,10 +410,10 @@ def _allowed_keys(loc: tuple[str | int, ...]) -> set[str]:
 
 
 def render_argv(argv: Sequence[str], *, window_s: float) -> list[str]:
-    """The argv with {window_s} (whole seconds, at least 1), {rolesim}, {spin} and {poolservice}
-    filled in.
+    """The argv with {window_s} (whole seconds, at least 1), {rolesim}, {spin}, {mcload} and
+    {poolservice} filled in.
 
-    {rolesim} and {spin} are the bundled binaries, {poolservice} the bundled JVM service's classes
+    {rolesim}, {spin} and {mcload} are the bundled binaries, {poolservice} the bundled JVM service's classes
     directory (its classpath), each compiled on first use.
     """
     seconds = str(max(1, math.ceil(window_s - 1e-9)))

@@ -35,6 +35,7 @@ BUNDLED_OUTPUT = {
     "redis": "redis_benchmark_get_set.csv",
     "cyclictest": "cyclictest_t2_h2000.txt",
     "poolservice": "poolservice_report.jsonl",
+    "memcached": "mcload_c4_s3.jsonl",
 }
 
 VALID = datafiles.text("refine/workload-valid.toml")
@@ -61,7 +62,7 @@ def fails(tmp_path: Path, text: str) -> WorkloadError:
 # -- the bundled workloads ------------------------------------------------------------
 
 
-def test_the_bundled_workloads_are_the_four_named():
+def test_the_bundled_workloads_are_the_five_named():
     assert bundled_names() == sorted(BUNDLED_OUTPUT)
 
 
