@@ -141,18 +141,36 @@ def assign(threads: pl.DataFrame, *, process_name: str, duration_ns: int,
         for merged, members in families.items():
             # An idle member (default: no evidence either way) does not block a merge.
             roles = {role_of[m] for m in members if m in role_of} - {"default"}
-            if len(roles) <= 1 and merged not in grouping.pattern_of_key:
-                for utid, key in list(key_of.items()):
-                    if key in members:
-                        key_of[utid] = merged
-                grouping.pattern_of_key[merged] = merged
-            elif len(roles) > 1:
+            if len(roles) > 1:
                 grouping.caveats.append(
                     f"{', '.join(members)} look like one family ({merged}) but behave differently "
                     f"({', '.join(sorted(roles))}): kept apart")
+                continue
+            if merged in grouping.pattern_of_key:
+                continue
+            trial = {utid: merged if key in members else key for utid, key in key_of.items()}
+            became = _role_as_merged(threads, trial, merged, duration_ns=duration_ns,
+                                     chain_utids=chain_utids)
+            if roles and became not in roles:
+                # Idle members dilute the per-thread evidence: memcached's two busy mc-worker
+                # threads (latency) with five idle mc-* housekeepers read as housekeeping.
+                grouping.caveats.append(
+                    f"{', '.join(members)} look like one family ({merged}) and agree "
+                    f"({', '.join(sorted(roles))}), but merged they would read as {became}: kept apart")
+                continue
+            key_of.update(trial)
+            grouping.pattern_of_key[merged] = merged
         grouping.pattern_of_key = {k: k for k in set(key_of.values())}
     _split_unnamed(threads, grouping, process_name=process_name)
     return grouping
+
+
+def _role_as_merged(threads: pl.DataFrame, key_of: dict[int, str], merged: str, *, duration_ns: int,
+                    chain_utids: set[int]) -> str:
+    """The role the group `merged` would get in the grouping `key_of`: a merge must not change
+    the role its members agreed on."""
+    groups = aggregate(threads, key_of, duration_ns=duration_ns, chain_utids=chain_utids)
+    return dict(zip(groups["pattern"], roles_for(groups)[0], strict=True))[merged]
 
 
 def _short_lived(threads: pl.DataFrame, key_of: dict[int, str]) -> dict[int, str]:

@@ -252,6 +252,36 @@ def test_families_merge_when_roles_agree(tmp_path):
     assert any("pool-reader, pool-writer look like one family" in c for c in analysis.caveats)
 
 
+def test_a_merge_that_would_change_the_agreed_role_is_kept_apart(tmp_path):
+    """memcached's shape (its real capture did this): two busy `mc-worker` threads woken at
+    irregular times by the network (a softirq: no thread is the waker), and idle `mc-*` threads
+    (default: no evidence, so they block no merge; here 24, so that the dilution is not marginal).
+    Merged, the idle ones dilute the per-thread evidence and the family would read as
+    housekeeping: it stays apart."""
+    cap = CaptureBuilder(duration_ns=2_000 * MS, target_tgids=[100])
+    cap.thread(100, 100, "memcached")
+    for tid, name in ((101, "mc-worker"), (102, "mc-worker"), (103, "mc-log"), (104, "mc-lrumaint"),
+                      (105, "mc-slabmaint"), (106, "mc-itemcrawler")):
+        cap.thread(tid, 100, name)
+    for i in range(20):
+        cap.thread(200 + i, 100, f"mc-idle-{i}")
+    ts = T0 + MS
+    for k in range(1_500):   # bursts and gaps: a request stream, not a timer
+        gap = (37_000 + 211_000 * (k % 7 == 0) + 13_000 * (k % 3)) * (1 + (k % 11 == 0) * 4)
+        worker, cpu = (101, 0) if k % 2 else (102, 1)
+        cap.waking(ts + 8_000, 0, worker, cpu=cpu, target_cpu=cpu)
+        cap.slice(worker, cpu, ts + 12_000, 10_000, "S")
+        ts += gap // 2
+        if ts > T0 + 1_990 * MS:
+            break
+    analysis = analyze_capture(cap.write(tmp_path / "memcached-like.duckdb"))
+    patterns = set(analysis.groups["pattern"])
+    assert "mc-*" not in patterns and "mc-worker" in patterns
+    assert _group(analysis, "mc-worker")["role"] == "latency"
+    assert any("look like one family (mc-*) and agree (latency), but merged they would read as" in c
+               for c in analysis.caveats), analysis.caveats
+
+
 def test_stored_analysis_reads_back(tmp_path):
     cap = CaptureBuilder(target_tgids=[100])
     cap.thread(100, 100, "app")
