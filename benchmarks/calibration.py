@@ -305,6 +305,12 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=2000, help="at most this many draws per n")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--write-results", action="store_true", help="write benchmarks/RESULTS.md")
+    parser.add_argument("--section", default="calibration",
+                        help="with --write-results: the RESULTS.md section to replace (another pool, such "
+                             "as one with longer windows, gets a section of its own)")
+    parser.add_argument("--title",
+                        default="Calibration of the ladder judge (false verdicts, power, early stops)",
+                        help="with --write-results: the section's heading")
     args = parser.parse_args()
     header = stamp(".venv/bin/python benchmarks/calibration.py " + " ".join(sys.argv[1:]))
     runs = None if args.runs is None else [int(v) for v in args.runs.split(",")]
@@ -327,9 +333,8 @@ def main() -> None:
         lines.append("No completed run with baseline, baseline-aa and baseline-aa2 in the pool.")
     print("\n".join(lines))
     if args.write_results:
-        body = "\n".join(["## Calibration of the ladder judge (false verdicts, power, early stops)", "",
-                          header, *lines])
-        print(f"wrote {write_section('calibration', body)}")
+        body = "\n".join([f"## {args.title}", "", header, *lines])
+        print(f"wrote {write_section(args.section, body)}")
 
 
 def _runs(pools: list[Pool], ns: list[int]) -> Iterator[tuple[Pool, int]]:
