@@ -34,7 +34,9 @@ Approach (docs/refine.md "Statistics", calibrated by benchmarks/calibration.py):
 - **Interval and verdict.** exp(mean d +- t(1 - ALPHA/2; df) * s / sqrt(n)): Student's t at the
   pooled degrees of freedom. `better` when it lies wholly on the objective's good side of 1,
   `worse` when wholly on the bad side, else `within_noise`; fewer than MIN_PAIRS pairs or fewer
-  than MIN_DF degrees of freedom: `insufficient`.
+  than MIN_DF degrees of freedom: `insufficient`. An estimate within RESOLUTION (5%) of 1 is
+  `within_noise` whatever its interval: identical arms at different places in the rotation
+  differ by up to 2%, which the A/A arm (at one place) does not carry (the constant's note).
 - **Ladder verdict against the default scheduler** (`ladder_verdict`): wins when the primary
   is better at one level or more and worse at none, no secondary is worse anywhere, and every
   comparison is decided; any `insufficient` makes it "not decided", never a win.
@@ -78,10 +80,19 @@ EARLY_ALPHA = 0.001  # one-sided, per comparison and look: stopping a step early
 # sat within 0.03 of each other. The A/A pairs are filtered alike, so the noise is that of the
 # pairs the comparison keeps.
 PAIR_DENIED_MAX = 0.10
+# The smallest difference a verdict names. Identical arms at different places in a ladder's
+# rotation are not identical at the 2% scale: in a pool of 10-s windows (benchmarks/data/
+# lab-calibration-w10.duckdb, 2026-11-29) the third default-scheduler arm read hot-0 1.9% below
+# the first at bg=0 in 7 of 8 repeats, while the A/A arm, at another place, read 0.5% below;
+# pairs spread 1.3-1.4% there, so an interval that excludes 1 named a 2% artefact "worse" in
+# 20-57% of draws. The A/A arm carries the noise of its own place, not the offset of another's.
+# Differences under RESOLUTION are "within noise" whatever their interval (docs/refine.md).
+RESOLUTION = 0.05
 LOG_CLIP = math.log(1e6)
 DIRECTIONS: tuple[Direction, ...] = ("higher", "lower")
-METHOD = ("paired-v3: mean of paired log ratios +- t(0.975; df) x s / sqrt(n), s pooled from the "
-          "pairs' residuals and the same level's A/A pairs of the same run")
+METHOD = ("paired-v4: mean of paired log ratios +- t(0.975; df) x s / sqrt(n), s pooled from the "
+          "pairs' residuals and the same level's A/A pairs of the same run; a verdict names a "
+          f"difference of at least {RESOLUTION:.0%}")
 
 
 @dataclass(frozen=True)
@@ -269,12 +280,16 @@ def pooled_noise(ratios: Sequence[float], aa: Sequence[float]) -> Noise:
     return Noise(math.sqrt(squares / df), df, int(e.size))
 
 
-def classify(low: float, high: float, *, direction: Direction, pairs: int, df: int = MIN_DF) -> Verdict:
-    """The verdict of a ratio interval in the objective's direction."""
+def classify(low: float, high: float, *, direction: Direction, pairs: int, df: int = MIN_DF,
+             ratio: float | None = None) -> Verdict:
+    """The verdict of a ratio interval in the objective's direction; a `ratio` (the estimate)
+    within RESOLUTION of 1 is within noise however narrow its interval."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
     if pairs < MIN_PAIRS or df < MIN_DF or not (math.isfinite(low) and math.isfinite(high)):
         return Verdict.INSUFFICIENT
+    if ratio is not None and abs(math.log(ratio)) < math.log1p(RESOLUTION):
+        return Verdict.WITHIN_NOISE
     above, below = low > 1.0, high < 1.0
     if direction == "higher":
         return Verdict.BETTER if above else Verdict.WORSE if below else Verdict.WITHIN_NOISE
@@ -299,7 +314,8 @@ def compare(reference: Mapping[int, Obs], candidate: Mapping[int, Obs], *, level
     estimate = float(np.mean(ratios))
     half = noise.half_width(len(ratios), alpha) if len(ratios) >= MIN_PAIRS else nan
     low, high = (math.exp(estimate - half), math.exp(estimate + half)) if math.isfinite(half) else (nan, nan)
-    verdict = classify(low, high, direction=direction, pairs=len(ratios), df=noise.df)
+    verdict = classify(low, high, direction=direction, pairs=len(ratios), df=noise.df,
+                       ratio=math.exp(estimate))
     return Comparison(level, metric, direction, ref_median, cand_median, math.exp(estimate), low, high,
                       int(ref_values.size), int(cand_values.size), verdict, len(ratios), disturbed,
                       half, noise)

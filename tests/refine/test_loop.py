@@ -257,7 +257,7 @@ def test_e_recorded_numbers_recompute_to_the_recorded_decisions() -> None:
             for c in (*ladder_cmp.primary, *ladder_cmp.secondary):
                 # each verdict from its recorded interval, pairs and noise
                 assert classify(c.ci_low, c.ci_high, direction=c.direction, pairs=c.pairs,
-                                df=c.noise.df) is c.verdict
+                                df=c.noise.df, ratio=c.ratio) is c.verdict
                 assert c.noise.aa_pairs == 4
             # both ladder verdicts from the recorded verdicts
             assert ladder_verdict(ladder_cmp.primary, ladder_cmp.secondary) == (

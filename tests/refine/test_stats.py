@@ -13,6 +13,7 @@ from threadwise.refine.measure.stats import (
     EARLY_ALPHA,
     LOG_CLIP,
     PAIR_DENIED_MAX,
+    RESOLUTION,
     Comparison,
     Direction,
     LadderComparison,
@@ -117,6 +118,19 @@ def test_classify_is_strict_at_one_and_follows_the_direction() -> None:
     assert verdict(1.1, 1.3, pairs=1) is Verdict.INSUFFICIENT
     with pytest.raises(ValueError, match="direction"):
         verdict(1.2, 1.3, "up")  # type: ignore[arg-type]
+
+
+def test_a_difference_under_the_resolution_is_within_noise_however_narrow() -> None:
+    """The 10-s pool's artefact: a third identical arm 2% below the first in every pair, with a
+    pair spread far under 2%. Its interval excludes 1, and it is still no verdict; 6% is one."""
+    ref = [2900.0, 2910.0, 2895.0, 2905.0]
+    low = cmp(ref, [v * 0.98 for v in ref], "higher")
+    assert low.ci_high < 1.0 and low.verdict is Verdict.WITHIN_NOISE
+    assert cmp(ref, [v * 0.94 for v in ref], "higher").verdict is Verdict.WORSE
+    assert cmp(ref, [v * 1.06 for v in ref], "higher").verdict is Verdict.BETTER
+    assert classify(1.01, 1.03, direction="higher", pairs=3, ratio=1.02) is Verdict.WITHIN_NOISE
+    assert classify(1.01, 1.09, direction="higher", pairs=3, ratio=1.05) is Verdict.BETTER
+    assert 1 - 1 / (1 + RESOLUTION) < 0.05 <= RESOLUTION   # symmetric on the log scale
 
 
 def test_higher_and_lower_is_better_verdicts() -> None:
