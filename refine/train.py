@@ -40,6 +40,7 @@ from threadwise.refine.measure.workload import Workload, load_workload, render_a
 from threadwise.refine.search import loop
 from threadwise.refine.search.diagnose import Blocker, load_blockers
 from threadwise.runtime.lab.agent import TCG_PATCHING_OOPS
+from threadwise.runtime.lab.turns import host_slots, take_turn
 from threadwise.shape import Shape, parse_shape
 from threadwise.synthesize.api import dumps, load_profile, synthesize_capture, toml_text
 
@@ -82,7 +83,20 @@ def _step_failed(args: list[str], error: ThreadwiseError) -> ThreadwiseError:
 def observe_workload(workload: Workload, capture: Path, seconds: float, work: Path,
                      progress: Callable[[str], None]) -> None:
     """A capture of the workload under its own load, taken on this host, in this process (printed
-    as the `threadwise observe` command that does the same)."""
+    as the `threadwise observe` command that does the same).
+
+    It takes the whole host's turn (runtime/lab/turns.py), as the test suite's ground-truth
+    captures do: a lab VM claims the host at nice -20, and a workload captured beside one is
+    starved into other behaviour. Measured (2026-11-29): `threadwise demo` observed rolesim while a
+    test's lab VM ran; hot-0 ran in 22-us slices (p50), read as no compute thread, got the
+    default treatment, and the profile lost to the default scheduler (hot 0.90x at bg=0, 1.04x at
+    bg=2, where the synthesized profile of a quiet capture gains about 2x)."""
+    with take_turn(host_slots(), lambda line: progress(f"train: capture: {line}")):
+        _observe_workload(workload, capture, seconds, work, progress)
+
+
+def _observe_workload(workload: Workload, capture: Path, seconds: float, work: Path,
+                      progress: Callable[[str], None]) -> None:
     # deferred: loads duckdb, numpy and pyarrow (the tracer's ingest); `threadwise --help` imports this module
     from threadwise.observe.capture import observe
     from threadwise.observe.target import Target
