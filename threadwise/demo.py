@@ -1,9 +1,10 @@
 """`threadwise demo`: the README's main job, training a profile for the bundled workload.
 
 `threadwise train` on rolesim (threads with known roles) in the sched_ext lab
-with short windows: observe it, analyze the capture, synthesize a profile,
-measure it against the kernel's default scheduler in a background-load ladder
-(with the default scheduler against itself interleaved: the noise each verdict
+with 10-s windows (docs/lab.md "The window decides the floors"): observe it,
+analyze the capture, synthesize a profile, measure it against the kernel's
+default scheduler in a background-load ladder (with the default scheduler
+against itself interleaved: the noise each verdict
 takes), and write the profile with its record. The demo measures no mutation
 (`--budget 0`): each one adds a ladder with two attaches per repeat, 7.5 of the 12.5
 minutes its training took with one on a busy host (2026-11-27), and the first
@@ -56,7 +57,9 @@ def _run(step: list[str], *, results: frozenset[int] = frozenset()) -> int:
 
 def demo_command(
     out: Annotated[Path, typer.Option(help="Directory for the demo's outputs.")] = Path("build/demo"),
-    window: Annotated[float, typer.Option(help="Seconds per ladder window (short: a demo).", min=0.1)] = 3.0,
+    window: Annotated[float, typer.Option(help="Seconds per ladder window (10: the A/A floors of a "
+                                                   "3-s window were +-35% on a quiet host, of a 10-s "
+                                                   "one +-2-9%; docs/lab.md).", min=0.1)] = 10.0,
     repeats: Annotated[int, typer.Option(help="Repeats per arm and level (3: a pair the host "
                                                       "disturbed still leaves the 2 a verdict needs).",
                                         min=1)] = 3,
