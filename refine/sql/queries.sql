@@ -280,3 +280,9 @@ SELECT idx, repeat FROM cell WHERE run_id = ? ORDER BY idx;
 -- Columns: step INTEGER; candidate VARCHAR, the mutation's name; decision VARCHAR, kept | reverted
 -- Parameters: ? INTEGER run_id
 SELECT step, candidate, decision FROM step WHERE run_id = ?;
+
+-- name: training_summary
+-- A training record's wall time and the profile (or rejected candidate) it wrote, for README's table.
+-- Columns: wall_s DOUBLE; profile_path VARCHAR
+-- Parameters: none
+SELECT wall_s, profile_path FROM training;

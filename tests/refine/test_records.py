@@ -62,3 +62,31 @@ def test_readme_and_report_show_the_judges_table(record: Path) -> None:
     profile_header = (ROOT / named).read_text().split("# threadwise profile")[0]
     plain = re.sub(r"\s+", " ", verdict.replace("**", ""))
     assert plain in re.sub(r"\s*\n#\s*", " ", profile_header)
+
+
+def test_the_readme_summary_table_is_generated_from_the_records() -> None:
+    """README's "Trained profiles" table is refine/records_table.py's output on the committed
+    records, row for row (regenerate: python -m threadwise.refine.records_table --write README.md)."""
+    from threadwise.refine import records_table
+
+    text = (ROOT / "README.md").read_text()
+    body = records_table.table(ROOT / "artifacts")
+    assert records_table.replaced(text, body) == text, "README's records table differs from the records"
+    rows = body.splitlines()[2:]
+    assert len(rows) == len(RECORDS)
+    # an answer of "profile" only where the record's final profile beat the default scheduler
+    for record in RECORDS:
+        con = store.open_ladder(record / "ladder.duckdb", read_only=True)
+        try:
+            wins = report.final_comparison(con).wins
+        finally:
+            con.close()
+        row = next(r for r in rows if r.startswith(f"| {record.name} |"))
+        assert ("**profile**" in row) == wins, row
+
+
+def test_a_missing_marker_is_an_error_that_says_what_to_add() -> None:
+    from threadwise.refine import records_table
+
+    with pytest.raises(SystemExit, match="no records table markers"):
+        records_table.replaced("# README without the table\n", "| x |")
