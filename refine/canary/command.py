@@ -99,13 +99,8 @@ def probe_of(options: CanaryOptions, workload: Workload) -> Probe:
     if workload.probe.log is not None:
         return LogProbe(Path(workload.probe.log), parser)
     if workload.probe.prometheus is not None:
+        # load_workload refused a [probe.series] without every objective metric (with its line)
         wanted = [m.metric for m in workload.objective.metrics()]
-        missing = [m for m in wanted if m not in workload.probe.series]
-        if missing:
-            raise UsageError(f"workload {workload.name}'s [probe.series] names no series for "
-                             f"{', '.join(missing)}",
-                             hint="add one per objective metric, e.g. [probe.series] "
-                                  f'{missing[0]} = {{ name = "app_requests_total", rate = true }}')
         return PrometheusProbe(workload.probe.prometheus,
                                {m: workload.probe.series[m] for m in wanted})
     return CommandProbe(list(workload.probe.command or []), parser)

@@ -346,6 +346,12 @@ def _whole_file_checks(w: Workload) -> list[tuple[str, tuple[str | int, ...], st
             if tests is not None and not any(test == t or test.startswith(t + "_") for t in tests):
                 out.append(("metric", path, f"{metric!r} needs the {test} test, and load.command runs "
                             f"-t {','.join(sorted(tests))}", f"add {test} to redis-benchmark's -t list"))
+    if w.probe is not None and w.probe.prometheus is not None:
+        missing = [metric for _path, metric in wanted if metric not in w.probe.series]
+        if missing:   # the canary would have no series to read them from
+            out.append(("probe_series", ("probe", "series"), f"[probe.series] names no series for "
+                        f"{', '.join(missing)}", "add one per objective metric, e.g. [probe.series] "
+                        f'{missing[0]} = {{ name = "app_requests_total", rate = true }}'))
     return out
 
 

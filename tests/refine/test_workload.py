@@ -412,7 +412,6 @@ def test_a_canary_margin_can_be_set_per_metric_and_must_name_one(tmp_path: Path)
 
 
 def test_a_prometheus_probe_needs_a_series_for_every_objective_metric(tmp_path: Path):
-    from threadwise.errors import UsageError
     from threadwise.refine.canary.command import CanaryOptions, probe_of
     from threadwise.refine.canary.probe import PrometheusProbe
 
@@ -420,8 +419,12 @@ def test_a_prometheus_probe_needs_a_series_for_every_objective_metric(tmp_path: 
     one = 'get_rps = { name = "redis_commands_total", labels = { cmd = "get" }, rate = true }\n'
     options = CanaryOptions(tmp_path / "p.toml", "w", None, None, None, "host", 0.1, None, 60.0, None, None,
                             0.05, tmp_path / "c.duckdb", False, "threadwise canary")
-    with pytest.raises(UsageError, match="names no series for set_p99_ms, get_p99_ms"):
-        probe_of(options, load_workload(write(tmp_path, VALID + table + one)))
+    # refused where the file is read, at the [probe.series] line, before any canary starts
+    refused = fails(tmp_path, VALID + table + one)
+    [problem] = refused.diagnostics
+    assert "[probe.series] names no series for set_p99_ms, get_p99_ms" in problem.message
+    assert problem.line == (VALID + table).count("\n")   # the [probe.series] header
+    assert (problem.hint or "").startswith("add one per objective metric")
     both = one + "".join(f'{m}_p99_ms = {{ name = "request_seconds", scale = 1000, '
                          f'labels = {{ cmd = "{m}", quantile = "0.99" }} }}\n' for m in ("get", "set"))
     probe = probe_of(options, load_workload(write(tmp_path, VALID + table + both)))
