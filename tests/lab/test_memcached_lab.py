@@ -11,6 +11,7 @@ record must recompute. Every check reads the ladder file the training wrote.
 from __future__ import annotations
 
 import shutil
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -52,11 +53,16 @@ def test_the_profile_selects_the_request_workers(trained):
     """Which group the workers land in depends on the load the capture saw (docs/refine.md
     "memcached"): at a 200-us think time they read as latency threads of their own, at the
     workload's 2 ms as housekeeping with the idle maintainers (no wake chain carries a request
-    that arrives from the network). What must hold is that the profile selects them."""
+    that arrives from the network). What must hold is that a group built from their evidence
+    selects them, first (scx_layered places a thread in the first layer that matches it), and not
+    the workload's catch-all."""
     profile, _record, lines = trained
-    text = profile.read_text()
     print("\n".join(line for line in lines if line.startswith("wrote ") and "groups" in line))
-    assert '"mc-worker"' in text and "[[group]]" in text, text
+    groups = tomllib.loads(profile.read_text())["group"]
+    first = next((g for g in groups if "mc-worker".startswith(tuple(m.rstrip("*") for m in g["match"]))),
+                 None)
+    assert first is not None and first["match"] != ["*"], groups
+    assert "mc-worker" in first["evidence"]["names"], first
 
 
 def test_every_cell_measures_and_the_workers_sit_in_their_layer(trained):
