@@ -59,7 +59,8 @@ def record_row(record: Path) -> RecordRow | None:
 
 
 def _level(comparison: stats.Comparison) -> str:
-    return f"bg={comparison.level}: {comparison.ratio:.3g}x {comparison.verdict.value.replace('_', ' ')}"
+    """`bg=4 2.85 [2.6, 3.1] better`: the form every verdict sentence uses, and the verdict."""
+    return f"{comparison.describe()} {comparison.verdict.value.replace('_', ' ')}"
 
 
 def markdown(rows: list[RecordRow]) -> str:
@@ -68,7 +69,7 @@ def markdown(rows: list[RecordRow]) -> str:
              "|---|---|---|---|---|---|---:|---|"]
     for row in rows:
         answer = "**profile**" if row.wins else "keep the default scheduler"
-        worse = ", ".join(f"{c.metric} bg={c.level} {c.ratio:.3g}x" for c in row.secondary_worse) or "none"
+        worse = "; ".join(f"{c.metric} {c.describe()}" for c in row.secondary_worse) or "none"
         lines.append(f"| {row.name} | {answer} | `{row.metric}` | {_level(row.best)} | {_level(row.worst)} | "
                      f"{worse} | {row.minutes:.1f} | [report](artifacts/{row.name}/REPORT.md), "
                      f"[{'profile' if row.wins else 'rejected candidate'}]({row.profile}) |")
