@@ -93,6 +93,42 @@ def test_bundled_cyclictest_runs_per_window_and_stays_sched_other():
     assert not any(arg.startswith(("-p", "--priority")) for arg in argv)
 
 
+def test_a_prepare_step_is_run_by_the_plan_once_the_service_is_ready(tmp_path: Path):
+    from threadwise.refine.measure import ladder
+
+    text = edit("ready_timeout_s = 5.0", 'ready_timeout_s = 5.0\nprepare = ["demo-load", "--rows", "10"]\n'
+                "prepare_timeout_s = 60.0")
+    workload = load_workload(write(tmp_path, text))
+    assert workload.service is not None and workload.service.prepare == ["demo-load", "--rows", "10"]
+    assert any(line.startswith("prepare:   `demo-load --rows 10` once") for line in workload.summary())
+    def plan_of(workload: typing.Any) -> str:
+        plan = ladder.make_plan(workload, [ladder.Arm(ladder.BASELINE)], levels=[0], repeats=1, shape="host")
+        return ladder.plan_script(plan, attach_mode="runtime", spin=Path("/x/spin"), scx=None, tracer=None,
+                                  layer_reader=None)
+
+    script = plan_of(workload)
+    assert "PREPARE_TIMEOUT=60" in script.splitlines()
+    assert "prepare_cmd() { demo-load --rows 10; }" in script.splitlines()
+    # the agent runs it inside service_start (agent.sh), before the first cell
+    assert script.index("prepare_cmd()") < script.index("\nservice_start\n") < script.index("\ncell ")
+    plain = plan_of(load_workload(write(tmp_path, VALID)))
+    assert "prepare_cmd" not in plain and "PREPARE_TIMEOUT" not in plain
+
+
+def test_a_prepare_timeout_without_a_prepare_command_is_an_error_at_its_line(tmp_path: Path):
+    text = edit("ready_timeout_s = 5.0", "ready_timeout_s = 5.0\nprepare_timeout_s = 60.0")
+    error = fails(tmp_path, text)
+    assert f"w.toml:{line_of(text, 'prepare_timeout_s')}: prepare_timeout_s without a prepare command" \
+        in error.message
+    assert "add prepare = [...]" in (error.hint or "")
+
+
+def test_an_empty_prepare_command_is_an_error_at_its_line(tmp_path: Path):
+    text = edit("ready_timeout_s = 5.0", "ready_timeout_s = 5.0\nprepare = []")
+    error = fails(tmp_path, text)
+    assert f"w.toml:{line_of(text, 'prepare =')}: service.prepare: the command is empty" in error.message
+
+
 def test_parser_names_match_the_metrics_module():
     assert set(typing.get_args(ParserName)) == set(PARSER_NAMES)
 
