@@ -77,3 +77,25 @@ def build_java(name: str) -> Path:
     shutil.rmtree(classes, ignore_errors=True)
     staging.rename(classes)
     return classes
+
+
+# Bundled POSIX shell scripts: placeholder name -> workloads/<file>. Copied into the cache (once
+# per source version) with the executable bit, which a wheel's package data does not keep.
+SCRIPT_WORKLOADS = {"fresh_mariadb": "fresh-mariadb.sh"}
+
+
+def script(name: str) -> Path:
+    """workloads/<file> of a bundled script, as an executable in the cache."""
+    filename = SCRIPT_WORKLOADS[name]
+    source, digest = _source(filename)
+    # The file keeps its name, so its process comm (`fresh-mariadb.s`) does not start with the
+    # server's (`mariadbd`): a PcommPrefix target must not take the wrapper for the server.
+    path = cache_dir() / "workloads" / f"{name}-{digest}" / filename
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(source)
+    tmp.chmod(0o755)
+    tmp.rename(path)
+    return path

@@ -263,10 +263,19 @@ def _where_stopped(out: Path, plan: Plan, cells_seen: int, execution: Execution)
 
 def _service_said(out: Path, why: str) -> str:
     """The end of the service's stderr when it died or never got ready (e.g. `not found`: the
-    real cause, which the agent's own line does not name)."""
-    err = out / "service.err"
-    if why not in ("service-died", "service-not-ready") or not err.is_file():
+    real cause, which the agent's own line does not name), or of its prepare command's."""
+    if why == "service-prepare-failed":
+        # sysbench prints its errors (`Can't connect ...`) on stdout: the stream that has them
+        streams = [(out / "prepare.err", "the prepare command's stderr"),
+                   (out / "prepare.log", "the prepare command's stdout")]
+    elif why in ("service-died", "service-not-ready"):
+        streams = [(out / "service.err", "the service's stderr")]
+    else:
         return ""
-    lines = [line.strip() for line in err.read_text(errors="replace").splitlines() if line.strip()]
-    return f"; the service's stderr ends: {' | '.join(lines[-3:])[:300]}" if lines else ""
+    for path, whose in streams:
+        lines = ([line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+                 if path.is_file() else [])
+        if lines:
+            return f"; {whose} ends: {' | '.join(lines[-3:])[:300]}"
+    return ""
 

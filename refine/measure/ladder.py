@@ -109,7 +109,10 @@ def stall_bound(plan: Plan, attach_timeout_s: float = ATTACH_TIMEOUT_S) -> float
              objective.warmup_s + window + load_timeout_s(window),
              blockers.TRACE_START_TIMEOUT_S + blockers.TRACE_SEND_TIMEOUT_S]
     if plan.workload.service is not None:
-        steps += [plan.workload.service.ready_timeout_s, plan.workload.service.stop_timeout_s]
+        service = plan.workload.service
+        steps += [service.ready_timeout_s, service.stop_timeout_s]
+        if service.prepare is not None:
+            steps.append(service.prepare_timeout_s)
     return max(steps) + 180.0
 
 
@@ -185,6 +188,10 @@ def plan_script(plan: Plan, *, attach_mode: str, spin: Path, scx: Path | None,
                   _function("service_cmd", render_argv(list(workload.service.command), window_s=window),
                             replace=True),
                   _ready_function(workload, tcp_probe)]
+        if workload.service.prepare is not None:
+            # run once by service_start when the service is ready (agent.sh), before any cell
+            lines += [f"PREPARE_TIMEOUT={int(workload.service.prepare_timeout_s)}",
+                      _function("prepare_cmd", render_argv(list(workload.service.prepare), window_s=window))]
     if workload.load.source == "command":
         lines.append(_function("load_cmd", generator_argv(workload.load, window_s=window,
                                                            is_target=workload.service is None),

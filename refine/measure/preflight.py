@@ -40,7 +40,7 @@ from threadwise.sourcemap import SourceMap
 
 PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 FUNCTION_OF = {("service", "command"): "service_cmd", ("service", "ready", "command"): "ready_cmd",
-               ("load", "command"): "load_cmd"}
+               ("service", "prepare"): "prepare_cmd", ("load", "command"): "load_cmd"}
 RUN_DIR_NOTE = "the ladder runs every command in its own run directory"
 Report = Callable[[str, tuple[str, ...], str, str], None]   # (rule, TOML path, message, hint)
 
@@ -74,6 +74,8 @@ def commands(workload: Workload) -> list[Command]:
         found.append(Command(("service", "command"), tuple(workload.service.command)))
         if workload.service.ready.command is not None:
             found.append(Command(("service", "ready", "command"), tuple(workload.service.ready.command)))
+        if workload.service.prepare is not None:
+            found.append(Command(("service", "prepare"), tuple(workload.service.prepare)))
     if workload.load.source == "command" and workload.load.command is not None:
         found.append(Command(("load", "command"), tuple(workload.load.command)))
     return found
@@ -209,6 +211,9 @@ def dry_run_lines(workload: Workload, checked: Checked, *, observe_s: float = 8.
     else:
         service = shlex.join(render_argv(list(workload.service.command), window_s=window))
         with_load = "with its own load" if workload.load.source == "service" else f"and `{load}` in a loop"
+        if workload.service.prepare is not None:
+            prepare = shlex.join(render_argv(list(workload.service.prepare), window_s=window))
+            with_load = f"prepared once with `{prepare}`, {with_load}"
         lines.append(f"  1. observe, on this host, for {observe_s:g} s: the service `{service}` {with_load}")
     lines.append("  2. analyze + synthesize the capture, sized for the shape measured on")
     lines.append(f"  3-4. ladders in {where}; each cell runs plan.sh's commands:")

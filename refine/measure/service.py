@@ -3,8 +3,9 @@
 The ladder's cells run through the guest agent; observing happens on the
 host (eBPF needs no sched_ext). This starts the service the workload file
 describes, waits until it is ready (a TCP port on loopback, a log line, or a
-command), keeps its load generator running in a loop while it is observed,
-and stops both by PID (SIGTERM, then SIGKILL): never by name.
+command), runs its prepare command once (the benchmark's data), keeps its load
+generator running in a loop while it is observed, and stops both by PID
+(SIGTERM, then SIGKILL): never by name.
 """
 
 from __future__ import annotations
@@ -107,7 +108,41 @@ class RunningService:
                                    hint="raise [service] ready_timeout_s, or check its ready condition")
             time.sleep(0.2)
         self.require_target()
+        self.prepare()
         return self
+
+    def prepare(self) -> None:
+        """Run [service] prepare once (the benchmark's data), before anything is observed; a
+        failure stops the service and names the end of the command's stderr."""
+        service = self.workload.service
+        assert service is not None
+        if service.prepare is None:
+            return
+        argv = render_argv(list(service.prepare), window_s=self.workload.objective.window_s)
+        out, err = self.workdir / "prepare.log", self.workdir / "prepare.err"
+        try:
+            with out.open("wb") as stdout, err.open("wb") as stderr:
+                # its own session: a timeout ends exactly its process group
+                process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                                           start_new_session=True)
+        except OSError as error:
+            self.stop()
+            raise ServiceError(f"cannot start the prepare command {argv[0]!r}: {error}",
+                               hint="check [service] prepare in the workload file") from None
+        try:
+            status = process.wait(timeout=service.prepare_timeout_s)
+        except subprocess.TimeoutExpired:
+            _stop(process, 5.0)
+            self.stop()
+            raise ServiceError(f"the prepare command did not finish within {service.prepare_timeout_s:g} s",
+                               hint="raise [service] prepare_timeout_s, or prepare less data") from None
+        if status != 0:
+            # sysbench prints its errors (`Can't connect ...`) on stdout: the stream that has them
+            said = err.read_text(errors="replace").strip() or out.read_text(errors="replace").strip()
+            tail = said.splitlines()[-3:]
+            self.stop()
+            raise ServiceError(f"the prepare command exited with status {status}: {' | '.join(tail)}",
+                               hint=f"its output: {out}, {err}")
 
     def require_target(self) -> None:
         """Refuse a `[target] process` that names no process, before anything is measured.

@@ -39,13 +39,13 @@ from pydantic_core import PydanticCustomError
 from threadwise.diagnostics import Diagnostic, dotted_location, inner_model, short_value, syntax_diagnostic
 from threadwise.errors import InputError, UsageError, WorkloadError
 from threadwise.paths import require_text
-from threadwise.refine.measure.bundled import JAVA_WORKLOADS, build, build_java
+from threadwise.refine.measure.bundled import JAVA_WORKLOADS, SCRIPT_WORKLOADS, build, build_java, script
 from threadwise.refine.measure.metrics import PARSERS
 from threadwise.sourcemap import SourceMap
 from threadwise.synthesize.api import NAME_PATTERN, NAME_RULE
 
 SCHEMA_VERSION = 1
-PLACEHOLDERS = ("window_s", "rolesim", "spin", "mcload", "poolservice")
+PLACEHOLDERS = ("window_s", "rolesim", "spin", "mcload", "poolservice", "fresh_mariadb")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _COMM_LEN = 15  # the kernel truncates comm to 15 characters
 DOC = "docs/workload.md"
@@ -112,11 +112,20 @@ class Ready(_Model):
 
 
 class Service(_Model):
-    """A long-running service, started once before the first cell and stopped (by PID) after."""
+    """A long-running service, started once before the first cell and stopped (by PID) after.
+
+    prepare: a command run once when the service is ready, before anything is observed or
+    measured, that must exit 0 within prepare_timeout_s: the data a benchmark needs (`sysbench
+    prepare`, `pgbench -i`, a YCSB load phase). It belongs here rather than in a wrapper script
+    around the service because its parameters must agree with the load command's (sysbench's
+    --tables and --table-size), and one file keeps them side by side.
+    """
 
     command: Argv
     ready: Ready
     ready_timeout_s: PositiveSeconds = 30.0
+    prepare: Argv | None = None
+    prepare_timeout_s: PositiveSeconds = 300.0
     stop_timeout_s: PositiveSeconds = 10.0  # SIGTERM, then SIGKILL after this long
 
 
@@ -218,6 +227,9 @@ class Workload(_Model):
             lines.append(f"service:   {shlex.join(svc.command)}")
             lines.append(f"ready:     when {svc.ready.describe()} (within {svc.ready_timeout_s:g} s); "
                          f"stop: SIGTERM, SIGKILL after {svc.stop_timeout_s:g} s")
+            if svc.prepare is not None:
+                lines.append(f"prepare:   `{shlex.join(svc.prepare)}` once when ready, before the first "
+                             f"window (within {svc.prepare_timeout_s:g} s)")
         lines.append(f"target:    threads of process {self.target.process!r}")
         if self.load.source == "command":
             how = ("as an ordinary task: it is the target (no service)" if self.service is None
@@ -324,6 +336,11 @@ def _whole_file_checks(w: Workload) -> list[tuple[str, tuple[str | int, ...], st
     if load.source == "service" and w.service is None:
         out.append(("load", ("load", "source"), 'source = "service" needs a [service] section',
                     "add [service] with its command and ready, or run a load command per window"))
+    service = w.service
+    if service is not None and service.prepare is None and "prepare_timeout_s" in service.model_fields_set:
+        out.append(("prepare", ("service", "prepare_timeout_s"),
+                    "prepare_timeout_s without a prepare command",
+                    "add prepare = [...] (run once when the service is ready), or remove prepare_timeout_s"))
     spec = PARSERS[load.parser].metrics
     wanted: list[tuple[tuple[str | int, ...], str]] = [(("objective", "primary", "metric"),
                                                         w.objective.primary.metric)]
@@ -416,11 +433,12 @@ def _allowed_keys(loc: tuple[str | int, ...]) -> set[str]:
 
 
 def render_argv(argv: Sequence[str], *, window_s: float) -> list[str]:
-    """The argv with {window_s} (whole seconds, at least 1), {rolesim}, {spin}, {mcload} and
-    {poolservice} filled in.
+    """The argv with {window_s} (whole seconds, at least 1), {rolesim}, {spin}, {mcload},
+    {poolservice} and {fresh_mariadb} filled in.
 
     {rolesim}, {spin} and {mcload} are the bundled binaries, {poolservice} the bundled JVM service's classes
-    directory (its classpath), each compiled on first use.
+    directory (its classpath), each compiled on first use; {fresh_mariadb} the bundled script that
+    starts mariadbd on a fresh data directory (workloads/fresh-mariadb.sh).
     """
     seconds = str(max(1, math.ceil(window_s - 1e-9)))
     resolved: dict[str, str] = {}
@@ -432,7 +450,8 @@ def render_argv(argv: Sequence[str], *, window_s: float) -> list[str]:
                              hint=_HINTS["placeholder"])
         if name not in resolved:
             resolved[name] = (seconds if name == "window_s" else
-                              str(build_java(name)) if name in JAVA_WORKLOADS else str(build(name)))
+                              str(build_java(name)) if name in JAVA_WORKLOADS else
+                              str(script(name)) if name in SCRIPT_WORKLOADS else str(build(name)))
         return resolved[name]
 
     return [_PLACEHOLDER.sub(value, arg) for arg in argv]

@@ -42,7 +42,7 @@ from threadwise.runtime.lab.runtimes import Tree, argument_tree, interpreter_tre
 
 # The guest's PATH before EXTRA_PATH (guest/init sets the same).
 GUEST_PATH = ("/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin")
-PLAN_FUNCTIONS = ("service_cmd", "load_cmd", "ready_cmd")
+PLAN_FUNCTIONS = ("service_cmd", "load_cmd", "ready_cmd", "prepare_cmd")
 PLAN_VARIABLES = ("SPIN", "SCX", "TRACER", "LAYER_OF")  # TRACER: the libbpf tracer of trace cells
 # (refine/measure/blockers.py); LAYER_OF: the membership probe's reader of scx_layered's task state
 # Interpreters whose programs need a library tree the runtime disk does not know how to find
@@ -377,9 +377,9 @@ def hidden_problem(path: str, *, why: str) -> InitramfsError | None:
 
 
 def carry_command(packer: Packer, words: list[str], *, why: str) -> None:
-    """One workload command of plan.sh (`service_cmd`, `load_cmd`, `ready_cmd`): its program and
-    every host program among its arguments (taskset, env, nice wrappers), refused when the guest
-    cannot carry it or would hide it."""
+    """One workload command of plan.sh (`service_cmd`, `load_cmd`, `ready_cmd`, `prepare_cmd`): its
+    program and every host program among its arguments (taskset, env, nice wrappers), refused when
+    the guest cannot carry it or would hide it."""
     argv = program_argv(words)
     if not argv:
         raise InitramfsError(f"{why} runs no program")

@@ -36,6 +36,7 @@ BUNDLED_OUTPUT = {
     "cyclictest": "cyclictest_t2_h2000.txt",
     "poolservice": "poolservice_report.jsonl",
     "memcached": "mcload_c4_s3.jsonl",
+    "mariadb": "sysbench_oltp_mariadb_t2_s3.txt",
 }
 
 VALID = datafiles.text("refine/workload-valid.toml")
@@ -62,7 +63,7 @@ def fails(tmp_path: Path, text: str) -> WorkloadError:
 # -- the bundled workloads ------------------------------------------------------------
 
 
-def test_the_bundled_workloads_are_the_five_named():
+def test_the_bundled_workloads_are_the_six_named():
     assert bundled_names() == sorted(BUNDLED_OUTPUT)
 
 
@@ -91,6 +92,60 @@ def test_bundled_cyclictest_runs_per_window_and_stays_sched_other():
     argv = render_argv(workload.load.command or [], window_s=3.0)
     assert argv[argv.index("-D") + 1] == "3"
     assert not any(arg.startswith(("-p", "--priority")) for arg in argv)
+
+
+def _option(argv: list[str], name: str) -> str | None:
+    return next((arg.split("=", 1)[1] for arg in argv if arg.startswith(f"--{name}=")), None)
+
+
+def test_bundled_mariadb_prepares_the_tables_its_load_reads():
+    """sysbench's run reads the tables its prepare wrote: the two must name the same ones."""
+    workload = load_workload(bundled_workload_path("mariadb"))
+    service = workload.service
+    assert service is not None and service.prepare is not None and workload.load.command is not None
+    assert workload.target.process == "mariadbd" and service.prepare[-1] == "prepare"
+    for option in ("tables", "table-size", "mysql-port", "mysql-host", "db-driver"):
+        assert _option(service.prepare, option) == _option(workload.load.command, option) is not None, option
+    assert _option(service.command, "port") == _option(workload.load.command, "mysql-port")
+    wrapper = render_argv(service.command, window_s=5.0)[0]
+    # the wrapper is a process of its own: its comm must not pass for the server's (PcommPrefix)
+    assert os.access(wrapper, os.X_OK) and not Path(wrapper).name[:15].startswith("mariadbd")
+
+
+def test_a_prepare_step_is_run_by_the_plan_once_the_service_is_ready(tmp_path: Path):
+    from threadwise.refine.measure import ladder
+
+    text = edit("ready_timeout_s = 5.0", 'ready_timeout_s = 5.0\nprepare = ["demo-load", "--rows", "10"]\n'
+                "prepare_timeout_s = 60.0")
+    workload = load_workload(write(tmp_path, text))
+    assert workload.service is not None and workload.service.prepare == ["demo-load", "--rows", "10"]
+    assert any(line.startswith("prepare:   `demo-load --rows 10` once") for line in workload.summary())
+    def plan_of(workload: typing.Any) -> str:
+        plan = ladder.make_plan(workload, [ladder.Arm(ladder.BASELINE)], levels=[0], repeats=1, shape="host")
+        return ladder.plan_script(plan, attach_mode="runtime", spin=Path("/x/spin"), scx=None, tracer=None,
+                                  layer_reader=None)
+
+    script = plan_of(workload)
+    assert "PREPARE_TIMEOUT=60" in script.splitlines()
+    assert "prepare_cmd() { demo-load --rows 10; }" in script.splitlines()
+    # the agent runs it inside service_start (agent.sh), before the first cell
+    assert script.index("prepare_cmd()") < script.index("\nservice_start\n") < script.index("\ncell ")
+    plain = plan_of(load_workload(write(tmp_path, VALID)))
+    assert "prepare_cmd" not in plain and "PREPARE_TIMEOUT" not in plain
+
+
+def test_a_prepare_timeout_without_a_prepare_command_is_an_error_at_its_line(tmp_path: Path):
+    text = edit("ready_timeout_s = 5.0", "ready_timeout_s = 5.0\nprepare_timeout_s = 60.0")
+    error = fails(tmp_path, text)
+    assert f"w.toml:{line_of(text, 'prepare_timeout_s')}: prepare_timeout_s without a prepare command" \
+        in error.message
+    assert "add prepare = [...]" in (error.hint or "")
+
+
+def test_an_empty_prepare_command_is_an_error_at_its_line(tmp_path: Path):
+    text = edit("ready_timeout_s = 5.0", "ready_timeout_s = 5.0\nprepare = []")
+    error = fails(tmp_path, text)
+    assert f"w.toml:{line_of(text, 'prepare =')}: service.prepare: the command is empty" in error.message
 
 
 def test_parser_names_match_the_metrics_module():

@@ -6,7 +6,7 @@
 # The agent only runs commands and writes raw files (layout: docs/refine.md, "The ladder"); the host
 # parses, judges and stores them, so the same agent serves every kind of guest. POSIX sh only: it
 # must run under busybox ash as well as dash. plan.sh defines the workload's commands as functions
-# (service_cmd, load_cmd, ready_cmd) and variables, then calls the steps below in order:
+# (service_cmd, load_cmd, ready_cmd, prepare_cmd) and variables, then calls the steps below in order:
 #   service_start | attach ARM STEP_MS | cell IDX ARM LEVEL REPEAT | trace_cell IDX ARM LEVEL REPEAT
 #   | detach ARM | service_stop
 set -u
@@ -63,6 +63,28 @@ service_start() {
         sleep 0.2
     done
     say "service: ready (pid $SVC_PID) after $(( $(date +%s) - t0 )) s"
+    [ -n "${PREPARE_TIMEOUT:-}" ] && service_prepare
+    return 0
+}
+
+# The workload's [service] prepare (plan.sh's prepare_cmd, e.g. `sysbench ... prepare`): once, when the
+# service is ready, before any cell; it must exit 0 within PREPARE_TIMEOUT.
+service_prepare() {
+    say "service: preparing"
+    t0=$(date +%s)
+    prepare_cmd > "$OUT/prepare.log" 2> "$OUT/prepare.err" < /dev/null &
+    prep_pid=$!
+    while kill -0 "$prep_pid" 2>/dev/null; do
+        if [ $(( $(date +%s) - t0 )) -ge "$PREPARE_TIMEOUT" ]; then
+            kill -KILL "$prep_pid" 2>/dev/null; wait "$prep_pid" 2>/dev/null
+            say "service: prepare not done after $PREPARE_TIMEOUT s"; echo "service-prepare-failed" > "$OUT/failed"; exit 3
+        fi
+        sleep 0.2
+    done
+    if ! wait "$prep_pid"; then
+        say "service: prepare failed"; tail -3 "$OUT/prepare.err" >> "$LOG"; echo "service-prepare-failed" > "$OUT/failed"; exit 3
+    fi
+    say "service: prepared after $(( $(date +%s) - t0 )) s"
 }
 
 service_stop() {
