@@ -48,6 +48,11 @@ PLAN_VARIABLES = ("SPIN", "SCX", "TRACER", "LAYER_OF")  # TRACER: the libbpf tra
 # Interpreters whose programs need a library tree the runtime disk does not know how to find
 # (Java and Python are carried with their trees, runtimes.py; Node is one ELF program).
 UNPACKABLE = re.compile(r"^(perl|ruby|php|lua|Rscript|tclsh|wish)")
+# Programs that read a data tree of their own from a fixed path compiled into them, which no
+# argument names and ldd does not list: sysbench finds its Lua tests (oltp_read_write requires
+# oltp_common) in /usr/share/sysbench (its binary holds `/usr/share/sysbench/?.lua`). Each tree
+# goes on the runtime disk like a directory an argument names (runtimes.argument_tree).
+DATA_TREES: dict[str, tuple[str, ...]] = {"sysbench": ("/usr/share/sysbench",)}
 # Host directories that merged-/usr systems make symlinks; the image mirrors them.
 MERGED_TOPS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 # Where guest/init mounts a fresh file system over the image: whatever the image holds there is
@@ -311,6 +316,10 @@ class Packer:
             return
         is_elf, interp = _elf_interpreter(real)
         self.packed.append(str(path))
+        for data in DATA_TREES.get(real.name, ()):
+            tree = argument_tree(data)
+            if tree is not None:
+                self.trees.append(Tree(tree.path, why=f"{real.name}'s data"))
         if is_elf:
             mode = stat.S_IMODE(real.stat().st_mode) | 0o555
             self.image.add_file(str(path), real, mode)

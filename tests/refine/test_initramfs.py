@@ -24,7 +24,7 @@ import pytest
 
 from tests import datafiles
 from threadwise.errors import MissingTool
-from threadwise.runtime.lab import initramfs
+from threadwise.runtime.lab import carry, initramfs
 
 BUSYBOX = shutil.which("busybox")
 SHAPE = "cores=2,threads-per-core=1"
@@ -79,6 +79,20 @@ def test_an_interpreter_without_a_known_tree_is_refused_by_name(tmp_path: Path):
     assert "compiled program, a POSIX shell script" in hint and "--guest vng" in hint
     assert "a JVM or Python service" in hint
     assert "plan_script" not in hint and "tcp_probe" not in hint
+
+
+@pytest.mark.skipif(shutil.which("sysbench") is None or not Path("/usr/share/sysbench").is_dir(),
+                    reason="needs sysbench: apt-get install sysbench (scripts/setup-system.sh)")
+def test_a_program_with_a_data_tree_of_its_own_carries_it_to_the_runtime_disk():
+    """sysbench reads its Lua tests from /usr/share/sysbench, which no argument names: without
+    the tree, `sysbench oltp_read_write prepare` fails in the guest after the check passed."""
+    packer = carry.Packer(carry.Image(), frozenset())
+    carry.carry_command(packer, ["sysbench", "oltp_read_write", "--tables=1", "prepare"], why="prepare_cmd")
+    assert [t.path for t in packer.trees] == ["/usr/share/sysbench"], packer.trees
+    assert any(path.endswith("/sysbench") for path in packer.packed), packer.packed
+    other = carry.Packer(carry.Image(), frozenset())
+    carry.carry_command(other, ["/bin/true"], why="load_cmd")
+    assert other.trees == []
 
 
 def test_runtime_attach_mode_is_refused(tmp_path: Path):
