@@ -2,9 +2,10 @@
 
 One short real training (observe on the host, the synthesized profile against the default
 scheduler with the A/A arm interleaved, no refinement step) in the sched_ext lab VM (TCG,
-2 vCPUs). The guest is vng, on this machine's read-only root: mariadbd reads its error messages
-and sysbench its Lua tests (/usr/share/sysbench, which `require` each other) from there, and
-both write only under the guest's own /tmp. The service's prepare step (sysbench prepare) runs
+2 vCPUs), in the default self-contained guest (initramfs): it carries mariadbd with the error
+messages its --lc-messages-dir names and sysbench with its Lua tests (/usr/share/sysbench, which
+`require` each other; runtime/lab/carry.py DATA_TREES), and both write only under the guest's
+own /tmp. The service's prepare step (sysbench prepare) runs
 once in the guest before the first cell; every cell must measure (sysbench's report parsed, the
 service alive), every `mariadbd` thread must be selected by a group of the profile and sit in
 its layer, and the record must recompute. Every check reads the ladder file the training wrote.
@@ -40,7 +41,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[
     root = tmp_path_factory.mktemp("mariadb")
     lines: list[str] = []
     options = TrainOptions(bundled_workload_path("mariadb"), "mariadb-test",
-                           Where(lab=True, cpus=2, guest="vng"), levels=[0, 1], repeats=3, budget=0,
+                           Where(lab=True, cpus=2), levels=[0, 1], repeats=3, budget=0,
                            seed=3, observe_s=4.0, window_s=3.0,
                            profiles_dir=root / "profiles", artifacts_dir=root / "artifacts",
                            command="pytest tests/lab/test_mariadb_lab.py")
