@@ -111,7 +111,7 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
     chains = wg.find_chains(edges, first_patterns)
     members = wg.chain_members(chains)
     grouping = gr.assign(threads, process_name=info.process_name, duration_ns=info.duration_ns,
-                         chain_utids=members)
+                         chain_utids=members, processes=ft.target_processes(con))
     caveats += grouping.caveats
     if not chains.is_empty():   # re-label chains with the final group patterns
         final = {u: grouping.pattern_of_key.get(k, k) for u, k in grouping.key_of.items()}
