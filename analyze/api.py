@@ -124,6 +124,7 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
                         duration_ns=info.duration_ns)
               if not groups.is_empty() else pl.DataFrame(schema=GROUP_SCHEMA))
     caveats += _caveats(con, info, threads, groups)
+    caveats = list(dict.fromkeys(caveats))   # a group's note may already be a caveat (titles.py)
     return Analysis(
         groups=groups, process_name=info.process_name, duration_ns=info.duration_ns,
         nr_cpus=info.nr_cpus, events_lost=info.events_lost, caveats=caveats,

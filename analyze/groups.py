@@ -189,7 +189,9 @@ def _split_by_title(threads: pl.DataFrame, grouping: Grouping, processes: dict[i
         if not outcome.classes:
             grouping.notes[key] = outcome.note or ""
             grouping.titles[key] = sorted({processes[u].title or "untitled" for u in upids})
-            continue   # (api.py's caveats repeat every group's note)
+            # a caveat of its own: a behaviour split may follow, whose notes api.py does not repeat
+            grouping.caveats.append(f"group {pattern}: {outcome.note}")
+            continue
         grouping.names_separate_roles = False
         for cls in outcome.classes:
             sub = f"{key} [{cls.label}]"

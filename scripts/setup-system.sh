@@ -30,6 +30,7 @@ ALL_PACKAGES=(
     bpftrace            # observe: the bpftrace backend
     redis-server redis-tools   # a real workload for tests
     memcached           # a bundled workload (refine/workloads/memcached.toml; its load is ours, mcload.c)
+    nginx               # a multi-process service whose roles show only in process titles (tests)
     stress-ng rt-tests  # background spinners, hackbench, cyclictest (a bundled workload)
     sysbench            # a load generator with a metrics parser (refine/measure/metrics.py)
     libseccomp-dev libcap-ng-dev  # virtiofsd (the vng lab)
@@ -86,8 +87,8 @@ if [[ $qemu_ok -eq 0 ]]; then
     apt-get install -y -qq --no-install-recommends -t bookworm-backports "${BACKPORTS_PACKAGES[@]}" >/dev/null
 fi
 
-# The tests and ladders start their own redis-server and memcached; the Debian services are not needed.
-for service in redis-server memcached; do
+# The tests and ladders start their own redis-server, memcached and nginx; the Debian services are not needed.
+for service in redis-server memcached nginx; do
     if command -v systemctl >/dev/null && systemctl is-active --quiet "$service" 2>/dev/null; then
         systemctl stop "$service" || true
     fi
