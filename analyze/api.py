@@ -111,7 +111,7 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
     chains = wg.find_chains(edges, first_patterns)
     members = wg.chain_members(chains)
     grouping = gr.assign(threads, process_name=info.process_name, duration_ns=info.duration_ns,
-                         chain_utids=members)
+                         chain_utids=members, processes=ft.target_processes(con))
     caveats += grouping.caveats
     if not chains.is_empty():   # re-label chains with the final group patterns
         final = {u: grouping.pattern_of_key.get(k, k) for u, k in grouping.key_of.items()}
@@ -124,6 +124,7 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
                         duration_ns=info.duration_ns)
               if not groups.is_empty() else pl.DataFrame(schema=GROUP_SCHEMA))
     caveats += _caveats(con, info, threads, groups)
+    caveats = list(dict.fromkeys(caveats))   # a group's note may already be a caveat (titles.py)
     return Analysis(
         groups=groups, process_name=info.process_name, duration_ns=info.duration_ns,
         nr_cpus=info.nr_cpus, events_lost=info.events_lost, caveats=caveats,

@@ -60,3 +60,13 @@ ORDER BY name;
 -- Columns: tids BIGINT
 SELECT count(*) AS tids FROM (SELECT tid FROM thread WHERE COALESCE(is_target, FALSE)
                               GROUP BY tid HAVING count(*) > 1);
+
+-- name: target_processes
+-- The target's processes with what their titles and users say (analyze/titles.py).
+-- Columns:
+--   upid BIGINT        process surrogate id
+--   name VARCHAR       process comm
+--   cmdline VARCHAR    /proc/PID/cmdline, NULs as spaces: a process title where the server wrote
+--                      one over its argv (`nginx: worker process`); NULL: never read
+--   euid BIGINT        effective uid (schema migration 6; NULL: not read, an older capture)
+SELECT upid, name, cmdline, euid FROM process WHERE is_target ORDER BY upid;

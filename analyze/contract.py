@@ -149,6 +149,10 @@ class GroupRow:
     thin_evidence: str | None = None     # what the role rests on little of (confidence lowered), if any
     poller_threads: int = 0              # threads for which is_poller() holds (busy, few wakeups)
     poller_evidence: str | None = None   # the busiest poller in words (poller_text), if any
+    process_titles: list[str] = field(default_factory=list)   # its processes' titles (titles.py), when
+    #                                      they differ within its comm; empty when titles played no part
+    uid: int | None = None               # effective uid its processes run as: scx_layered UIDEquals, set
+    #                                      when a title split separated it from a group of another uid
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "role", Role(self.role))   # unknown role names fail here

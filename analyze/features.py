@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from threadwise.analyze.titles import TitleProcess, process_title
 from threadwise.errors import InputError
 from threadwise.sqlfiles import statements
 
@@ -96,6 +97,14 @@ def thread_features(con: duckdb.DuckDBPyConnection, info: CaptureInfo, *,
                     only_target: bool = True) -> pl.DataFrame:
     return query(con, "thread_features", {"only_target": only_target, "start_ts": info.start_ts,
                                           "end_ts": info.end_ts})
+
+
+def target_processes(con: duckdb.DuckDBPyConnection) -> dict[int, TitleProcess]:
+    """upid -> the title and effective uid of each target process (analyze/titles.py)."""
+    rows = con.execute(sql("capture", "target_processes")).fetchall()
+    return {int(upid): TitleProcess(int(upid), process_title(cmdline, name),
+                                    None if euid is None else int(euid))
+            for upid, name, cmdline, euid in rows}
 
 
 def thread_names(con: duckdb.DuckDBPyConnection, utids: list[int]) -> pl.DataFrame:

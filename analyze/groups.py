@@ -5,12 +5,14 @@ role each. Which threads form a group depends on their names (patterns), on
 whether related names behave alike (a `bio_*` family merges only when its
 members would get the same role), and, when all threads share one name, on
 behaviour (an AvgRuntime split).
-Approach: `assign` maps every target thread to a group key in three steps:
+Approach: `assign` maps every target thread to a group key in four steps:
 pattern (names.py), family merge (checked with the role clusterer on
-approximate group features), behaviour split (split.py) for unnamed thread
-pools. `aggregate` then builds one row per group from thread features plus
-exact percentiles computed in SQL over the group's slices; `finish` runs the
-clusterer for roles and names.py for prefixes.
+approximate group features), process-title split (titles.py) for processes that
+share a comm but state different roles in their titles and run as different
+users, behaviour split (split.py) for unnamed thread pools. `aggregate` then
+builds one row per group from thread features plus exact percentiles computed
+in SQL over the group's slices; `finish` runs the clusterer for roles and
+names.py for prefixes.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from threadwise.analyze.contract import HOT_SHARE, MIN_LIFE_NS, is_hot, is_polle
 from threadwise.analyze.model import GROUP_SCHEMA
 from threadwise.analyze.roles import RoleClusterer, group_feature_matrix
 from threadwise.analyze.split import propose_split
+from threadwise.analyze.titles import TitleProcess, split_by_title
 
 
 def _is_hot() -> pl.Expr:
@@ -56,6 +59,8 @@ class Grouping:
     caveats: list[str] = field(default_factory=list)
     names_separate_roles: bool = True
     short_lived: dict[int, str] = field(default_factory=dict)   # utid -> pattern, grouped nowhere
+    uids: dict[str, int] = field(default_factory=dict)          # key -> UIDEquals of a title split
+    titles: dict[str, list[str]] = field(default_factory=dict)  # key -> its processes' titles
 
 
 def aggregate(threads: pl.DataFrame, key_of: dict[int, str], *, duration_ns: int,
@@ -112,8 +117,11 @@ def roles_for(groups: pl.DataFrame, *, random_state: int = 0) -> tuple[list[str]
 
 
 def assign(threads: pl.DataFrame, *, process_name: str, duration_ns: int,
-           chain_utids: set[int]) -> Grouping:
-    """Group keys for every target thread: patterns, merged families, behaviour splits.
+           chain_utids: set[int], processes: dict[int, TitleProcess] | None = None) -> Grouping:
+    """Group keys for every target thread: patterns, merged families, title and behaviour splits.
+
+    `processes` (upid -> title and effective uid) enables the title split; without it (or
+    with one process per group) grouping is by names and behaviour alone.
 
     Threads of a pattern whose every thread lived under MIN_LIFE_NS in the capture form no
     group (`Grouping.short_lived`, with a caveat): a profile's catch-all takes them.
@@ -161,8 +169,46 @@ def assign(threads: pl.DataFrame, *, process_name: str, duration_ns: int,
             key_of.update(trial)
             grouping.pattern_of_key[merged] = merged
         grouping.pattern_of_key = {k: k for k in set(key_of.values())}
+    if processes:
+        _split_by_title(threads, grouping, processes)
     _split_unnamed(threads, grouping, process_name=process_name)
     return grouping
+
+
+def _split_by_title(threads: pl.DataFrame, grouping: Grouping, processes: dict[int, TitleProcess]) -> None:
+    """One group per process-title class where a group's processes share a comm but differ in
+    title and user (titles.py); a note where titles differ and no matcher can follow them."""
+    upid_of = dict(zip(threads["utid"].to_list(), threads["upid"].to_list(), strict=True))
+    for key in sorted(set(grouping.key_of.values())):
+        utids = [u for u, k in grouping.key_of.items() if k == key]
+        upids = {upid_of[u] for u in utids if upid_of.get(u) in processes}
+        outcome = split_by_title([processes[u] for u in sorted(upids)])
+        if outcome is None:
+            continue
+        pattern = grouping.pattern_of_key.get(key, key)
+        if not outcome.classes:
+            grouping.notes[key] = outcome.note or ""
+            grouping.titles[key] = sorted({processes[u].title or "untitled" for u in upids})
+            # a caveat of its own: a behaviour split may follow, whose notes api.py does not repeat
+            grouping.caveats.append(f"group {pattern}: {outcome.note}")
+            continue
+        grouping.names_separate_roles = False
+        for cls in outcome.classes:
+            sub = f"{key} [{cls.label}]"
+            for utid in utids:
+                if upid_of.get(utid) in cls.upids:
+                    grouping.key_of[utid] = sub
+            grouping.pattern_of_key[sub] = pattern
+            grouping.uids[sub] = cls.uid
+            grouping.titles[sub] = list(cls.titles)
+            shared = (f"; titles {', '.join(map(repr, cls.titles))} share uid {cls.uid}, and scx_layered "
+                      "1.1.4 has no matcher for a process title: one group" if len(cls.titles) > 1 else "")
+            grouping.notes[sub] = (f"process title {cls.label!r} ({len(cls.upids)} process"
+                                   f"{'es' if len(cls.upids) != 1 else ''}) runs as uid {cls.uid}: "
+                                   f"selected by comm and UIDEquals {cls.uid}, since names do not "
+                                   f"separate it{shared}")
+        grouping.pattern_of_key.pop(key, None)
+        grouping.notes.pop(key, None)
 
 
 def _role_as_merged(threads: pl.DataFrame, key_of: dict[int, str], merged: str, *, duration_ns: int,
@@ -198,18 +244,33 @@ def _split_unnamed(threads: pl.DataFrame, grouping: Grouping, *, process_name: s
         head = (f"all {members.height} threads of {key} share one name: names do not separate roles")
         proposal = propose_split(members.select("utid", "cpu_ns", "slices"))
         grouping.caveats.append(f"{head}; {proposal.reason}")
+        # a title split's note (or why titles could not split it) stays in front
+        earlier = grouping.notes.get(key)
         if proposal.ranges is None:
-            grouping.notes[key] = "names do not separate roles; no behaviour split"
+            grouping.notes[key] = "; ".join(x for x in (earlier, "names do not separate roles; no "
+                                                        "behaviour split") if x)
             continue
         low, high = proposal.ranges
+        pattern = grouping.pattern_of_key.get(key, key)
         for suffix, utids, rng in (("short", proposal.low_utids, low), ("long", proposal.high_utids, high)):
             sub = f"{key} [{suffix} runs]"
             for utid in utids:
                 grouping.key_of[utid] = sub
-            grouping.pattern_of_key[sub] = key
+            grouping.pattern_of_key[sub] = pattern
             grouping.ranges[sub] = rng
-            grouping.notes[sub] = f"behaviour split ({suffix} runs): {proposal.reason}"
+            if key in grouping.uids:
+                grouping.uids[sub] = grouping.uids[key]
+            if key in grouping.titles:
+                grouping.titles[sub] = grouping.titles[key]
+            grouping.notes[sub] = "; ".join(x for x in (earlier, f"behaviour split ({suffix} runs): "
+                                                        f"{proposal.reason}") if x)
         grouping.pattern_of_key.pop(key, None)
+
+
+def _other_uid(grouping: Grouping, key: str, other: str) -> bool:
+    """Whether two groups are selected by different UIDEquals (so they share no thread)."""
+    mine, theirs = grouping.uids.get(key), grouping.uids.get(other)
+    return mine is not None and theirs is not None and mine != theirs
 
 
 MIN_SLICES = 20          # a role read from fewer on-CPU slices than this is thin evidence
@@ -278,7 +339,10 @@ def finish(groups: pl.DataFrame, grouping: Grouping, *, other_names: list[str],
     for i, key in enumerate(keys):
         mine = names_of[key]
         others = [n for k in keys if k != key for n in names_of[k]] + other_names
-        selection = nm.select_prefixes(mine, [n for k in keys if k != key for n in names_of[k]],
+        # a group selected by UIDEquals never takes the threads of a group of another uid, so
+        # names shared with those (a title split's whole point) neither clash nor need excluding
+        rivals = [k for k in keys if k != key and not _other_uid(grouping, key, k)]
+        selection = nm.select_prefixes(mine, [n for k in rivals for n in names_of[k]],
                                        pattern=grouping.pattern_of_key.get(key, key))
         note = grouping.notes.get(key) or selection.note
         thin_text = (f"{'; '.join(thin[i][1])}: confidence x{weights[i]:.2f}"
@@ -294,6 +358,7 @@ def finish(groups: pl.DataFrame, grouping: Grouping, *, other_names: list[str],
                      "exclude_prefixes": selection.exclude_prefixes,
                      "separable": selection.separable and key not in grouping.ranges,
                      "avg_runtime_range_ns": grouping.ranges.get(key), "thin_evidence": thin_text,
+                     "process_titles": grouping.titles.get(key, []), "uid": grouping.uids.get(key),
                      "group_id": i, "note": note})
     decided = pl.DataFrame(rows, schema={k: GROUP_SCHEMA[k] for k in rows[0]})
     out = groups.drop("pattern").with_columns(group_id=pl.int_range(pl.len(), dtype=pl.Int64))

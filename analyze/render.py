@@ -47,8 +47,9 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("rq50us, rq99us", "run-queue latency p50 / p99: time runnable but waiting for a CPU, microseconds"),
     ("chain", "yes when the group is part of one of the busiest wake chains (A wakes B wakes C)"),
     ("select (comm prefix)", "the comm prefixes (<= 15 characters) scx_layered matches the group by; "
-                             "!x excludes a prefix, +avgrun[a..b] is a behaviour split, NOT separable: "
-                             "no prefix set tells it from another group"),
+                             "!x excludes a prefix, +avgrun[a..b] is a behaviour split, +uid=N selects "
+                             "only threads running as user N (a process-title split, scx_layered "
+                             "UIDEquals), NOT separable: no prefix set tells it from another group"),
     ("demand", "share of the thread's life spent running or runnable (1.0 = always wants a CPU); "
                "max over the group"),
     ("preempted", "share of its slices that ended while still runnable (preempted or yielded), not by "
@@ -119,6 +120,8 @@ def render(analysis: Analysis, *, top_edges: int = 10) -> str:
         if g["avg_runtime_range_ns"]:
             lo, hi = g["avg_runtime_range_ns"]
             prefixes += f" +avgrun[{_us(lo)}us..{'inf' if hi >= 2**62 else _us(hi) + 'us'}]"
+        if g.get("uid") is not None:
+            prefixes += f" +uid={g['uid']}"
         rows.append([g["pattern"], g["role"], f"{g['confidence']:.2f}", str(g["thread_count"]),
                      f"{g['cpu_share']:.3f}", f"{g['max_thread_share']:.2f}", _us(g["slice_p50_ns"]),
                      _us(g["slice_p99_ns"]), f"{g['wakeups_per_s']:,.1f}", _us(g["rq_latency_p50_ns"]),

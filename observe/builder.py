@@ -83,6 +83,7 @@ class CaptureBuilder:
     _slices: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     _snapshots: list[ThreadSnapshot] = field(default_factory=list)
     _steal: list[CpuSteal] = field(default_factory=list)
+    _identity: dict[int, tuple[str, int | None, int | None]] = field(default_factory=dict)
 
     @property
     def end_ts(self) -> int:
@@ -109,6 +110,14 @@ class CaptureBuilder:
             ts=ts, tid=tid, tgid=tgid, comm=comm, process_comm=process_comm, cmdline=cmdline,
             cgroup="/test", nice=0, policy="SCHED_OTHER", rt_priority=0, sum_exec_runtime=runtime_ns,
             run_delay=0, timeslices=1, phase=phase))
+        return self
+
+    def process_identity(self, tgid: int, *, cmdline: str, euid: int | None = None,
+                         egid: int | None = None) -> CaptureBuilder:
+        """What the end snapshots of process `tgid`'s threads say of it: its command line (a
+        process title, `nginx: worker process`) and effective ids (None: not read, as an
+        older capture). Without it a process's cmdline is its leader's comm, with no ids."""
+        self._identity[tgid] = (cmdline, euid, egid)
         return self
 
     def steal(self, ts: int, phase: str, cpu: int, steal_ns: int) -> CaptureBuilder:
@@ -203,10 +212,13 @@ class CaptureBuilder:
     def _write_metadata(self, writer: CaptureWriter) -> None:
         leaders = {t.tid: t.comm for t in self._threads if t.tid == t.tgid}
         alive = [t for t in self._threads if t.exit_ts is None and t.tgid in self.target_tgids]
+        identity = {t.tgid: self._identity.get(t.tgid, (leaders.get(t.tgid, t.comm), None, None))
+                    for t in alive}
         end = [ThreadSnapshot(
             ts=self.end_ts, tid=t.tid, tgid=t.tgid, comm=t.comm, process_comm=leaders.get(t.tgid, t.comm),
-            cmdline=leaders.get(t.tgid, t.comm), cgroup="/synthetic", nice=0, policy="SCHED_OTHER",
-            rt_priority=0, sum_exec_runtime=0, run_delay=0, timeslices=0, phase="end") for t in alive]
+            cmdline=identity[t.tgid][0], cgroup="/synthetic", nice=0, policy="SCHED_OTHER",
+            rt_priority=0, sum_exec_runtime=0, run_delay=0, timeslices=0, phase="end",
+            euid=identity[t.tgid][1], egid=identity[t.tgid][2]) for t in alive]
         writer.insert("proc_snapshot", [*self._snapshots, *end])
         writer.insert("cpu_steal", self._steal)
         if self.events_lost:

@@ -24,7 +24,9 @@ class ThreadSnapshot:
     """One thread as /proc shows it at `ts` (monotonic ns): a row of `proc_snapshot`.
 
     `phase` is when it was read (start | scan | end); `read_ns` how long the
-    schedstat read took (schema migration 2).
+    schedstat read took (schema migration 2). `euid`/`egid` are the process's effective user
+    and group ids (schema migration 6; None: not read), what scx_layered's UIDEquals/GIDEquals
+    compare: see `process_credentials`.
     """
 
     ts: int
@@ -42,6 +44,8 @@ class ThreadSnapshot:
     timeslices: int
     read_ns: int = 0
     phase: str = "scan"
+    euid: int | None = None
+    egid: int | None = None
 
 
 def _read(path: Path) -> str | None:
@@ -152,8 +156,34 @@ def _stat_fields(text: str) -> list[str]:
     return text[text.rfind(")") + 2 :].split()
 
 
+def process_credentials(pid: int) -> tuple[int, int] | None:
+    """(effective uid, effective gid) of a process, from the `Uid:` and `Gid:` lines of
+    /proc/PID/status (real, effective, saved, filesystem: the second value); None when gone.
+
+    Effective, because scx_layered 1.1.4 matches `UIDEquals`/`GIDEquals` against
+    `p->real_cred->euid`/`egid` (main.bpf.c, MATCH_USER_ID_EQUALS): a server that starts as
+    root and drops to a service user (nginx's workers, `user www-data;`) is told apart by
+    them. Read once per process, for the leader: glibc's setuid/setgid change every thread
+    of a process at once (the kernel keeps credentials per thread, but the C library
+    broadcasts the change), so a thread with its own ids is not looked for.
+    """
+    text = _read(PROC / str(pid) / "status")
+    if text is None:
+        return None
+    found: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, values = line.partition(":")
+        if key in ("Uid", "Gid"):
+            ids = values.split()
+            if len(ids) >= 2 and ids[1].isdigit():
+                found[key] = int(ids[1])
+    if len(found) != 2:
+        return None
+    return found["Uid"], found["Gid"]
+
+
 def snapshot_thread(tgid: int, tid: int, *, process_name: str, cmdline: str,
-                    cgroup: str) -> ThreadSnapshot | None:
+                    cgroup: str, credentials: tuple[int, int] | None = None) -> ThreadSnapshot | None:
     base = PROC / str(tgid) / "task" / str(tid)
     # The kernel's runtime is read at some instant inside [ts, ts + read_ns]: keep
     # both, since the reader itself can be preempted mid-read on a busy machine.
@@ -170,8 +200,10 @@ def snapshot_thread(tgid: int, tid: int, *, process_name: str, cmdline: str,
     nice = int(fields[19 - 3])
     rt_priority = int(fields[40 - 3])
     policy = POLICIES.get(int(fields[41 - 3]), f"policy-{fields[41 - 3]}")
+    euid, egid = credentials if credentials is not None else (None, None)
     return ThreadSnapshot(ts, tid, tgid, comm.rstrip("\n"), process_name, cmdline, cgroup,
-                          nice, policy, rt_priority, runtime, delay, slices, read_ns)
+                          nice, policy, rt_priority, runtime, delay, slices, read_ns,
+                          euid=euid, egid=egid)
 
 
 def snapshot_process(tgid: int, *, skip: Container[int] = frozenset()) -> list[ThreadSnapshot]:
@@ -187,9 +219,11 @@ def snapshot_process(tgid: int, *, skip: Container[int] = frozenset()) -> list[T
     raw_cmdline = _read(PROC / str(tgid) / "cmdline") or ""
     cmdline = raw_cmdline.replace("\0", " ").strip()
     cgroup = cgroup_of(tgid) or ""
+    credentials = process_credentials(tgid)
     snaps = []
     for tid in tids:
-        snap = snapshot_thread(tgid, tid, process_name=name, cmdline=cmdline, cgroup=cgroup)
+        snap = snapshot_thread(tgid, tid, process_name=name, cmdline=cmdline, cgroup=cgroup,
+                               credentials=credentials)
         if snap is not None:
             snaps.append(snap)
     return snaps

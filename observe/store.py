@@ -32,7 +32,7 @@ from threadwise.procs import me
 from threadwise.sqlfiles import identifier, insert_rows, statement
 from threadwise.topology import CpuInfo
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Numbered migrations: version -> description; the step that reaches it from
 # version - 1 is statement `migration_<version>` of sql/migrations.sql.
@@ -44,6 +44,7 @@ MIGRATIONS: dict[int, str] = {
     3: "tracer_counts.dropped: records the tracer counted exactly as dropped (libbpf)",
     4: "capture.cgroup_cpu_quota_us, _period_us, _source: the targeted cgroup's CPU limit",
     5: "cpu_steal: each CPU's steal time beside the proc snapshots",
+    6: "proc_snapshot.euid, .egid and process.euid, .egid: each target process's effective ids",
 }
 
 # Raw event tables (schema.RAW_TABLES) are appended as Arrow batches of schema.SCHEMAS;

@@ -30,6 +30,7 @@ ALL_PACKAGES=(
     bpftrace            # observe: the bpftrace backend
     redis-server redis-tools   # a real workload for tests
     memcached           # a bundled workload (refine/workloads/memcached.toml; its load is ours, mcload.c)
+    nginx               # a multi-process service whose roles show only in process titles (tests)
     stress-ng rt-tests  # background spinners, hackbench, cyclictest (a bundled workload)
     sysbench            # a load generator with a metrics parser (refine/measure/metrics.py); the mariadb workload's load
     mariadb-server      # a bundled workload (refine/workloads/mariadb.toml: mariadbd under sysbench oltp_read_write)
@@ -87,9 +88,9 @@ if [[ $qemu_ok -eq 0 ]]; then
     apt-get install -y -qq --no-install-recommends -t bookworm-backports "${BACKPORTS_PACKAGES[@]}" >/dev/null
 fi
 
-# The tests and ladders start their own redis-server, memcached and mariadbd (on their own ports and,
-# for mariadbd, a fresh data directory); the Debian services are not needed.
-for service in redis-server memcached mariadb; do
+# The tests and ladders start their own redis-server, memcached, mariadbd (on their own ports and,
+# for mariadbd, a fresh data directory) and nginx; the Debian services are not needed.
+for service in redis-server memcached mariadb nginx; do
     if command -v systemctl >/dev/null && systemctl is-active --quiet "$service" 2>/dev/null; then
         systemctl stop "$service" || true
     fi

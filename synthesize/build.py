@@ -12,7 +12,9 @@ Approach:
   without a capture.
 - Role -> treatment: compute with hot threads -> exclusive; latency, batch,
   housekeeping map to themselves; low confidence or groups that names cannot
-  separate (and that have no AvgRuntime split) stay `default`.
+  separate (and that have no AvgRuntime split) stay `default`. A group analyze
+  split by process title (processes of one comm, each role its own user) keeps
+  its `uid`: compile selects it by comm prefix AND UIDEquals.
 - Busy-pollers (analyze's `poller_threads`, contract.is_poller) never get
   preempt on shared CPUs: a preempting poller is a spinner no one can
   preempt. A latency group of pollers whose every thread is hot gets
@@ -192,7 +194,7 @@ def _evidence(row: GroupRow) -> Evidence:
         wakeups_per_s=_significant(row.wakeups_per_s), slice_p50_us=us(row.slice_p50_ns),
         slice_p99_us=us(row.slice_p99_ns), rq_latency_p50_us=us(row.rq_latency_p50_ns),
         rq_latency_p99_us=us(row.rq_latency_p99_ns), in_wake_chain=row.in_wake_chain,
-        separable=row.separable,
+        separable=row.separable, process_titles=list(row.process_titles),
     )
 
 
@@ -231,11 +233,15 @@ def _group(row: GroupRow, taken: set[str], requests: dict[str, int],
         # half into the other); analyze's open end stays open, never a number
         low_us = -(-runtime[0] // 1000)
         runtime = [low_us] if runtime[1] >= OPEN_NS else [low_us, -(-runtime[1] // 1000)]
+    # a title split's groups share a pattern: their first title word names them (nginx-worker)
+    label = (f"{row.pattern} {row.process_titles[0].split()[0]}"
+             if row.uid is not None and row.process_titles else row.pattern)
     return Group(
-        name=_group_name(row.pattern, taken),
+        name=_group_name(label, taken),
         match=[_pattern(p, row.names) for p in prefixes],
         exclude=list(dict.fromkeys(p for p in map(clean_prefix, row.exclude_prefixes) if p)),
         avg_runtime_us=runtime,
+        uid=row.uid,
         treatment=treatment,
         family=family.name if family is not None else None,
         comment="; ".join(notes) or None,

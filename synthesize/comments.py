@@ -9,7 +9,7 @@ or a header saying "beat the default scheduler" above a profile that was never
 measured. The reviewer reads the comment.
 
 Approach: for each group, the comment lines of the kinds the writer derives
-(treatment, sizing, overrides, the AvgRuntime split) are read from the file
+(treatment, sizing, overrides, the AvgRuntime split, the uid) are read from the file
 and compared with the lines the writer would write for its values now
 (`writer.group_comments`); a derived line the values no longer give is a
 warning at its line, naming the line they give. Free-text comments are left
@@ -39,6 +39,7 @@ _KINDS = {
     "overrides": re.compile(r"^overrides of the "),
     **{f"override {key}": re.compile(rf"^  {key} \S+ -> \S+$") for key in OPTION_KEYS},
     "runtime": re.compile(r"^  threads whose average runtime "),
+    "uid": re.compile(r"^  only threads running as uid "),
 }
 _HEADER_LINE = re.compile(r"^\[\[?[^\]]+\]\]?\s*(#.*)?$")
 STALE_HINT = ("comments are derived from the values: write what the values give (above), or let "

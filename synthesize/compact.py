@@ -81,7 +81,8 @@ def describe(group: Group) -> str:
 def idle_reason(group: Group) -> str | None:
     """Why a group has nothing to schedule (fold it), or None."""
     ev = group.evidence
-    if ev is None or group.treatment is Treatment.EXCLUSIVE or group.avg_runtime_us is not None:
+    if (ev is None or group.treatment is Treatment.EXCLUSIVE or group.avg_runtime_us is not None
+            or group.uid is not None):   # a split by behaviour or by title is the analysis's decision
         return None
     if family_decided(group):
         return None   # idle here, but a known family gave it a treatment: it keeps a layer
@@ -106,6 +107,8 @@ def apart(a: Group, b: Group) -> str | None:
         return "exclusive groups are sized one by one"
     if a.avg_runtime_us or b.avg_runtime_us or a.exclude or b.exclude:
         return "behaviour split or carve-out"
+    if a.uid is not None or b.uid is not None:
+        return "selected by user (UIDEquals)"
     if WORKLOAD_REST in a.match or WORKLOAD_REST in b.match:
         return "catch-all"
     ea, eb = a.evidence, b.evidence
@@ -296,6 +299,8 @@ def _closest_pair(groups: list[Group]) -> tuple[int, int] | None:
             if overrides(a) != overrides(b):
                 continue
             if a.avg_runtime_us or b.avg_runtime_us or a.exclude or b.exclude:
+                continue
+            if a.uid is not None or b.uid is not None:
                 continue
             cost = _share(a) + _share(b)
             if best is None or cost < best[0]:

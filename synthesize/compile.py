@@ -7,7 +7,7 @@ catch-all. And it silently drops option keys it does not know.
 
 Approach: one layer per group, in profile order, then the catch-all `rest`.
 Every match block is [PcommPrefix(process) and/or CgroupPrefix(cgroup), CommPrefix(pattern), the group's
-CommPrefixExclude..., AvgRuntime?], one block per pattern (OR); the last
+CommPrefixExclude..., UIDEquals(uid)?, AvgRuntime?], one block per pattern (OR); the last
 group's `*` (the workload's own catch-all) has no CommPrefix.
 - exclusive: Confined, `exclusive` and `protected`, cpus_range fixed at
   cores x threads-per-core, so it is allocated whole physical cores with their
@@ -95,6 +95,8 @@ def match_blocks(profile: Profile, group: Group) -> tuple[tuple[LayerMatch, ...]
         if pattern != WORKLOAD_REST:   # `*`: every other thread of the workload
             block.append(LayerMatch.comm_prefix(prefix_of(pattern)))
         block += [LayerMatch.comm_prefix_exclude(prefix_of(e)) for e in group.exclude]
+        if group.uid is not None:
+            block.append(LayerMatch.uid_equals(group.uid))
         bounds = group.avg_runtime_bounds()
         if bounds is not None:
             block.append(LayerMatch.avg_runtime(*bounds))

@@ -148,7 +148,7 @@ def _pair(old: Profile, new: Profile) -> tuple[dict[str, str], list[tuple[str, s
 
 def _group_changes(label: str, a: Group, b: Group) -> list[Change]:
     out = []
-    for name in ("treatment", "match", "exclude", "avg_runtime_us", "family", *SIZING):
+    for name in ("treatment", "match", "exclude", "avg_runtime_us", "uid", "family", *SIZING):
         va, vb = getattr(a, name), getattr(b, name)
         if va != vb:
             out.append(Change(label, name, show(va), show(vb)))

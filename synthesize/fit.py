@@ -24,7 +24,7 @@ Approach, in this order, each step leaving a note for the profile's comment:
 from __future__ import annotations
 
 from threadwise.synthesize.matchers import matcher_set
-from threadwise.synthesize.overlap import runtimes_meet, shadowing_pattern
+from threadwise.synthesize.overlap import conditions_meet, shadowing_pattern
 from threadwise.synthesize.patterns import GLOB_CHARS, comm_matches, prefix_of
 from threadwise.synthesize.schema import Group, Treatment
 
@@ -55,7 +55,8 @@ def _budget(groups: list[Group], notes: list[str]) -> list[Group]:
 
 
 def _max_excludes(group: Group) -> int:
-    return matcher_set().limits.max_match_ands - 2 - (1 if group.avg_runtime_us else 0)
+    return (matcher_set().limits.max_match_ands - 2 - (1 if group.avg_runtime_us else 0)
+            - (1 if group.uid is not None else 0))
 
 
 def _carve_out(groups: list[Group]) -> list[Group]:
@@ -83,7 +84,7 @@ def _shadows(groups: list[Group], notes: list[str]) -> list[Group]:
     for later in groups:
         kept, taken_by = [], ""
         for pattern in later.match:
-            by = next((e.name for e in out if runtimes_meet(e, later)
+            by = next((e.name for e in out if conditions_meet(e, later)
                        and shadowing_pattern(e, prefix_of(pattern)) is not None), None)
             if by is None:
                 kept.append(pattern)

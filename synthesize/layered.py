@@ -70,6 +70,11 @@ class LayerMatch:
         return cls("CgroupPrefix", path)
 
     @classmethod
+    def uid_equals(cls, uid: int) -> LayerMatch:
+        """The task's effective uid (main.bpf.c compares p->real_cred->euid)."""
+        return cls("UIDEquals", uid)
+
+    @classmethod
     def avg_runtime(cls, low_us: int, high_us: int | None = None) -> LayerMatch:
         """AvgRuntime [low, high) in us; high None: open-ended (AVG_RUNTIME_OPEN_US)."""
         # a tuple, as from_json_data reads it: a compiled config equals its JSON read back

@@ -7,8 +7,9 @@ silently. A reviewer needs to know which group loses which threads.
 Approach: two checks over the groups in order.
 1. Pattern level (needs no capture): pattern `pb` of a later group is fully
    shadowed when an earlier group has a prefix `pa` with `pb` starting with
-   `pa`, no exclude of that group covers `pb`, and their AvgRuntime ranges (if
-   both have one) intersect. Such a pattern can never match.
+   `pa`, no exclude of that group covers `pb`, their AvgRuntime ranges (if
+   both have one) intersect, and their uids (if both have one) are equal. Such a
+   pattern can never match.
 2. Name level (uses the observed comms in each group's evidence, or a
    capture's thread names): every observed name is assigned to the first
    group that matches it; names recorded in group B that land in an earlier
@@ -50,6 +51,16 @@ def runtimes_meet(a: Group, b: Group) -> bool:
     return (rb[1] is None or ra[0] < rb[1]) and (ra[1] is None or rb[0] < ra[1])
 
 
+def uids_meet(a: Group, b: Group) -> bool:
+    """Whether both groups can hold a thread of one user (a group without a uid holds any)."""
+    return a.uid is None or b.uid is None or a.uid == b.uid
+
+
+def conditions_meet(a: Group, b: Group) -> bool:
+    """Whether the conditions besides names (AvgRuntime, UIDEquals) let the groups share a thread."""
+    return runtimes_meet(a, b) and uids_meet(a, b)
+
+
 def shadowing_pattern(a: Group, pb: str) -> str | None:
     """The pattern of `a` that takes every thread `pb` matches, if any."""
     if any(pb.startswith(prefix_of(e)) for e in a.exclude):
@@ -70,7 +81,7 @@ def find_overlaps(profile: Profile) -> list[Overlap]:
         for k, pattern in enumerate(later.match):
             pb = prefix_of(pattern)
             for i in range(j):
-                by = shadowing_pattern(groups[i], pb) if runtimes_meet(groups[i], later) else None
+                by = shadowing_pattern(groups[i], pb) if conditions_meet(groups[i], later) else None
                 if by is None:
                     continue
                 threads = tuple(n for n in names if comm_matches(pb, n))
@@ -82,7 +93,9 @@ def find_overlaps(profile: Profile) -> list[Overlap]:
             if name in reported or not group_matches(later, name):
                 continue
             for i in range(j):
-                if groups[i].avg_runtime_us is None and group_matches(groups[i], name):
+                # a condition a name cannot decide takes the name only where it surely holds
+                if (groups[i].avg_runtime_us is None and groups[i].uid in (None, later.uid)
+                        and group_matches(groups[i], name)):
                     by = next(p for p in groups[i].match if comm_matches(prefix_of(p), name))
                     moved.setdefault((i, by), []).append(name)
                     break

@@ -97,12 +97,13 @@ def _match_sizes(profile: Profile) -> Iterator[Diagnostic]:
                 "use shorter, shared prefixes or split the group",
                 path=("group", i, "match"),
             )
-        ands = 2 + len(group.exclude) + (1 if group.avg_runtime_us else 0)
+        ands = (2 + len(group.exclude) + (1 if group.avg_runtime_us else 0)
+                + (1 if group.uid is not None else 0))
         if ands > limits.max_match_ands:
             yield Diagnostic(
                 "too_many_excludes",
                 f"group {group.name!r} needs {ands} matches in one AND block (process, pattern, "
-                f"excludes, runtime); scx_layered allows {limits.max_match_ands}",
+                f"excludes, uid, runtime); scx_layered allows {limits.max_match_ands}",
                 "exclude by shorter prefixes",
                 path=("group", i, "exclude"),
             )

@@ -75,6 +75,7 @@ SliceUs = Annotated[int, Field(ge=1)]
 Weight = Annotated[int, Field(ge=1, le=10000)]
 NonNegFloat = Annotated[float, Field(ge=0.0)]
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+Uid = Annotated[int, Field(ge=0, le=2**32 - 1)]   # scx_layered's UIDEquals takes a u32
 
 
 class Workload(_Model):
@@ -119,6 +120,7 @@ class Evidence(_Model):
     rq_latency_p99_us: NonNegFloat | None = None
     in_wake_chain: bool = False
     separable: bool = True
+    process_titles: list[str] = []   # its processes' titles, when one comm's processes differ in title
 
 
 class Group(_Model):
@@ -128,6 +130,9 @@ class Group(_Model):
     match: list[str]
     exclude: list[str] = []
     avg_runtime_us: list[NonNegInt] | None = None
+    # Only threads running as this effective uid (scx_layered UIDEquals): the role of a forked
+    # process that shares its comm with others and runs as its own user (analyze/titles.py).
+    uid: Uid | None = None
     treatment: Annotated[Treatment, Field(strict=False)]
     family: str | None = None     # the known runtime family of its threads (families.py)
     hot_threads: NonNegInt = 0

@@ -138,11 +138,13 @@ def _group_table(group: Group) -> Table:
         for line in evidence_lines(group.evidence):
             table.add(tomlkit.comment(line))
     data = group.model_dump(mode="json", exclude_defaults=True, exclude={"evidence"})
-    for key in ("name", "match", "exclude", "avg_runtime_us", "treatment"):
+    for key in ("name", "match", "exclude", "avg_runtime_us", "uid", "treatment"):
         if key in data:
             _add(table, key, data.pop(key))
             if key == "avg_runtime_us":
                 table.add(tomlkit.comment(runtime_line(group)))
+            if key == "uid":
+                table.add(tomlkit.comment(uid_line(group)))
     for line in sizing_lines(group):
         table.add(tomlkit.comment(line))
     options = {key: data.pop(key) for key in list(data) if key in OPTION_KEYS}
@@ -156,6 +158,13 @@ def _group_table(group: Group) -> Table:
         _add_fields(evidence, group.evidence.model_dump(mode="json", exclude_defaults=True))
         table.add("evidence", evidence)
     return table
+
+
+def uid_line(group: Group) -> str:
+    """The group's user condition in words."""
+    titles = group.evidence.process_titles if group.evidence else []
+    said = f"; their process title: {', '.join(map(repr, titles))}" if titles else ""
+    return f"  only threads running as uid {group.uid} (UIDEquals, the effective uid){said}"
 
 
 def runtime_line(group: Group) -> str:

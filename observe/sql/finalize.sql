@@ -294,8 +294,11 @@ CREATE TABLE process AS
 WITH leaders AS (
     SELECT DISTINCT leader_utid FROM _thread_leader WHERE leader_utid IS NOT NULL
 ), snap AS (
+    -- the last snapshot's: a forked worker drops to its service user (setuid) after its
+    -- first read may have seen it still as its parent's user
     SELECT tgid, ARG_MAX(process_comm, ts) AS name, ARG_MAX(cmdline, ts) AS cmdline,
-           ARG_MAX(cgroup, ts) AS cgroup
+           ARG_MAX(cgroup, ts) AS cgroup, ARG_MAX(euid, ts) FILTER (WHERE euid IS NOT NULL) AS euid,
+           ARG_MAX(egid, ts) FILTER (WHERE egid IS NOT NULL) AS egid
     FROM proc_snapshot GROUP BY tgid
 )
 SELECT
@@ -307,7 +310,9 @@ SELECT
     t.start_ts,
     t.end_ts,
     list_contains(c.target_tgids, t.tid) AS is_target,
-    t.utid AS leader_utid
+    t.utid AS leader_utid,
+    s.euid,
+    s.egid
 FROM leaders l
 JOIN _thread0 t ON t.utid = l.leader_utid
 LEFT JOIN snap s ON s.tgid = t.tid

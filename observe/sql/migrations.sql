@@ -45,6 +45,21 @@ CREATE TABLE IF NOT EXISTS cpu_steal (
     steal_ns BIGINT NOT NULL
 );
 
+-- name: migration_6
+-- The effective user and group id of each target process (/proc/PID/status `Uid:`/`Gid:`,
+-- the second value), read with every snapshot, and carried into the derived `process` table:
+-- what scx_layered's UIDEquals/GIDEquals compare (main.bpf.c reads p->real_cred->euid), so
+-- analyze can select a forked role by its user where the processes share one comm (nginx's
+-- master as root, its workers as www-data; docs/analyze.md "Roles from process titles").
+-- proc_snapshot.euid BIGINT   NULL: not read (a migrated capture; a process gone before the read)
+-- proc_snapshot.egid BIGINT
+-- process.euid, process.egid BIGINT   the last snapshot's; added NULL to an already finalized
+--                                     capture (a new capture gets `process` from finalize.sql)
+ALTER TABLE proc_snapshot ADD COLUMN IF NOT EXISTS euid BIGINT;
+ALTER TABLE proc_snapshot ADD COLUMN IF NOT EXISTS egid BIGINT;
+ALTER TABLE IF EXISTS process ADD COLUMN IF NOT EXISTS euid BIGINT;
+ALTER TABLE IF EXISTS process ADD COLUMN IF NOT EXISTS egid BIGINT;
+
 -- name: record_migration
 -- Parameters: ? INTEGER version reached, ? TIMESTAMP applied at (UTC), ? VARCHAR description.
 INSERT INTO schema_migrations (version, applied_at, description) VALUES (?, ?, ?);

@@ -1,0 +1,123 @@
+"""Roles from process titles (analyze/titles.py): processes that share one comm and say their
+role in their title are grouped by title where their users tell them apart (scx_layered
+UIDEquals), and kept as one group, with a note naming what is missing, where not."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from threadwise.analyze import analyze_capture
+from threadwise.analyze.render import render
+from threadwise.analyze.titles import process_title
+from threadwise.observe.builder import CaptureBuilder
+
+MS = 1_000_000
+T0 = 1_000_000_000
+MASTER = "nginx: master process /usr/sbin/nginx -c /tmp/t/nginx.conf -p /tmp/t/"
+WORKER = "nginx: worker process"
+CACHE = "nginx: cache manager process"
+
+
+@pytest.mark.parametrize(("cmdline", "comm", "title"), [
+    (MASTER, "nginx", "master process"),
+    (WORKER, "nginx", "worker process"),
+    ("nginx: worker process is shutting down", "nginx", "worker process is shutting"),
+    (CACHE, "nginx", "cache manager process"),
+    ("postgres: checkpointer ", "postgres", "checkpointer"),
+    ("postgres: app shop 127.0.0.1(51234) idle", "postgres", "app shop"),
+    ("php-fpm: master process (/etc/php/8.2/fpm/php-fpm.conf)", "php-fpm8.2", "master process"),
+    ("php-fpm: pool www", "php-fpm8.2", "pool www"),
+    ("sshd: root@pts/0", "sshd", "root@pts/0"),
+    ("/usr/sbin/nginx -g daemon off;", "nginx", None),        # an ordinary command line
+    ("python3 -m app --role: worker", "python3", None),
+    ("other: worker process", "nginx", None),                  # not the process's own name
+    ("nginx: /usr/sbin/nginx", "nginx", None),                  # a name, then only arguments
+    ("", "nginx", None),
+    (None, "nginx", None),
+])
+def test_process_title(cmdline, comm, title):
+    assert process_title(cmdline, comm) == title
+
+
+def service(tmp_path, processes: list[tuple[int, str, int | None]], name: str = "svc"):
+    """One single-threaded process per (pid, cmdline, euid), all of comm `nginx`: the first
+    idles (a master), the others serve requests (short runs, frequent wakeups)."""
+    cap = CaptureBuilder(target_tgids=[pid for pid, _, _ in processes], duration_ns=2 * T0)
+    for index, (pid, cmdline, euid) in enumerate(processes):
+        cap.thread(pid, pid, "nginx")
+        cap.process_identity(pid, cmdline=cmdline, euid=euid, egid=euid)
+        if index == 0:
+            for k in range(5):
+                cap.slice(pid, 0, T0 + k * 300 * MS, 30_000)
+            continue
+        for k in range(200):
+            ts = T0 + k * 5 * MS + index * 700_000
+            cap.slice(pid, index % 2, ts, 150_000)
+            cap.waking(ts - 20_000, 0, pid, cpu=1, target_cpu=index % 2)
+    return analyze_capture(cap.write(tmp_path / f"{name}.duckdb"))
+
+
+def by_uid(groups: pl.DataFrame) -> dict[int | None, dict]:
+    return {row["uid"]: row for row in groups.to_dicts()}
+
+
+def test_titles_with_their_own_users_become_one_group_each(tmp_path):
+    analysis = service(tmp_path, [(100, MASTER, 0), (101, WORKER, 33), (102, WORKER, 33)])
+    groups = by_uid(analysis.groups)
+    assert set(groups) == {0, 33}
+    master, workers = groups[0], groups[33]
+    assert master["process_titles"] == ["master process"] and master["thread_count"] == 1
+    assert workers["process_titles"] == ["worker process"] and workers["thread_count"] == 2
+    for row in (master, workers):
+        assert row["pattern"] == "nginx" and row["match_prefixes"] == ["nginx"]
+        assert row["exclude_prefixes"] == [] and row["separable"]
+        assert f"UIDEquals {row['uid']}" in row["note"]
+    assert not analysis.names_separate_roles
+    assert "+uid=33" in render(analysis) and "+uid=0" in render(analysis)
+    assert any("worker process" in c and "uid 33" in c for c in analysis.caveats)
+
+
+def test_titles_that_share_a_user_stay_one_group_and_say_why(tmp_path):
+    """No title split; what names cannot do is left as before (three threads of the process's
+    own name get a behaviour split), and each resulting group says why titles did not help."""
+    analysis = service(tmp_path, [(100, MASTER, 0), (101, WORKER, 0), (102, WORKER, 0)])
+    assert set(analysis.groups["pattern"]) == {"nginx"}
+    for row in analysis.groups.to_dicts():
+        assert row["uid"] is None and row["process_titles"] == ["master process", "worker process"]
+        assert "every process runs as uid 0" in row["note"]
+        assert "CmdJoin" in row["note"] and "pthread_setname_np" in row["note"]
+
+
+def test_one_title_is_no_split(tmp_path):
+    analysis = service(tmp_path, [(100, WORKER, 33), (101, WORKER, 33), (102, WORKER, 33)])
+    assert analysis.groups["uid"].to_list() == [None] * analysis.groups.height
+    assert all(t == [] for t in analysis.groups["process_titles"].to_list())
+    assert not any("process title" in (n or "") for n in analysis.groups["note"].to_list())
+
+
+def test_mixed_titles_share_a_group_where_they_share_a_user(tmp_path):
+    analysis = service(tmp_path, [(100, MASTER, 0), (101, WORKER, 33), (102, WORKER, 33),
+                                  (103, CACHE, 33)])
+    groups = by_uid(analysis.groups)
+    assert set(groups) == {0, 33}
+    assert groups[0]["process_titles"] == ["master process"]
+    assert groups[33]["process_titles"] == ["cache manager process", "worker process"]
+    assert groups[33]["thread_count"] == 3
+    assert "share uid 33" in groups[33]["note"]
+
+
+def test_a_capture_without_user_ids_keeps_one_group(tmp_path):
+    """A capture from before schema migration 6 has no euid: titles alone select nothing."""
+    analysis = service(tmp_path, [(100, MASTER, None), (101, WORKER, None), (102, WORKER, None)])
+    assert set(analysis.groups["pattern"]) == {"nginx"}
+    for row in analysis.groups.to_dicts():
+        assert row["uid"] is None and "migration 6" in row["note"]
+
+
+def test_untitled_processes_form_their_own_class(tmp_path):
+    analysis = service(tmp_path, [(100, "/usr/sbin/nginx -g daemon off;", 0), (101, WORKER, 33),
+                                  (102, WORKER, 33)])
+    groups = by_uid(analysis.groups)
+    assert groups[0]["process_titles"] == ["untitled"]
+    assert groups[33]["process_titles"] == ["worker process"]
