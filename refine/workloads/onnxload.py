@@ -20,12 +20,14 @@ Design:
   the rate over the report's own elapsed time, exact percentiles of the latencies in it.
   With --duration S it stops after S seconds (the last, partial report included); without,
   it runs until SIGTERM or SIGINT (a ladder's service).
-- The process names itself `onnxload` (prctl PR_SET_NAME) before ORT starts a thread, so the
-  pool threads inherit that comm (a profile's PcommPrefix) even when started as
-  `python onnxload.py`; "onnxload: ready" goes to stderr after the first inference, once
-  every thread exists.
-- OPENBLAS_NUM_THREADS=1 (and OMP) before numpy is imported: numpy's own BLAS pool would add
-  idle threads under the same comm that ORT never uses.
+- ORT 1.32 names none of its threads on Linux: they inherit the process's comm. The bundled
+  `{onnxload}` is a `#!` script named `onnxload`, which exec makes the comm; the process also
+  names itself (prctl PR_SET_NAME) before ORT starts a thread, so its threads carry the comm a
+  profile's PcommPrefix targets even when started as `python onnxload.py`. "onnxload: ready"
+  goes to stderr after the first inference, once every thread exists (the caller, the pool
+  thread, and one that importing onnxruntime starts and that sleeps).
+- OPENBLAS_NUM_THREADS=1 (and OMP) before numpy is imported: numpy's OpenBLAS pool would add an
+  idle thread per further CPU under the same comm (measured: one on a 2-core host).
 
 Bad options exit 2 with usage on stderr; a missing onnxruntime or onnx exits 1 saying which
 interpreter lacks it.
