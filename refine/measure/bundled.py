@@ -1,7 +1,9 @@
 """The bundled workloads: small C programs with named threads (ground truth).
 
 They are compiled on first use into the cache, keyed by the hash of their
-source, so an edited source is rebuilt and an unchanged one is reused.
+source, so an edited source is rebuilt and an unchanged one is reused. A Java
+service is compiled the same way; a Python driver becomes an executable script
+whose `#!` line names this interpreter.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -99,3 +102,30 @@ def script(name: str) -> Path:
     tmp.chmod(0o755)
     tmp.rename(path)
     return path
+
+
+# Python drivers: placeholder name -> the script, workloads/<name>.py.
+PYTHON_WORKLOADS = {"onnxload": "onnxload.py"}
+
+
+def build_python(name: str) -> Path:
+    """workloads/<name>.py as an executable `<cache>/workloads/<name>-<version>/<name>` whose `#!`
+    line is this interpreter (sys.executable: the venv threadwise runs from, which holds the
+    driver's packages), once per source and interpreter.
+
+    Why a script and not `python FILE`: exec of a `#!` script names the process after the script
+    (the kernel takes comm from the file executed), so its threads carry the workload's own name
+    from the start; and the lab's packer follows a `#!` line to the interpreter and its venv
+    (runtime/lab/carry.py)."""
+    source, _ = _source(PYTHON_WORKLOADS[name])
+    shebang = f"#!{sys.executable}\n".encode()
+    digest = hashlib.sha256(shebang + source).hexdigest()[:16]
+    launcher = cache_dir() / "workloads" / f"{name}-{digest}" / name
+    if launcher.exists():
+        return launcher
+    launcher.parent.mkdir(parents=True, exist_ok=True)
+    tmp = launcher.with_name(launcher.name + ".tmp")
+    tmp.write_bytes(shebang + source)
+    tmp.chmod(0o755)
+    tmp.rename(launcher)
+    return launcher

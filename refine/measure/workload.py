@@ -39,13 +39,21 @@ from pydantic_core import PydanticCustomError
 from threadwise.diagnostics import Diagnostic, dotted_location, inner_model, short_value, syntax_diagnostic
 from threadwise.errors import InputError, UsageError, WorkloadError
 from threadwise.paths import require_text
-from threadwise.refine.measure.bundled import JAVA_WORKLOADS, SCRIPT_WORKLOADS, build, build_java, script
+from threadwise.refine.measure.bundled import (
+    JAVA_WORKLOADS,
+    PYTHON_WORKLOADS,
+    SCRIPT_WORKLOADS,
+    build,
+    build_java,
+    build_python,
+    script,
+)
 from threadwise.refine.measure.metrics import PARSERS
 from threadwise.sourcemap import SourceMap
 from threadwise.synthesize.api import NAME_PATTERN, NAME_RULE
 
 SCHEMA_VERSION = 1
-PLACEHOLDERS = ("window_s", "rolesim", "spin", "mcload", "poolservice", "fresh_mariadb")
+PLACEHOLDERS = ("window_s", "rolesim", "spin", "mcload", "poolservice", "fresh_mariadb", "onnxload")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _COMM_LEN = 15  # the kernel truncates comm to 15 characters
 DOC = "docs/workload.md"
@@ -434,11 +442,12 @@ def _allowed_keys(loc: tuple[str | int, ...]) -> set[str]:
 
 def render_argv(argv: Sequence[str], *, window_s: float) -> list[str]:
     """The argv with {window_s} (whole seconds, at least 1), {rolesim}, {spin}, {mcload},
-    {poolservice} and {fresh_mariadb} filled in.
+    {poolservice}, {fresh_mariadb} and {onnxload} filled in.
 
     {rolesim}, {spin} and {mcload} are the bundled binaries, {poolservice} the bundled JVM service's classes
     directory (its classpath), each compiled on first use; {fresh_mariadb} the bundled script that
-    starts mariadbd on a fresh data directory (workloads/fresh-mariadb.sh).
+    starts mariadbd on a fresh data directory (workloads/fresh-mariadb.sh); {onnxload} the bundled
+    Python driver as an executable script run by this interpreter (bundled.build_python).
     """
     seconds = str(max(1, math.ceil(window_s - 1e-9)))
     resolved: dict[str, str] = {}
@@ -451,7 +460,8 @@ def render_argv(argv: Sequence[str], *, window_s: float) -> list[str]:
         if name not in resolved:
             resolved[name] = (seconds if name == "window_s" else
                               str(build_java(name)) if name in JAVA_WORKLOADS else
-                              str(script(name)) if name in SCRIPT_WORKLOADS else str(build(name)))
+                              str(script(name)) if name in SCRIPT_WORKLOADS else
+                              str(build_python(name)) if name in PYTHON_WORKLOADS else str(build(name)))
         return resolved[name]
 
     return [_PLACEHOLDER.sub(value, arg) for arg in argv]

@@ -37,6 +37,7 @@ BUNDLED_OUTPUT = {
     "poolservice": "poolservice_report.jsonl",
     "memcached": "mcload_c4_s3.jsonl",
     "mariadb": "sysbench_oltp_mariadb_t2_s3.txt",
+    "onnxrt": "onnxload_report.jsonl",
 }
 
 VALID = datafiles.text("refine/workload-valid.toml")
@@ -63,7 +64,7 @@ def fails(tmp_path: Path, text: str) -> WorkloadError:
 # -- the bundled workloads ------------------------------------------------------------
 
 
-def test_the_bundled_workloads_are_the_six_named():
+def test_the_bundled_workloads_are_those_with_recorded_output():
     assert bundled_names() == sorted(BUNDLED_OUTPUT)
 
 
