@@ -64,8 +64,9 @@ def scx_missing(*, source: bool) -> str | None:
 
 
 # A lab VM, and a ground-truth capture (alone_with_labs), waits its turn while another lab runs on
-# the host (runtime/lab/turns.py): up to one VM of a training beside it (a step's ladder ran
-# 443-600 s on a busy host), on top of its own minutes. The suite's 900 s would cut it short.
+# the host (runtime/lab/turns.py). The wait does not count against the test's time limit (turns.py
+# stops pytest-timeout's alarm while it waits), so this limit bounds a test's own minutes: a
+# module's shared lab boot and its cells on a busy host, for which the suite's 900 s is short.
 CAPTURE_FIXTURES = ("rolesim_capture", "redis_capture", "jvm_capture")
 WAITS_FOR_LABS_TIMEOUT_S = 1800
 

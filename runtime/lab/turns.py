@@ -21,6 +21,12 @@ taken inside another of the same process is free (it holds the slots already).
 The test suite's ground-truth captures take the whole host's turn too (tests/conftest.py): a
 lab beside them claims the host at nice -20 and starves the workload whose behaviour they
 check, which then behaves otherwise (issue 32).
+
+The wait does not count against the caller's alarm: a real-time interval timer armed when the
+wait begins (pytest-timeout's signal method arms one per test) is stopped while it waits and
+armed again with what was left once the turn is taken. A test's time limit then bounds its own
+work, whatever queued before it: a canary lab test of a fresh clone's suite timed out after
+30 min of waiting behind a 35-min training's VMs (2026-11-29), doing none of its own.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -159,30 +166,13 @@ def take_turn(vcpus: int, progress: Callable[[str], None], *, directory: Path | 
     ticket = directory / "queue" / f"{time.time_ns():020d}-{os.getpid()}"
     ticket.touch()
     started = time.monotonic()
-    told_at: float | None = None
-    held: list[int] | None = None
     try:
-        while True:
-            queued = _tickets(directory / "queue")
-            if ticket not in queued:  # removed under it (a cleaned /run): queue again, same place
-                ticket.touch()
-            elif queued[0] == ticket:
-                held = _try_take(directory, slots, need, _who())
-                if held is not None:
-                    break
-            now = time.monotonic()
-            if told_at is None or now - told_at >= REMIND_S:
-                others = "; ".join(holders(directory, slots)) or "another lab, queued before this one"
-                waited = "" if told_at is None else f" (waiting {(now - started) / 60:.0f} min)"
-                progress(f"lab: waiting for its turn on this host's {slots} CPUs{waited}: {others}. "
-                         f"Labs whose vCPUs outnumber the cores do not measure side by side "
-                         f"(docs/lab.md \"Two labs on one host\"; {SWITCH}=off boots at once)")
-                told_at = now
-            time.sleep(POLL_S)
+        with _alarm_paused():
+            held, said_so = _wait_for_slots(directory, ticket, slots, need, progress=progress)
     finally:
         ticket.unlink(missing_ok=True)
     waited_s = time.monotonic() - started
-    if told_at is not None:
+    if said_so:
         progress(f"lab: its turn after {waited_s:.0f} s")
     _HELD[directory] = _HELD.get(directory, 0) + len(held)
     try:
@@ -191,3 +181,41 @@ def take_turn(vcpus: int, progress: Callable[[str], None], *, directory: Path | 
         _HELD[directory] -= len(held)
         for fd in held:
             os.close(fd)
+
+
+@contextlib.contextmanager
+def _alarm_paused() -> Iterator[None]:
+    """Stop a real-time interval timer for the block, and arm it again with what was left."""
+    left, interval = signal.getitimer(signal.ITIMER_REAL)
+    if left > 0:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    try:
+        yield
+    finally:
+        if left > 0:
+            signal.setitimer(signal.ITIMER_REAL, left, interval)
+
+
+def _wait_for_slots(directory: Path, ticket: Path, slots: int, need: int, *,
+                    progress: Callable[[str], None]) -> tuple[list[int], bool]:
+    """The slots, once this ticket is the oldest and they are free, and whether it said it waited
+    (whom for: at once, then once a minute)."""
+    started = time.monotonic()
+    told_at: float | None = None
+    while True:
+        queued = _tickets(directory / "queue")
+        if ticket not in queued:  # removed under it (a cleaned /run): queue again, same place
+            ticket.touch()
+        elif queued[0] == ticket:
+            held = _try_take(directory, slots, need, _who())
+            if held is not None:
+                return held, told_at is not None
+        now = time.monotonic()
+        if told_at is None or now - told_at >= REMIND_S:
+            others = "; ".join(holders(directory, slots)) or "another lab, queued before this one"
+            waited = "" if told_at is None else f" (waiting {(now - started) / 60:.0f} min)"
+            progress(f"lab: waiting for its turn on this host's {slots} CPUs{waited}: {others}. "
+                     f"Labs whose vCPUs outnumber the cores do not measure side by side "
+                     f"(docs/lab.md \"Two labs on one host\"; {SWITCH}=off boots at once)")
+            told_at = now
+        time.sleep(POLL_S)

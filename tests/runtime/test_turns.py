@@ -117,3 +117,26 @@ def test_where_no_turn_can_be_taken_the_lab_says_so_and_boots(tmp_path: Path) ->
     with turns.take_turn(2, said.append, directory=blocked / "turns", slots=2) as waited:
         assert waited == 0.0
     assert len(said) == 1 and said[0].startswith("lab: cannot take turns with other labs")
+
+
+def test_the_wait_does_not_count_against_the_callers_alarm(tmp_path: Path, monkeypatch) -> None:
+    """An alarm armed before the wait (pytest-timeout's, here 1 s) neither fires during a 2-s wait
+    for another lab nor is lost: it is armed again with what was left once the turn is taken."""
+    import signal
+
+    monkeypatch.setattr(turns, "REMIND_S", 3600.0)
+    fired: list[float] = []
+    previous = signal.signal(signal.SIGALRM, lambda *_: fired.append(1.0))
+    other = _holder(tmp_path, 2, 2)
+    ender = subprocess.Popen(["sh", "-c", f"sleep 2; kill {other.pid}"])
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1.0)
+        with turns.take_turn(2, lambda _line: None, directory=tmp_path, slots=2) as waited:
+            assert waited >= 1.5 and not fired      # the alarm would have fired at 1 s
+            left, _ = signal.getitimer(signal.ITIMER_REAL)
+            assert 0.5 < left <= 1.0                # armed again with (about) all it had
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        ender.wait()
+        _stop(other)
