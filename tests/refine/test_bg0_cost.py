@@ -36,3 +36,9 @@ def test_the_section_shows_each_arm_as_stored() -> None:
         assert any(line.startswith(f"| {arm} |") and f"{ratio:.3g} [" in line
                    and verdict.replace("_", " ") in line for line in rows), (arm, ratio, verdict)
     assert "taken under TCG" in text
+
+
+def test_the_training_at_10s_windows_docs_cite_recomputes() -> None:
+    """docs/refine.md "Sample size and power" cites benchmarks/data/rolesim-w10 (train at 8 repeats,
+    10-s windows): every verdict it stored must be what the judge gives again."""
+    assert recompute_ladder_file(ROOT / "benchmarks" / "data" / "rolesim-w10" / "ladder.duckdb") > 0
