@@ -117,6 +117,13 @@ static void *run_worker(void *arg) {
     if (fd < 0) return NULL;
     size_t cap = (size_t)opt->value_bytes + 256;
     char *request = malloc(cap), *reply = malloc(cap);
+    if (request == NULL || reply == NULL) {
+        snprintf(w->error, sizeof w->error, "out of memory for %zu-byte buffers", cap);
+        free(request);
+        free(reply);
+        close(fd);
+        return NULL;
+    }
     unsigned seed = (unsigned)(w->index * 2654435761u) ^ (unsigned)getpid();
     memset(request, 0, cap);
     struct timespec think = {.tv_sec = opt->think_us / 1000000, .tv_nsec = (opt->think_us % 1000000) * 1000L};
@@ -199,6 +206,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     struct worker *workers = calloc((size_t)opt.conns, sizeof *workers);
+    if (workers == NULL) {
+        fprintf(stderr, "mcload: out of memory for %d connections\n", opt.conns);
+        return 1;
+    }
     double start = now_s();
     for (int i = 0; i < opt.conns; i++) {
         workers[i] = (struct worker){.index = i, .opt = &opt, .deadline = start + opt.seconds};
@@ -226,6 +237,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     uint32_t *all = malloc(total * sizeof *all);
+    if (all == NULL) {
+        fprintf(stderr, "mcload: out of memory for %zu latencies\n", total);
+        return 1;
+    }
     size_t at = 0;
     for (int i = 0; i < opt.conns; i++) {
         memcpy(all + at, workers[i].get_us, workers[i].n_get * sizeof *all);
