@@ -113,7 +113,8 @@ def test_the_guest_agent_prepares_before_the_first_cell_and_every_cell_measures(
 
 def test_a_failed_prepare_stops_the_ladder_before_any_cell_with_the_commands_stderr(tmp_path: Path):
     build("spin")
-    workload, text = bundled_on(_free_port(), prepare_port=_free_port())
+    port = _free_port()
+    workload, text = bundled_on(port, prepare_port=_free_port())
     with pytest.raises(LadderIncomplete) as stopped:
         run_ladder(workload.with_window(2.0), text, [Arm(BASELINE), Arm(AA_ARM)],
                    ladder_file=tmp_path / "never.duckdb", place=where(False, 2, profiles=False), levels=[0],
@@ -121,3 +122,21 @@ def test_a_failed_prepare_stops_the_ladder_before_any_cell_with_the_commands_std
     message = stopped.value.message
     assert "stopped after 0 of 2 cells (service-prepare-failed)" in message
     assert "the prepare command's stdout ends:" in message and "Can't connect" in message
+    # the agent stopped the ready server by its PID before it gave up (it outlived the run before)
+    left = _pids_with_argument(f"--port={port}")
+    assert not left, left
+
+
+def _pids_with_argument(argument: str) -> list[int]:
+    """Live processes whose command line holds `argument` (read from /proc, never killed here)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argument.encode() in words:
+            found.append(int(entry.name))
+    return found

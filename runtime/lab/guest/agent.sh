@@ -58,7 +58,8 @@ service_start() {
         fi
         if ready_cmd > /dev/null 2>&1; then break; fi
         if [ $(( $(date +%s) - t0 )) -ge "$READY_TIMEOUT" ]; then
-            say "service: not ready after $READY_TIMEOUT s"; echo "service-not-ready" > "$OUT/failed"; exit 3
+            say "service: not ready after $READY_TIMEOUT s"; echo "service-not-ready" > "$OUT/failed"
+            service_stop; exit 3   # by its PID: a host ladder's agent must not leave it running
         fi
         sleep 0.2
     done
@@ -77,12 +78,14 @@ service_prepare() {
     while kill -0 "$prep_pid" 2>/dev/null; do
         if [ $(( $(date +%s) - t0 )) -ge "$PREPARE_TIMEOUT" ]; then
             kill -KILL "$prep_pid" 2>/dev/null; wait "$prep_pid" 2>/dev/null
-            say "service: prepare not done after $PREPARE_TIMEOUT s"; echo "service-prepare-failed" > "$OUT/failed"; exit 3
+            say "service: prepare not done after $PREPARE_TIMEOUT s"; echo "service-prepare-failed" > "$OUT/failed"
+            service_stop; exit 3
         fi
         sleep 0.2
     done
     if ! wait "$prep_pid"; then
-        say "service: prepare failed"; tail -3 "$OUT/prepare.err" >> "$LOG"; echo "service-prepare-failed" > "$OUT/failed"; exit 3
+        say "service: prepare failed"; tail -3 "$OUT/prepare.err" >> "$LOG"; echo "service-prepare-failed" > "$OUT/failed"
+        service_stop; exit 3   # the ready service would outlive the agent on a host ladder
     fi
     say "service: prepared after $(( $(date +%s) - t0 )) s"
 }
