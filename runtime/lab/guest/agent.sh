@@ -58,8 +58,7 @@ service_start() {
         fi
         if ready_cmd > /dev/null 2>&1; then break; fi
         if [ $(( $(date +%s) - t0 )) -ge "$READY_TIMEOUT" ]; then
-            say "service: not ready after $READY_TIMEOUT s"; echo "service-not-ready" > "$OUT/failed"
-            service_stop; exit 3   # by its PID: a host ladder's agent must not leave it running
+            say "service: not ready after $READY_TIMEOUT s"; echo "service-not-ready" > "$OUT/failed"; exit 3
         fi
         sleep 0.2
     done
@@ -78,14 +77,12 @@ service_prepare() {
     while kill -0 "$prep_pid" 2>/dev/null; do
         if [ $(( $(date +%s) - t0 )) -ge "$PREPARE_TIMEOUT" ]; then
             kill -KILL "$prep_pid" 2>/dev/null; wait "$prep_pid" 2>/dev/null
-            say "service: prepare not done after $PREPARE_TIMEOUT s"; echo "service-prepare-failed" > "$OUT/failed"
-            service_stop; exit 3
+            say "service: prepare not done after $PREPARE_TIMEOUT s"; echo "service-prepare-failed" > "$OUT/failed"; exit 3
         fi
         sleep 0.2
     done
     if ! wait "$prep_pid"; then
-        say "service: prepare failed"; tail -3 "$OUT/prepare.err" >> "$LOG"; echo "service-prepare-failed" > "$OUT/failed"
-        service_stop; exit 3   # the ready service would outlive the agent on a host ladder
+        say "service: prepare failed"; tail -3 "$OUT/prepare.err" >> "$LOG"; echo "service-prepare-failed" > "$OUT/failed"; exit 3
     fi
     say "service: prepared after $(( $(date +%s) - t0 )) s"
 }
@@ -97,6 +94,7 @@ service_stop() {
     while kill -0 "$SVC_PID" 2>/dev/null && [ "$i" -lt $((STOP_TIMEOUT * 5)) ]; do sleep 0.2; i=$((i + 1)); done
     kill -KILL "$SVC_PID" 2>/dev/null
     wait "$SVC_PID" 2>/dev/null
+    SVC_PID=""
     say "service: stopped"
 }
 
@@ -460,10 +458,13 @@ on_signal() {
     [ -n "$TPID" ] && kill -INT "$TPID" 2>/dev/null
     [ -n "$SCX_PID" ] && kill -INT "$SCX_PID" 2>/dev/null
     [ "$ATTACH_MODE" = runtime ] && threadwise stop > /dev/null 2>&1
-    service_stop
-    exit 130
+    exit 130   # the EXIT trap stops the service
 }
 trap on_signal INT TERM
+# However the agent ends (a failed step's `exit`, a signal, the plan's end), the service it started
+# does not outlive it: on a host ladder nothing else would stop it (a failed prepare left mariadbd
+# running). After the plan's own service_stop, SVC_PID is empty and this does nothing.
+trap 'service_stop' EXIT
 
 say "start $(uname -r) cpus=$(nproc 2>/dev/null || echo ?) $(sched_state)"
 . "$OUT/plan.sh"
