@@ -33,7 +33,7 @@ from pathlib import Path
 import duckdb
 
 from threadwise.refine import report
-from threadwise.refine.measure import summary
+from threadwise.refine.measure import store, summary
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results import stamp, write_section
@@ -59,13 +59,9 @@ def measure(output: Path) -> None:
 
 
 def _per_repeat(con: duckdb.DuckDBPyConnection, run_id: int, metric: str) -> dict[str, dict[int, float]]:
-    values: dict[str, dict[int, float]] = {}
-    for arm, repeat, value in con.execute(
-            "SELECT c.arm, c.repeat, s.value FROM cell c JOIN sample s USING (run_id, idx) "
-            "WHERE c.run_id = ? AND c.valid AND s.metric = ? ORDER BY c.arm, c.repeat",
-            [run_id, metric]).fetchall():
-        values.setdefault(arm, {})[repeat] = value
-    return values
+    """arm -> repeat -> value of `metric` at bg=0, valid cells only (store.measured: what the judge read)."""
+    return {arm: {repeat: obs.value for repeat, obs in sorted(levels.get(0, {}).get(metric, {}).items())}
+            for arm, levels in store.measured(con, run_id).items()}
 
 
 def run_section(con: duckdb.DuckDBPyConnection, run_id: int) -> list[str]:
