@@ -82,6 +82,18 @@ def build_java(name: str) -> Path:
     return classes
 
 
+def _executable(path: Path, content: bytes) -> Path:
+    """`content` as an executable file at `path` in the cache (written once, renamed into place)."""
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(content)
+    tmp.chmod(0o755)
+    tmp.rename(path)
+    return path
+
+
 # Bundled POSIX shell scripts: placeholder name -> workloads/<file>. Copied into the cache (once
 # per source version) with the executable bit, which a wheel's package data does not keep.
 SCRIPT_WORKLOADS = {"fresh_mariadb": "fresh-mariadb.sh"}
@@ -93,15 +105,7 @@ def script(name: str) -> Path:
     source, digest = _source(filename)
     # The file keeps its name, so its process comm (`fresh-mariadb.s`) does not start with the
     # server's (`mariadbd`): a PcommPrefix target must not take the wrapper for the server.
-    path = cache_dir() / "workloads" / f"{name}-{digest}" / filename
-    if path.exists():
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(source)
-    tmp.chmod(0o755)
-    tmp.rename(path)
-    return path
+    return _executable(cache_dir() / "workloads" / f"{name}-{digest}" / filename, source)
 
 
 # Python drivers: placeholder name -> the script, workloads/<name>.py.
@@ -118,14 +122,6 @@ def build_python(name: str) -> Path:
     from the start; and the lab's packer follows a `#!` line to the interpreter and its venv
     (runtime/lab/carry.py)."""
     source, _ = _source(PYTHON_WORKLOADS[name])
-    shebang = f"#!{sys.executable}\n".encode()
-    digest = hashlib.sha256(shebang + source).hexdigest()[:16]
-    launcher = cache_dir() / "workloads" / f"{name}-{digest}" / name
-    if launcher.exists():
-        return launcher
-    launcher.parent.mkdir(parents=True, exist_ok=True)
-    tmp = launcher.with_name(launcher.name + ".tmp")
-    tmp.write_bytes(shebang + source)
-    tmp.chmod(0o755)
-    tmp.rename(launcher)
-    return launcher
+    launcher = f"#!{sys.executable}\n".encode() + source
+    digest = hashlib.sha256(launcher).hexdigest()[:16]
+    return _executable(cache_dir() / "workloads" / f"{name}-{digest}" / name, launcher)
