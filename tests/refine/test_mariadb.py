@@ -19,6 +19,7 @@ import pytest
 
 from tests.conftest import _free_port
 from threadwise.errors import LadderIncomplete, ServiceError
+from threadwise.observe import procfs
 from threadwise.refine.measure import store
 from threadwise.refine.measure.bundled import build
 from threadwise.refine.measure.ladder import AA_ARM, BASELINE, Arm
@@ -130,13 +131,11 @@ def test_a_failed_prepare_stops_the_ladder_before_any_cell_with_the_commands_std
 def _pids_with_argument(argument: str) -> list[int]:
     """Live processes whose command line holds `argument` (read from /proc, never killed here)."""
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for pid in procfs.all_pids():
         try:
-            words = (entry / "cmdline").read_bytes().split(b"\0")
+            words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
-            continue
+            continue   # exited meanwhile
         if argument.encode() in words:
-            found.append(int(entry.name))
+            found.append(pid)
     return found
