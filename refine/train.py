@@ -38,7 +38,7 @@ from threadwise.refine.measure.run import LadderRun, Where, run_ladder
 from threadwise.refine.measure.service import RunningService
 from threadwise.refine.measure.workload import Workload, load_workload, render_argv
 from threadwise.refine.search import loop
-from threadwise.refine.search.diagnose import Blocker, load_blockers
+from threadwise.refine.search.diagnose import Blocker, Silence, load_blockers, load_silences
 from threadwise.runtime.lab.agent import TCG_PATCHING_OOPS
 from threadwise.runtime.lab.turns import host_slots, take_turn
 from threadwise.shape import Shape, parse_shape
@@ -283,6 +283,15 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print,
         finally:
             con.close()
 
+    def silences(arm: str) -> list[Silence]:
+        """The last measured ladder's windows of `arm` per level, and those the service left
+        without a report line (none unless its load is read from its own output)."""
+        con = store.open_ladder(ladder_file)
+        try:
+            return load_silences(con, runs[-1], arm)
+        finally:
+            con.close()
+
     metrics = [workload.objective.primary.metric, *(s.metric for s in workload.objective.secondary)]
     progress(f"train 3/4 refine: the start profile against the default scheduler, then up to "
              f"{options.budget} measured mutations (levels {options.levels}, {options.repeats} repeats, "
@@ -290,7 +299,7 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print,
     offered = _Skipping(options.candidates or loop.all_mutations, options.skip)
     result = loop.refine(start, shape=shape, measure=measure, primary=primary, secondary=secondary,
                          budget=options.budget,
-                         candidates=offered, blockers=blockers,
+                         candidates=offered, blockers=blockers, silences=silences,
                          on_step=lambda step: progress(f"train: step {step.index} {step.candidate} "
                                                        f"(chosen because {step.chosen_because}): "
                                                        f"{step.decision.value}: {step.reason}"))

@@ -49,6 +49,17 @@ that is the cost of the confinement itself (rolesim: the exclusive layer cost
 hot 25% at bg=0 where a null profile cost it nothing), fixed by loosening the
 exclusive group's ownership.
 
+Silent windows come before every ratio: where the load is read from the
+service's own report lines (`[load] source = "service"`), a window with no
+report line is invalid, and a level left with too few valid pairs is
+insufficient, which no keep rule can decide (poolservice, 2026-11-28: its
+main thread prints the reports, sat in the housekeeping group behind two
+preempting request threads, and 6 windows under background had no line; the
+search spent its steps on the request pool meanwhile). A silent window is a
+failure of the arm itself (Kind.SILENT, from `silent_cells`: the cells the
+judge could not read), placed first whatever the ratios say, with its own
+remedy (Remedy.REPORTER: the reporting thread gets a CPU; guide.py).
+
 Blocker rows (ladder schema 3, written by refine/measure/blockers.py for traced
 cells; optional: an empty table changes nothing) say who ran while a latency
 group waited; `top_blocker` sums them per waiting group and blocker.
@@ -106,12 +117,14 @@ class Kind(StrEnum):
     WORSE = "worse"              # a metric worse at a level (either rule)
     NOT_BETTER = "not better"    # the primary better nowhere against the baseline
     EDGE = "worse within noise"  # a margin: within noise against the baseline, past half its floor
+    SILENT = "unmeasured"        # windows with no report line from the service (its reporter starved)
 
 
 class Remedy(StrEnum):
     LATENCY = "latency"    # who holds a CPU when the metric's threads wake
     CAPACITY = "capacity"  # the CPU the metric's threads own under background
     CONFINEMENT = "confinement"  # what owning a CPU costs the metric's threads with no background
+    REPORTER = "reporter"  # the service's reporting thread got no CPU in a window (Kind.SILENT)
 
 
 @dataclass(frozen=True)
@@ -128,9 +141,13 @@ class Failure:
     beyond: float
     reference: str
     candidate: str
+    silent: int = 0    # Kind.SILENT: the windows without a report line, of `windows`
+    windows: int = 0
 
     @property
     def remedy(self) -> Remedy:
+        if self.kind is Kind.SILENT:
+            return Remedy.REPORTER
         if self.direction == "lower":
             return Remedy.LATENCY
         # a rate WORSE with no background is not short of CPU (nothing competes): measured on
@@ -139,7 +156,11 @@ class Failure:
         return Remedy.CONFINEMENT if lost and self.level == 0 else Remedy.CAPACITY
 
     def describe(self) -> str:
-        """E.g. `worker_lat_p99_us worse at bg=0 (95.7x vs baseline, floor x8.24)`."""
+        """E.g. `worker_lat_p99_us worse at bg=0 (95.7x vs baseline, floor x8.24)`; a silent level:
+        `requests_per_s unmeasured at bg=2 (2 of 3 windows of best without a report line ...)`."""
+        if self.kind is Kind.SILENT:
+            return (f"{self.metric} {self.kind.value} at bg={self.level} ({self.silent} of "
+                    f"{self.windows} windows of {self.candidate} without a report line from the service)")
         return (f"{self.metric} {self.kind.value} at bg={self.level} ({self.ratio:.3g}x vs "
                 f"{self.reference}, floor x{math.exp(self.floor):.3g})")
 
@@ -173,6 +194,31 @@ def diagnose(rows: Iterable[Row], *, primary: tuple[str, Direction],
                                  r.reference, r.candidate))
     return sorted(found, key=lambda f: (f.kind is Kind.EDGE, -f.beyond, f.metric, f.level, f.reference,
                                         f.candidate))
+
+
+@dataclass(frozen=True)
+class Silence:
+    """One arm's windows at one level, and how many had no report line from the service."""
+
+    level: int
+    windows: int
+    silent: int
+
+
+def load_silences(con: duckdb.DuckDBPyConnection, run_id: int, arm: str) -> list[Silence]:
+    """Per level, the arm's windows of one run and its silent ones (`silent_cells`)."""
+    return [Silence(*row) for row in con.execute(sql("silent_cells"), [run_id, arm]).fetchall()]
+
+
+def silent_failures(silences: Iterable[Silence], arm: str, *, primary: tuple[str, Direction],
+                    baseline: str = BASELINE) -> list[Failure]:
+    """A Kind.SILENT failure of the primary per level where `arm` had a silent window, the level
+    with the larger silent share first (then the level); each sorts before every ratio failure."""
+    metric, direction = primary
+    found = [Failure(Kind.SILENT, metric, direction, True, s.level, s.silent / s.windows, 0.0,
+                     math.inf, baseline, arm, s.silent, s.windows)
+             for s in silences if s.silent > 0 and s.windows > 0]
+    return sorted(found, key=lambda f: (-f.ratio, f.level))
 
 
 def _bad(row: Row, direction: Direction) -> float:

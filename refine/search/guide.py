@@ -51,6 +51,26 @@ remedy needed. The remedies:
   with the 2 ms preset, 0.946x / 0.948x with 4 / 20 ms, the worker p99 within
   noise, docs/profile-schema.md), then `exclusive` off (it idles only SMT
   siblings: no difference measured on the lab's SMT-less vCPUs).
+- reporter (windows with no report line from a self-reporting service,
+  diagnose.Kind.SILENT; its failures come first): the service's reporting
+  thread gets a CPU. Which thread reports is not traced; the suspect is the
+  process's main thread (named as the process: `java`, `python3`), in the
+  first group that matches that name, else the catch-all. scx_layered 1.1.4
+  dispatches a CPU's Open layers in a fixed order, shuffled per CPU once at
+  start (main.rs, `on_layer_order`), preempting layers before all others
+  (main.bpf.c `layered_dispatch`): a non-preempting layer served after one
+  whose threads never stop running (spinners in the catch-all, a busy
+  pool) gets that CPU only from the anti-stall path. Weight and slice do not
+  change that order, so a treatment change that raises the reporter's group
+  is the one to `latency` (a preempting layer, served first) from
+  housekeeping, batch or default: the
+  reporter's group first, or the catch-all made preempting when it holds
+  the main thread, then another such group. A
+  holder's shorter slice or lost preempt is no remedy here: the freed CPU
+  goes to the first layer in that order with work, not to the reporter.
+  Where it came
+  from: poolservice's main thread in `housekeeping` beside two busy request
+  threads printed no line in 6 of its windows under background (2026-11-28).
 Candidates no failure points to keep registry order after the targeted
 ones. Every Choice carries the sentence the step records (`chosen_because`):
 the failure, why the change can act on it, and the top blocker when known.
@@ -79,6 +99,7 @@ from threadwise.synthesize.api import (
     Profile,
     Treatment,
     effective,
+    pattern_matches,
     scheduler_interval_ms,
 )
 
@@ -299,6 +320,45 @@ def _confinement_aim(parent: Profile, candidate: Candidate, changes: dict[str, f
     return None
 
 
+_OPEN_PLAIN = (Treatment.HOUSEKEEPING, Treatment.BATCH, Treatment.DEFAULT)  # Open, not preempting
+
+
+def reporter_layer(profile: Profile) -> str:
+    """The layer of the process's main thread (its comm is the process's name), the suspect when a
+    self-reporting service is silent: the first group with a matching pattern and no matching
+    exclusion, else the catch-all. A group narrowed by uid or runtime is not assumed to take it."""
+    process = profile.workload.process
+    if process is not None:
+        for group in profile.groups:
+            if group.uid is not None or group.avg_runtime_us is not None:
+                continue
+            if (any(pattern_matches(p, process) for p in group.match)
+                    and not any(pattern_matches(p, process) for p in group.exclude)):
+                return group.name
+    return CATCH_ALL
+
+
+def _reporter_aim(parent: Profile, candidate: Candidate, changes: dict[str, frozenset[str]]) -> Aim | None:
+    """(tier, rank, reason) of a candidate for a silent service (Kind.SILENT), or None: a layer
+    that may hold the reporter made preempting (the module's note)."""
+    reporter = reporter_layer(parent)
+    aims: list[Aim] = []
+    for layer, keys in changes.items():
+        old, new = _layer_item(parent, layer), _layer_item(candidate.profile, layer)
+        holds = ("holds the main thread, the likely reporter" if layer == reporter
+                 else "may hold the reporter")
+        why = f"{layer} {holds}: a preempting layer is dispatched before every non-preempting one"
+        if isinstance(old, Group) and isinstance(new, Group):
+            # default, batch and housekeeping differ in slice and weight, which leave the order as is
+            if ("treatment" in keys and old.treatment in _OPEN_PLAIN and not effective(old, "preempt")
+                    and new.treatment is Treatment.LATENCY):
+                aims.append((0, 0 if layer == reporter else 2, why))
+        elif (layer == reporter and isinstance(old, CatchAll) and isinstance(new, CatchAll)
+              and keys == {"preempt"} and not effective(old, "preempt") and effective(new, "preempt")):
+            aims.append((0, 0, why))  # no group takes the main thread
+    return min(aims, default=None)
+
+
 def order(parent: Profile, pool: Sequence[Candidate], failures: Sequence[Failure],
           blockers: Sequence[Blocker] = ()) -> list[Choice]:
     """`pool` in search order, each with why (see the module's note). Pure and deterministic."""
@@ -320,6 +380,8 @@ def order(parent: Profile, pool: Sequence[Candidate], failures: Sequence[Failure
                 aim = _latency_aim(parent, candidate, changes[index], top)
             elif failure.remedy is Remedy.CONFINEMENT:
                 aim = _confinement_aim(parent, candidate, changes[index])
+            elif failure.remedy is Remedy.REPORTER:
+                aim = _reporter_aim(parent, candidate, changes[index])
             else:
                 aim = _capacity_aim(parent, candidate, changes[index])
             key = (aim[0], turn, aim[1], index) if aim is not None else None

@@ -19,7 +19,9 @@ Approach (docs/refine.md "Refinement"):
   shape)` in the guided order (guide.py: after every ladder, the diagnosis of
   the best against the baseline, diagnose.py, puts first what can fix the
   worst failure, or with none left what sits nearest a floor; `blockers(arm)`
-  gives the last ladder's blocker rows of an arm, when the cells were traced)
+  gives the last ladder's blocker rows of an arm, when the cells were traced,
+  and `silences(arm)` its windows without a report line from the service,
+  which come first)
   and records why (`Step.chosen_because`), vets it (validate, compile,
   oracle, lint; a rejected candidate is recorded with its reason and costs
   no measurement), then measures
@@ -64,7 +66,7 @@ from threadwise.refine.measure.stats import (
     compare_arms,
     keep_decision,
 )
-from threadwise.refine.search.diagnose import Blocker, Failure, diagnose, rows_of
+from threadwise.refine.search.diagnose import Blocker, Failure, Silence, diagnose, rows_of, silent_failures
 from threadwise.refine.search.guide import Choice, order
 from threadwise.refine.search.mutate import Candidate, all_mutations
 from threadwise.refine.search.vetting import Rejected, Vetted
@@ -88,6 +90,7 @@ Vet = Callable[[Candidate, Shape], Vetted | Rejected]
 Metric = tuple[str, Direction]
 Guide = Callable[[Profile, Sequence[Candidate], Sequence[Failure], Sequence[Blocker]], list[Choice]]
 Blockers = Callable[[str], Sequence[Blocker]]
+Silences = Callable[[str], Sequence[Silence]]
 START_BECAUSE = "the start profile: measured first, against the baseline (step 0)"
 
 
@@ -154,7 +157,7 @@ def _key(profile: Profile, shape: Shape) -> tuple[str, int]:
 def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
            secondary: Sequence[Metric] = (), budget: int,
            candidates: Candidates = all_mutations, vet: Vet = default_vet, guide: Guide = order,
-           blockers: Blockers | None = None,
+           blockers: Blockers | None = None, silences: Silences | None = None,
            on_step: Callable[[Step], None] | None = None) -> RefineResult:
     """Refine `start` by keeping only candidates that beat the current best (the Pareto rule)."""
     if budget < 0:
@@ -181,8 +184,10 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
         return found if isinstance(found, Judged) else Judged(found, {})
 
     def diagnosis(arm: str, vs_baseline: LadderComparison) -> tuple[list[Failure], list[Blocker]]:
-        """The failures of the best (`arm`) against the baseline, and its blocker rows."""
-        return (diagnose(rows_of(vs_baseline), primary=primary, secondary=secondary),
+        """The failures of the best (`arm`) against the baseline (its silent windows first), and
+        its blocker rows."""
+        silent = silent_failures(silences(arm), arm, primary=primary) if silences is not None else []
+        return (silent + diagnose(rows_of(vs_baseline), primary=primary, secondary=secondary),
                 list(blockers(arm)) if blockers is not None else [])
 
     checked = vet(Candidate(START, "the start profile", start), shape)

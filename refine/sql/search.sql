@@ -36,3 +36,17 @@ ORDER BY idx, waiter_group, blocker, cpu;
 --          (NULL: a record older than the guided search)
 -- Parameters: none
 SELECT step, run_id, candidate, decision, reason, chosen_because FROM step ORDER BY step;
+
+-- name: silent_cells
+-- Per level, how many of one arm's windows of one run the service left without a report line
+-- (a cell invalid for `load: no output (... from the service)`, metrics.parse_metrics): with the
+-- load read from the service's own output, a silent window is its reporting thread starved.
+-- Columns: level INTEGER, background spinners; windows INTEGER, the arm's cells at that level;
+--          silent INTEGER, those with no report line
+-- Parameters: ? INTEGER run_id, ? VARCHAR arm
+SELECT level, count(*)::INTEGER AS windows,
+       count(*) FILTER (WHERE reasons LIKE '%load: no output (% from the service)%')::INTEGER AS silent
+FROM cell
+WHERE run_id = ? AND arm = ?
+GROUP BY level
+ORDER BY level;

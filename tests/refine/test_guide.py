@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from threadwise.refine.measure import judge, store
+from threadwise.refine.measure.rows import CellRow
 from threadwise.refine.measure.stats import compare_arms
 from threadwise.refine.search.diagnose import (
     Blocker,
@@ -17,14 +18,17 @@ from threadwise.refine.search.diagnose import (
     Kind,
     Remedy,
     Row,
+    Silence,
     diagnose,
     load_blockers,
     load_rows,
+    load_silences,
     metric_group,
     rows_of,
+    silent_failures,
     top_blocker,
 )
-from threadwise.refine.search.guide import order, touched
+from threadwise.refine.search.guide import order, reporter_layer, touched
 from threadwise.refine.search.mutate import Candidate, all_mutations
 from threadwise.shape import parse_shape, synthetic
 from threadwise.synthesize.compile import compile_profile
@@ -510,3 +514,70 @@ def test_the_committed_rolesim_record_would_have_tried_a_latency_option_first() 
     assert names(choices)[0] == "hot:preempt=false"
     assert choices[0].because.startswith("worker_lat_p99_us worse at bg=0 (105x vs baseline, floor x2.03): "
                                          "hot's preempt: a preempting exclusive task is not preempted")
+
+
+# --- a silent service: its reporter -------------------------------------------------------------
+
+# poolservice's start profile of 2026-11-28 (step 0 of artifacts/poolservice as committed then):
+# request exclusive, acceptor and writer latency, `java` (the JVM's main thread, which prints the
+# service's report lines) housekeeping, C2 and the rest default
+POOLSERVICE_START = FIXTURES / "poolservice-2026-11-28-start.toml"
+POOLSERVICE = ("requests_per_s", "higher")
+
+
+def test_the_windows_the_service_left_without_a_report_line_are_counted_per_level(tmp_path: Path) -> None:
+    """The cells of that record's step 0 (arm start: 1 of 3 windows silent at bg 2 and 4), beside
+    cells that are invalid for other reasons, which are not the reporter's silence."""
+    silent = "load: no output (0 lines from the service)"
+    cells = [("start", 0, ""), ("start", 0, ""), ("start", 0, ""),
+             ("start", 2, ""), ("start", 2, ""), ("start", 2, silent),
+             ("start", 4, silent), ("start", 4, ""), ("start", 4, ""),
+             ("start", 1, "load: no output (0 lines from the command)"),
+             ("start", 1, "membership: 1 of 19 target threads outside their group's layer"),
+             ("baseline", 2, silent)]
+    con = store.open_ladder(tmp_path / "ladder.duckdb")
+    try:
+        store.insert(con, "cell", [CellRow(run_id=2, idx=i, arm=arm, level=level, repeat=1 + i % 3,
+                                           valid=not why, reasons=why)
+                                   for i, (arm, level, why) in enumerate(cells)])
+        found = load_silences(con, 2, "start")
+    finally:
+        con.close()
+    assert found == [Silence(0, 3, 0), Silence(1, 2, 0), Silence(2, 3, 1), Silence(4, 3, 1)]
+    failures = silent_failures(found, "start", primary=POOLSERVICE)
+    assert [(f.kind, f.level, f.remedy) for f in failures] == [(Kind.SILENT, 2, Remedy.REPORTER),
+                                                                (Kind.SILENT, 4, Remedy.REPORTER)]
+    assert failures[0].describe() == ("requests_per_s unmeasured at bg=2 (1 of 3 windows of start without "
+                                      "a report line from the service)")
+
+
+def test_a_silent_service_puts_its_main_threads_group_made_latency_first() -> None:
+    """poolservice's record: the search aimed at requests/s at bg=0 and spent its steps on the
+    request pool while 6 windows under background had no report line. A silent level now comes
+    before every ratio, and its remedy is the main thread's group made preempting; a slice or a
+    preempt of the holders is none (the freed CPU goes to the first layer in dispatch order)."""
+    start, _ = load_profile(POOLSERVICE_START)
+    assert reporter_layer(start) == "java"
+    ratio = Failure(Kind.WORSE, "requests_per_s", "higher", True, 0, 0.566, 0.05, 0.52, "baseline", "start")
+    silent = silent_failures([Silence(2, 3, 1), Silence(4, 3, 1)], "start", primary=POOLSERVICE)
+    choices = order(start, all_mutations(start, LAB_SHAPE), [*silent, ratio])
+    assert names(choices)[:3] == ["java:treatment=latency", "C2:treatment=latency", "other:treatment=latency"]
+    assert choices[0].because == (
+        "requests_per_s unmeasured at bg=2 (1 of 3 windows of start without a report line from the "
+        "service): java holds the main thread, the likely reporter: a preempting layer is dispatched "
+        "before every non-preempting one")
+    assert "C2 may hold the reporter" in choices[1].because
+    # the catch-all holds none of the service's threads here (`other` takes `*`): not aimed at
+    assert not any(c.because.startswith("requests_per_s unmeasured") for c in choices[3:])
+    # then what the ratio failure asks for (the confinement remedy of a rate lost at bg=0)
+    assert choices[3].because.startswith("requests_per_s worse at bg=0"), choices[3].because
+
+
+def test_a_main_thread_no_group_takes_is_the_catch_alls() -> None:
+    start, _ = load_profile(POOLSERVICE_START)
+    named = start.model_copy(update={"groups": [g for g in start.groups if g.name not in ("java", "other")]})
+    assert reporter_layer(named) == "rest"
+    silent = silent_failures([Silence(4, 3, 3)], "start", primary=POOLSERVICE)
+    first = order(named, all_mutations(named, LAB_SHAPE), silent)[0]
+    assert first.candidate.name == "rest:preempt=true"
+    assert "rest holds the main thread" in first.because

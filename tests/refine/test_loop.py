@@ -23,7 +23,7 @@ from threadwise.refine.measure.stats import (
     pareto_verdict,
 )
 from threadwise.refine.search import mutate, vetting
-from threadwise.refine.search.diagnose import Blocker
+from threadwise.refine.search.diagnose import Blocker, Silence
 from threadwise.refine.search.loop import (
     BASELINE,
     BEST,
@@ -472,6 +472,39 @@ def test_blocker_rows_put_the_blockers_layer_first() -> None:
         "worker's wait at bg=1")  # the traced level, whichever level failed
     # after step 0 the start's rows, after a revert the best's (the arm that stays)
     assert asked == [START, BEST, BEST]
+
+
+def test_a_silent_service_is_aimed_at_before_any_ratio() -> None:
+    """Windows the service left without a report line (train's `silences`, from the ladder's cells)
+    come first: rolesim's main thread falls to the group `other` (`*`), so `other` made latency is
+    the remedy, ahead of the catch-all made preempting and of the catch-all's slice that the p99
+    regression points to; once the best has no silent window, the p99 decides again."""
+    asked: list[str] = []
+
+    def silences(arm: str) -> list[Silence]:
+        asked.append(arm)
+        return [Silence(1, 3, 2), Silence(0, 3, 0)] if arm == START else []
+
+    start = start_profile()
+    other = len(start.groups) - 1
+    assert start.groups[other].match == ["*"]
+    raised = start.groups[other].model_copy(update={"treatment": Treatment.LATENCY})
+    extra = [Candidate("rest:preempt=true", "", tagged("preempting", start.model_copy(
+                 update={"catch_all": CatchAll(preempt=True)}))),
+             Candidate("other:treatment=latency", "", tagged("raised", start.model_copy(
+                 update={"groups": [*start.groups[:other], raised]})))]
+    offer = option_candidates()
+    ladder = FakeLadder(p99={"baseline": dict.fromkeys(LEVELS, 0.4), "short": dict.fromkeys(LEVELS, 0.4)})
+    result = refine(start, shape=SHAPE, measure=ladder, primary=PRIMARY, secondary=SECONDARY, budget=2,
+                    candidates=lambda best, shape: [*offer(best, shape), *extra],
+                    vet=vet_without_oracle, silences=silences)
+    assert [s.candidate for s in result.steps[1:]] == ["other:treatment=latency", "rest:slice_us=1000"]
+    assert result.steps[1].chosen_because == (
+        "rps unmeasured at bg=1 (2 of 3 windows of start without a report line from the service): other "
+        "holds the main thread, the likely reporter: a preempting layer is dispatched before every "
+        "non-preempting one")
+    assert result.steps[2].chosen_because.startswith("p99_ms worse at bg=")
+    assert asked == [START, BEST, CANDIDATE]  # after a revert the best's windows, after a keep the new best's
 
 
 def test_a_rejected_step_records_why_it_was_chosen_too() -> None:
