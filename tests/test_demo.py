@@ -39,3 +39,18 @@ def test_a_status_the_step_names_as_a_result_is_returned_not_raised(sample):
     assert demo._run(["validate", str(sample)]) == 0
     with pytest.raises(ThreadwiseError, match="status 2"):
         demo._run(["validate", missing], results=frozenset({demo._KEEP_DEFAULT}))
+
+
+def test_no_cell_is_traced_without_a_search_unless_the_user_asks(monkeypatch):
+    from threadwise.refine.measure.blockers import TRACE_ENV, policy
+
+    monkeypatch.delenv(TRACE_ENV, raising=False)
+    with demo._tracing(0) as line:
+        assert policy() == "off" and line is not None and "--budget 0" in line
+    assert TRACE_ENV not in demo.os.environ and policy() == "top"
+    with demo._tracing(1) as line:
+        assert line is None and policy() == "top"
+    monkeypatch.setenv(TRACE_ENV, "all")
+    with demo._tracing(0) as line:
+        assert line is None and policy() == "all"
+    assert demo.os.environ[TRACE_ENV] == "all"

@@ -10,15 +10,22 @@ takes), and write the profile with its record. The demo measures no mutation
 minutes its training took with one on a busy host (2026-11-27), and the first
 impression must come in minutes; `--budget 1` shows the search. Then the trained profile is
 validated, compiled for the lab's shape (checked by the real scx_layered) and
-linted. Each step is run as the same `threadwise` command a user would type
+linted. With `--budget 0` no cell is traced (`_tracing`): the trace cells' blocker rows
+guide the search, and with no search they would only add the report's "Who blocked whom", for
+two cells of about 15 s each (2026-11-29, a fresh `make demo` of 9 min 5 s); `--budget 1`, or
+THREADWISE_LAB_TRACE set by the user, traces as `train` does. Each step is run as the same
+`threadwise` command a user would type
 (in this process), and printed, so the demo doubles as a walkthrough; it ends with the report's
 table. Lint findings are results, not failures.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -55,6 +62,24 @@ def _run(step: list[str], *, results: frozenset[int] = frozenset()) -> int:
     return status
 
 
+@contextmanager
+def _tracing(budget: int) -> Iterator[str | None]:
+    """THREADWISE_LAB_TRACE=off while train runs, when it measures no mutation and the user set no
+    policy (the module's note); yields the line that says so, or None."""
+    # deferred: the ladder's tracing policy lives with the blocker rows it feeds
+    from threadwise.refine.measure.blockers import TRACE_ENV
+
+    if budget > 0 or os.environ.get(TRACE_ENV, "").strip():
+        yield None
+        return
+    os.environ[TRACE_ENV] = "off"
+    try:
+        yield (f"(the demo traces no cell: with --budget 0 no search reads the trace; {TRACE_ENV}=top "
+               "traces two cells for the report's \"Who blocked whom\")")
+    finally:
+        os.environ.pop(TRACE_ENV, None)
+
+
 def demo_command(
     out: Annotated[Path, typer.Option(help="Directory for the demo's outputs.")] = Path("build/demo"),
     window: Annotated[float, typer.Option(help="Seconds per ladder window (10: the A/A floors of a "
@@ -82,10 +107,13 @@ def demo_command(
     profile = profiles / f"{NAME}.toml"
     config = out / "rolesim.layered.json"
     shape = "cores=2,threads-per-core=1"  # the lab guest's shape (2 vCPUs)
-    trained = _run(["train", "--workload", "rolesim", "--name", NAME, "--lab", "--cpus", "2", "--levels",
-                    levels, "--repeats", str(repeats), "--window", f"{window:g}", "--budget", str(budget),
-                    "--profiles", str(profiles), "--artifacts", str(artifacts), "--force"],
-                   results=frozenset({_KEEP_DEFAULT}))
+    with _tracing(budget) as untraced:
+        if untraced is not None:
+            typer.echo(untraced)
+        trained = _run(["train", "--workload", "rolesim", "--name", NAME, "--lab", "--cpus", "2", "--levels",
+                        levels, "--repeats", str(repeats), "--window", f"{window:g}", "--budget", str(budget),
+                        "--profiles", str(profiles), "--artifacts", str(artifacts), "--force"],
+                       results=frozenset({_KEEP_DEFAULT}))
     if trained == _KEEP_DEFAULT:
         profile = candidate_path(artifacts / NAME, NAME)
         typer.echo(f"(the demo goes on: this run's answer is keep the default scheduler; the rejected "
