@@ -53,8 +53,8 @@ Silent windows come before every ratio: where the load is read from the
 service's own report lines (`[load] source = "service"`), a window with no
 report line is invalid, and a level left with too few valid pairs is
 insufficient, which no keep rule can decide (poolservice, 2026-11-28: its
-main thread prints the reports, sat in the housekeeping group behind two
-preempting request threads, and 6 windows under background had no line; the
+main thread prints the reports and sat in the housekeeping group beside two
+busy request threads, and 6 windows under background had no line; the
 search spent its steps on the request pool meanwhile). A silent window is a
 failure of the arm itself (Kind.SILENT, from `silent_cells`: the cells the
 judge could not read), placed first whatever the ratios say, with its own
