@@ -97,7 +97,7 @@ def test_the_png_shows_every_objective_metric_its_stored_intervals_and_verdicts(
     # insufficient levels are hollow markers without a bar
     hollow = [line for ax in ratio_axes for line in ax.get_lines() if line.get_markerfacecolor() == "white"]
     assert len(hollow) == sum(1 for *_rest, v, _pairs in stored if v == "insufficient") > 0
-    assert "4 of 36 cells invalid" in figure._suptitle.get_text()
+    assert "4 of 48 cells invalid" in figure._suptitle.get_text()
 
 
 def test_every_committed_training_record_plots_its_last_run_quietly(tmp_path):
