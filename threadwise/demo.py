@@ -66,7 +66,7 @@ def _run(step: list[str], *, results: frozenset[int] = frozenset()) -> int:
 def _tracing(budget: int) -> Iterator[str | None]:
     """THREADWISE_LAB_TRACE=off while train runs, when it measures no mutation and the user set no
     policy (the module's note); yields the line that says so, or None."""
-    # deferred: the ladder's tracing policy lives with the blocker rows it feeds
+    # deferred: blockers.py loads duckdb and the capture builder, which `threadwise --help` does without
     from threadwise.refine.measure.blockers import TRACE_ENV
 
     if budget > 0 or os.environ.get(TRACE_ENV, "").strip():
