@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from threadwise.errors import KeepDefault, LabError, NothingMeasured, ThreadwiseError, UsageError
 from threadwise.paths import write_output
@@ -38,11 +38,13 @@ from threadwise.refine.measure.run import LadderRun, Where, run_ladder
 from threadwise.refine.measure.service import RunningService
 from threadwise.refine.measure.workload import Workload, load_workload, render_argv
 from threadwise.refine.search import loop
-from threadwise.refine.search.diagnose import Blocker, Silence, load_blockers, load_silences
+from threadwise.refine.search.diagnose import load_blockers, load_silences
 from threadwise.runtime.lab.agent import TCG_PATCHING_OOPS
 from threadwise.runtime.lab.turns import host_slots, take_turn
 from threadwise.shape import Shape, parse_shape
 from threadwise.synthesize.api import dumps, load_profile, synthesize_capture, toml_text
+
+Loaded = TypeVar("Loaded")  # a row type the loop reads of the last ladder (blockers, silences)
 
 if TYPE_CHECKING:   # the profile model loads with synthesize, inside train()
     import duckdb
@@ -275,22 +277,18 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print,
                          f"{metric} {result.floors.margin(metric, options.repeats)}" for metric in metrics))
         return result.judged
 
-    def blockers(arm: str) -> list[Blocker]:
-        """The last measured ladder's blocker rows of `arm` (none where no cell was traced)."""
-        con = store.open_ladder(ladder_file)
-        try:
-            return load_blockers(con, runs[-1], arm)
-        finally:
-            con.close()
-
-    def silences(arm: str) -> list[Silence]:
-        """The last measured ladder's windows of `arm` per level, and those the service left
+    def last_ladder(load: Callable[[duckdb.DuckDBPyConnection, int, str], list[Loaded]],
+                    ) -> Callable[[str], list[Loaded]]:
+        """What the loop reads of the last measured ladder per arm, `load(con, run, arm)`: its blocker
+        rows (none where no cell was traced) and its windows per level with those the service left
         without a report line (none unless its load is read from its own output)."""
-        con = store.open_ladder(ladder_file)
-        try:
-            return load_silences(con, runs[-1], arm)
-        finally:
-            con.close()
+        def read(arm: str) -> list[Loaded]:
+            con = store.open_ladder(ladder_file)
+            try:
+                return load(con, runs[-1], arm)
+            finally:
+                con.close()
+        return read
 
     metrics = [workload.objective.primary.metric, *(s.metric for s in workload.objective.secondary)]
     progress(f"train 3/4 refine: the start profile against the default scheduler, then up to "
@@ -299,7 +297,8 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print,
     offered = _Skipping(options.candidates or loop.all_mutations, options.skip)
     result = loop.refine(start, shape=shape, measure=measure, primary=primary, secondary=secondary,
                          budget=options.budget,
-                         candidates=offered, blockers=blockers, silences=silences,
+                         candidates=offered, blockers=last_ladder(load_blockers),
+                         silences=last_ladder(load_silences),
                          on_step=lambda step: progress(f"train: step {step.index} {step.candidate} "
                                                        f"(chosen because {step.chosen_because}): "
                                                        f"{step.decision.value}: {step.reason}"))
