@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from threadwise.errors import UsageError
 from threadwise.refine.measure.ladder import plan_cells
+from threadwise.refine.measure.plan import DEFAULT_ORDER
 from threadwise.refine.measure.validity import (
     SPINNER_ALIVE_CPUS,
     CellRaw,
@@ -40,6 +42,28 @@ def test_abba_reverses_the_arm_order_every_repeat_and_runs_levels_ascending():
     indices = [c.idx for _, cells in turns for c in cells]
     assert indices == list(range(18))
     assert {c.repeat for _, cells in turns[2:4] for c in cells} == {2}
+
+
+@pytest.mark.parametrize(("arms", "repeats"), [
+    (["baseline", "baseline-aa", "best", "candidate"], 8),   # a train step's ladder at its default
+    (["baseline", "baseline-aa", "exclusive"], 3),           # lab_busy's A/A ladder
+    (["baseline", "p"], 4)])
+def test_rotate_gives_each_arm_each_position_equally_often(arms: list[str], repeats: int) -> None:
+    # issue 35 item 5: with a fixed order the candidate always ran between the baseline and the
+    # best, so arm and position (and time since the attach) were one; rotate is the default
+    assert DEFAULT_ORDER == "rotate"
+    turns = plan_cells(arms, [0, 2], repeats, DEFAULT_ORDER, seed=1)
+    positions: dict[str, list[int]] = {arm: [] for arm in arms}
+    for index, (arm, cells) in enumerate(turns):
+        positions[arm].append(index % len(arms))
+        assert {c.repeat for c in cells} == {index // len(arms) + 1}
+    each = repeats // len(arms)
+    for arm, seen in positions.items():
+        counts = Counter(seen)
+        if repeats % len(arms) == 0:
+            assert counts == {position: each for position in range(len(arms))}, arm
+        else:   # fewer repeats than a full cycle: no position twice before every arm had it once
+            assert max(counts.values()) - min(counts.get(p, 0) for p in range(len(arms))) <= 1, arm
 
 
 def test_shuffle_is_seeded_and_covers_every_arm_each_repeat():
