@@ -4,7 +4,8 @@ nginx forks one process per role, all of comm `nginx`, and says the role only in
 writes over its argv (`nginx: master process ...`, `nginx: worker process`); the master runs as
 root, its workers as the `user` of its config (www-data). The test runs its own nginx on
 127.0.0.1 with its own config, prefix, pid and log files in a temporary directory (2 workers),
-drives a local HTTP load from a small Python loop, captures it with `threadwise observe --pid`
+drives a local HTTP load from a small Python loop (both from tests/nginxserve.py, which the
+lab's tests/lab/test_titles_lab.py shares), captures it with `threadwise observe --pid`
 (real eBPF), and checks that `synthesize` gives one group per role, each selected by its comm
 and `UIDEquals` its user, and that the real scx_layered accepts the compiled config
 (`--print-and-exit`). nginx and the load are stopped by their PIDs (the master's own, which
@@ -13,19 +14,17 @@ Popen holds: `daemon off`).
 
 from __future__ import annotations
 
-import pwd
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import _free_port, alone_with_labs, stop_by_pid
+from tests import nginxserve
+from tests.conftest import alone_with_labs
 from threadwise import givenclock
 from threadwise.analyze import analyze_capture
-from threadwise.observe import procfs
 from threadwise.shape import parse_shape
 from threadwise.synthesize import oracle
 from threadwise.synthesize.compile import compile_profile
@@ -34,43 +33,7 @@ from threadwise.synthesize.rules import validate
 
 pytestmark = [pytest.mark.bpf, pytest.mark.scx]
 
-NGINX = "/usr/sbin/nginx"
-WORKERS = 2
 CAPTURE_S = 4
-CONFIG = """\
-user www-data;
-worker_processes {workers};
-daemon off;
-master_process on;
-pid {root}/nginx.pid;
-error_log {root}/error.log warn;
-events {{ worker_connections 64; }}
-http {{
-    access_log off;
-    client_body_temp_path {root}/body;
-    proxy_temp_path {root}/proxy;
-    fastcgi_temp_path {root}/fastcgi;
-    uwsgi_temp_path {root}/uwsgi;
-    scgi_temp_path {root}/scgi;
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{ return 200 "ok\\n"; }}
-    }}
-}}
-"""
-# keep-alive GETs on loopback until stopped: enough requests that both workers wake often
-LOAD = """\
-import http.client, sys
-while True:
-    try:
-        conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=5)
-        for _ in range(200):
-            conn.request("GET", "/")
-            conn.getresponse().read()
-        conn.close()
-    except OSError:
-        pass
-"""
 
 
 def tw(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -78,56 +41,22 @@ def tw(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=timeout, check=False)
 
 
-def _workers(master: int) -> list[int]:
-    """The master's children that already run as their service user with a worker's title."""
-    found = []
-    for pid in procfs.children_of(master):
-        cmdline = (Path(f"/proc/{pid}/cmdline").read_bytes() if Path(f"/proc/{pid}").exists() else b"")
-        credentials = procfs.process_credentials(pid)
-        if b"worker process" in cmdline and credentials and credentials[0] != 0:
-            found.append(pid)
-    return found
-
-
 @pytest.fixture
 def nginx(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    if not Path(NGINX).exists():
-        pytest.skip("needs Debian's nginx: run scripts/setup-system.sh")
-    try:
-        pwd.getpwnam("www-data")
-    except KeyError:
-        pytest.skip("needs the www-data user (Debian's base system has it)")
-    port = _free_port()
-    root = tmp_path / "nginx"
-    root.mkdir()
-    conf = root / "nginx.conf"
-    conf.write_text(CONFIG.format(workers=WORKERS, root=root, port=port))
-    # -e: the error log before the config is read (not /var/log/nginx); -p: the prefix
-    master = subprocess.Popen([NGINX, "-c", str(conf), "-p", f"{root}/", "-e", str(root / "error.log")],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = givenclock.Deadline.start(master.pid, 20)
-        while len(_workers(master.pid)) < WORKERS and not deadline.passed() and master.poll() is None:
-            time.sleep(0.05)
-        log = (root / "error.log").read_text() if (root / "error.log").exists() else ""
-        assert len(_workers(master.pid)) == WORKERS, f"nginx did not start {WORKERS} workers: {log}"
-        yield master, port
-    finally:
-        stop_by_pid(master)
+    reason = nginxserve.missing()
+    if reason:
+        pytest.skip(reason)
+    with nginxserve.serving(tmp_path / "nginx") as running:
+        yield running
 
 
 def test_nginx_gets_one_group_per_role_selected_by_user(nginx: tuple[subprocess.Popen[bytes], int],
                                                         tmp_path: Path, scx_binary: Path) -> None:
     master, port = nginx
-    www_data = pwd.getpwnam("www-data").pw_uid
+    www_data = nginxserve.service_uid()
     capture = tmp_path / "nginx.duckdb"
-    with alone_with_labs("nginx capture"):
-        load = subprocess.Popen([sys.executable, "-c", LOAD, str(port)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            done = tw("observe", "--pid", str(master.pid), "-d", f"{CAPTURE_S}s", "-o", str(capture))
-        finally:
-            stop_by_pid(load)
+    with alone_with_labs("nginx capture"), nginxserve.loopback_load(port):
+        done = tw("observe", "--pid", str(master.pid), "-d", f"{CAPTURE_S}s", "-o", str(capture))
     assert done.returncode == 0, done.stderr
 
     analysis = analyze_capture(capture)
@@ -135,7 +64,7 @@ def test_nginx_gets_one_group_per_role_selected_by_user(nginx: tuple[subprocess.
     assert set(titled) == {0, www_data}, analysis.groups.select("pattern", "uid", "process_titles", "note")
     assert titled[0]["process_titles"] == ["master process"] and titled[0]["thread_count"] == 1
     assert titled[www_data]["process_titles"] == ["worker process"]
-    assert titled[www_data]["thread_count"] == WORKERS
+    assert titled[www_data]["thread_count"] == nginxserve.WORKERS
     assert titled[www_data]["wakeups_per_s"] > 0          # the load reached the workers
     assert all(row["separable"] and row["match_prefixes"] == ["nginx"] for row in titled.values())
 
