@@ -109,8 +109,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-results", action="store_true", help="write the table into RESULTS.md")
     args = parser.parse_args(argv)
     saved: list[tuple[float, float]] = []   # (every repeat, with early stop) guest s per complete step
-    table = "\n".join([HEAD, *(row for work in args.work for row in replay(work, saved))])
+    rows, per_training = [], []
+    for work in args.work:
+        mine: list[tuple[float, float]] = []
+        rows += replay(work, mine)
+        saved += mine
+        if mine:
+            full, stopped = sum(f for f, _ in mine), sum(s for _, s in mine)
+            each, each_stopped = full / len(mine) / 60, stopped / len(mine) / 60
+            per_training.append(f"- {work.name}: {len(mine)} complete steps, {each:.1f} lab minutes per step "
+                                f"measuring every repeat, {each_stopped:.1f} with early stop "
+                                f"({1 - stopped / full:.0%} less)")
+    table = "\n".join([HEAD, *rows])
     print(table)
+    print("\n".join(per_training))
     if args.write_results:
         command = "python benchmarks/early_stop_replay.py " + " ".join(str(w) for w in args.work)
         body = "\n".join([
@@ -121,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             "repeats 1..k, as the live ladder asks it after each complete repeat; the step's guest time "
             "with early stop is when the last cell of the first stopping k was done (the agent's own "
             "clock; TCG). Steps whose candidate was kept must show no stop.", "", table, "",
+            "Lab minutes per complete step (guest time, TCG), per training:", "", *per_training, "",
             f"Complete steps: {len(saved)}; guest time every repeat {sum(f for f, _ in saved):,.0f} s, with "
             f"early stop {sum(w for _, w in saved):,.0f} s "
             f"({1 - sum(w for _, w in saved) / max(sum(f for f, _ in saved), 1):.0%} less)."])
