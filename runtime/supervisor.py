@@ -37,8 +37,9 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+from threadwise.errors import ThreadwiseError
 from threadwise.procs import is_alive_and_ours, proc_start_time
-from threadwise.runtime import scx
+from threadwise.runtime import newcomers, scx
 from threadwise.runtime.exitinfo import ExitKind, ExitReport, classify
 from threadwise.runtime.holder import holder_gone
 from threadwise.runtime.state import Phase, RunFiles, RunState, read_state, write_state
@@ -179,15 +180,36 @@ class Supervisor:
 
     def _monitor(self, child: subprocess.Popen) -> None:
         deadline = time.monotonic() + self.duration_s if self.duration_s else None
+        watcher, next_look = self._newcomers(), time.monotonic() + newcomers.POLL_S
         while child.poll() is None:
             if self._stop_wanted() or (deadline and time.monotonic() >= deadline):
                 self.state.phase, self.state.stop_requested = Phase.STOPPING, True
                 self._save()
                 self._stop_child(child)
                 return
+            if watcher is not None and time.monotonic() >= next_look:
+                try:
+                    for pid, (uid, gid), why in watcher.poll():
+                        self.log(f"re-matched pid {pid} (euid {uid}, egid {gid}; {why}): the profile "
+                                 "selects by user, which scx_layered matches only at fork")
+                except OSError as error:   # never let the watcher take the supervisor down
+                    self.log(f"stopped watching for processes that change user: {error}")
+                    watcher = None
+                next_look = time.monotonic() + newcomers.POLL_S
             time.sleep(0.2)
         if not self.stop_requested:  # Ctrl-C in a terminal reaches scx_layered too
             self.log(f"scx_layered (pid {child.pid}) ended on its own, status {child.returncode}")
+
+    def _newcomers(self) -> newcomers.Newcomers | None:
+        """The watcher of processes that change user (runtime/newcomers.py), for a config that
+        selects by user; None otherwise, or when the config does not load (scx_layered took it)."""
+        from threadwise.synthesize.api import LayerConfig  # deferred: pydantic, once per run
+
+        try:
+            return newcomers.Newcomers.for_config(LayerConfig.load(self.config))
+        except (OSError, ThreadwiseError) as error:
+            self.log(f"not watching for processes that change user: {error}")
+            return None
 
     def _stop_child(self, child: subprocess.Popen) -> None:
         child.send_signal(signal.SIGINT)  # scx_layered unregisters on SIGINT

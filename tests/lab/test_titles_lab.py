@@ -111,14 +111,25 @@ def test_master_and_workers_sit_in_their_own_layers(guest: dict[str, Any]) -> No
     assert not misplaced, f"threads that ran outside their role's layer:\n{table(misplaced)}"
 
 
-def test_reload_workers_after_rematch_sit_in_the_worker_layer(guest: dict[str, Any]) -> None:
-    """Workers forked while the profile is attached (SIGHUP): read after a load, then after a
-    re-match. scx_layered 1.1.4 matches a new task when it first becomes runnable after the fork,
-    still as root, and no setuid hook re-matches it; the re-match sets its refresh flag."""
+def test_reload_workers_sit_in_the_worker_layer(guest: dict[str, Any]) -> None:
+    """Workers forked while the profile is attached (SIGHUP). scx_layered 1.1.4 matches a new
+    task when it first becomes runnable after the fork, still as root, and no setuid hook
+    re-matches it: before runtime/newcomers.py both reloaded workers sat in nginx-master. The
+    supervisor now re-matches each as the user it became; read after a load, then after a
+    manual re-match (membership.rematch) and another load."""
     reload = guest["reload"]
-    print(f"\nworkers forked by a reload while attached, after a load:\n{table(reload['threads'])}")
+    print("\nthe supervisor's re-matches:\n  " + "\n  ".join(reload["supervisor"]))
+    print(f"workers forked by a reload while attached, after a load:\n{table(reload['threads'])}")
     print(f"the same after membership.rematch and a load:\n{table(reload['after_rematch'])}")
     assert len(reload["worker_pids"]) == nginxserve.WORKERS, reload
+    uid = nginxserve.service_uid()
+    for pid in reload["worker_pids"]:
+        assert any(f"re-matched pid {pid} (euid {uid}," in line for line in reload["supervisor"]), \
+            f"the supervisor did not re-match worker {pid} as uid {uid}: {reload['supervisor']}"
+    after_reload = reload["threads"]
+    assert any(r["ran"] for r in after_reload), "no reloaded worker ran under the load"
+    misplaced = [r for r in after_reload if r["ran"] and r["layer"] != WORKER]
+    assert not misplaced, f"reloaded workers outside {WORKER}:\n{table(misplaced)}"
     rematched = reload["after_rematch"]
     assert any(r["ran"] for r in rematched), "no reloaded worker ran after the re-match"
     misplaced = [r for r in rematched if r["ran"] and r["layer"] != WORKER]

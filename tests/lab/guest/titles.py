@@ -14,9 +14,11 @@ runtime/membership.py does, so a thread counted as run was matched before its la
 
 Then, as a measurement of its own (`reload`): SIGHUP makes the master fork new workers while
 the profile is attached. scx_layered 1.1.4 matches a new task when it first becomes runnable
-after the fork, while it still runs as root, and has no hook on setuid, so the new workers may
-stay where root's nginx goes; their layers are read after a load, then again after
-`membership.rematch` (which sets their refresh flag) and another load.
+after the fork, while it still runs as root, and has no hook on setuid, so without help the new
+workers stay where root's nginx goes (measured before runtime/newcomers.py: both in
+nginx-master). The supervisor now re-matches a workload process that is new or changed user; the
+driver waits for its line on each new worker, then reads their layers after a load, and again
+after `membership.rematch` (which sets their refresh flag) and another load.
 
 nginx is stopped by the PID of the Popen'd master, the load by its own PID; `threadwise stop`
 ends the profile. Writes $THREADWISE_LAB_OUT/results.json; tests/lab/test_titles_lab.py asserts.
@@ -48,6 +50,7 @@ from threadwise.synthesize.api import LayerConfig
 
 LOAD_S = 3.0          # of loopback GETs: hundreds of wake-ups per worker even under TCG
 RELOAD_WAIT_S = 30.0  # for the new workers after SIGHUP (TCG)
+REMATCH_WAIT_S = 30.0  # for the supervisor's re-match of each (it looks once a second; TCG)
 
 
 def title(pid: int) -> str:
@@ -94,6 +97,19 @@ def wait_new_workers(master: int, old: set[int]) -> list[int]:
     return [pid for pid in nginxserve.worker_pids(master) if pid not in old]
 
 
+def wait_rematched(pids: list[int]) -> list[str]:
+    """The supervisor's re-match lines on `pids` once it has one for each as its current user
+    (or what it said by REMATCH_WAIT_S)."""
+    log = RunFiles.default().supervisor_log
+    deadline = time.monotonic() + REMATCH_WAIT_S
+    while True:
+        lines = [line for line in log.read_text(errors="replace").splitlines() if "re-matched pid" in line]
+        wanted = [f"re-matched pid {pid} (euid {nginxserve.service_uid()}," for pid in pids]
+        if all(any(w in line for line in lines) for w in wanted) or time.monotonic() >= deadline:
+            return lines
+        time.sleep(0.2)
+
+
 def loaded(port: int) -> None:
     with nginxserve.loopback_load(port):
         time.sleep(LOAD_S)
@@ -117,6 +133,9 @@ def attached(results: dict[str, Any], master: int, port: int) -> None:
     new = wait_new_workers(master, set(workers))
     reload: dict[str, Any] = {"worker_pids": new}
     results["reload"] = reload
+    # the supervisor re-matches processes that changed user (runtime/newcomers.py): wait for its
+    # line on each new worker as the user it runs as, so the read below judges that re-match
+    reload["supervisor"] = wait_rematched(new)
     since = membership.run_counts(new)
     loaded(port)
     reload["threads"] = read_threads(new, since, names)
