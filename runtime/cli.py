@@ -226,7 +226,11 @@ def apply(
     wrong layer. Apply the profile while the workload runs (threads existing at
     the attach are matched by their current names); --rematch (the default)
     then has every target thread matched again, one at a time, and apply
-    reports each target thread's layer (also in `threadwise status`).
+    reports each target thread's layer (also in `threadwise status`). A
+    profile that selects by user (a group's `uid`) is watched while applied:
+    scx_layered never re-matches after a setuid, so the supervisor has it
+    match again each workload process that starts or changes user (an nginx
+    reload's workers), once a second.
     """
     duration_s = optional_duration(duration, option="--duration")
     attach_timeout_s = parse_duration(attach_timeout, option="--attach-timeout")
