@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from threadwise.observe.procfs import process_credentials
 from threadwise.runtime import membership
 
 if TYPE_CHECKING:
@@ -38,22 +38,6 @@ def selects_by_user(config: LayerConfig) -> bool:
     """Whether any layer of `config` matches on the effective uid or gid."""
     return any(match.kind in CREDENTIAL_MATCHERS for spec in config for block in spec.matches
                for match in block)
-
-
-def credentials(pid: int) -> Credentials | None:
-    """(euid, egid) of `pid` from /proc/PID/status, None when it is gone."""
-    try:
-        text = (Path("/proc") / str(pid) / "status").read_text()
-    except OSError:
-        return None
-    found: dict[str, int] = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("Uid", "Gid"):
-            fields = rest.split()   # real, effective, saved, filesystem
-            if len(fields) >= 2:
-                found[key] = int(fields[1])
-    return (found["Uid"], found["Gid"]) if len(found) == 2 else None
 
 
 @dataclass
@@ -77,7 +61,7 @@ class Newcomers:
     def _current(self) -> dict[int, Credentials]:
         now = {}
         for pid in membership.pids_with_comm_prefix(self.prefixes):
-            creds = credentials(pid)
+            creds = process_credentials(pid)
             if creds is not None:
                 now[pid] = creds
         return now

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import stop_by_pid
+from threadwise.observe.procfs import process_credentials
 from threadwise.runtime import newcomers
 from threadwise.synthesize.api import LayerConfig
 
@@ -64,11 +65,6 @@ def test_only_a_config_that_selects_by_user_is_watched() -> None:
     assert newcomers.Newcomers.for_config(config(by_user=False)) is None
 
 
-def test_credentials_are_the_effective_ones() -> None:
-    assert newcomers.credentials(os.getpid()) == (os.geteuid(), os.getegid())
-    assert newcomers.credentials(2**22 + 1) is None   # above pid_max's default: no such process
-
-
 @pytest.fixture
 def sleeper(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A process of comm NAME (a copy of sleep under that name), started after the watch."""
@@ -82,7 +78,7 @@ def sleeper(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
 
 
 def test_a_process_present_when_the_watch_began_is_left_alone(sleeper: subprocess.Popen[bytes]) -> None:
-    until(lambda: newcomers.credentials(sleeper.pid) is not None
+    until(lambda: process_credentials(sleeper.pid) is not None
           and Path(f"/proc/{sleeper.pid}/comm").read_text().strip() == NAME)
     calls, watcher = recording()
     assert sleeper.pid in watcher.seen
@@ -115,7 +111,7 @@ def test_a_process_that_changes_user_is_rematched_again(tmp_path: Path) -> None:
         first = watcher.poll()
         assert [pid for pid, _, _ in first] == [process.pid] and first[0][1] == (0, 0)
         go.touch()
-        until(lambda: newcomers.credentials(process.pid) == (NOBODY, NOBODY))
+        until(lambda: process_credentials(process.pid) == (NOBODY, NOBODY))
         second = watcher.poll()
         assert second == [(process.pid, (NOBODY, NOBODY), "user changed from 0:0")]
         assert calls == [process.pid, process.pid]
