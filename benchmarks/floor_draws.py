@@ -10,7 +10,8 @@ often a ladder meets it when the conditions are the same by construction.
 Approach: a calibration pool (benchmarks/lab_busy.py --calibration) is one run of many repeats
 under one condition. Every 3-subset of its repeats is a 3-repeat A/A ladder that could have been
 run (`baseline` against `baseline-aa`, the same arms lab_busy's ladders pair); its floors are the
-judge's own (`stats.aa_floors`, `Floors.floor` at 3 pairs). Reported per metric and level:
+judge's own (`stats.aa_floors`, `Floors.floor` at 3 pairs) on the subset as calibration.py draws it
+(`restrict`). Reported per metric and level:
 - the floors' spread over the subsets (median, 10th and 90th percentile), and the share of
   subsets with a hot floor at most +-10%;
 - the p99 "at most twice" test between two DISJOINT subsets of the same run (one playing the
@@ -30,6 +31,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from calibration import restrict
 from results import stamp, write_section
 
 from threadwise.refine.measure import stats, store
@@ -41,19 +43,10 @@ P99_TARGET = 2.0      # issue 32: worker p99 floors at most twice the quiet ladd
 ISSUE_LEVELS = (0, 2)  # issue 32's A/A ladder: levels 0,2
 
 
-def subset(measured: stats.Measured, repeats: tuple[int, ...]) -> stats.Measured:
-    """The pool's cells of `repeats` only, as a ladder of those repeats would have measured."""
-    keep = set(repeats)
-    return {arm: {level: {metric: {r: obs for r, obs in by_repeat.items() if r in keep}
-                          for metric, by_repeat in metrics.items()}
-                  for level, metrics in levels.items()}
-            for arm, levels in measured.items()}
-
-
 def floors_of(measured: stats.Measured, repeats: tuple[int, ...], metrics: list[str],
               levels: list[int]) -> dict[tuple[str, int], float | None]:
     """(metric, level) -> the A/A floor at 3 pairs (a ratio's half-width, +-x) of that subset."""
-    floors = stats.aa_floors(subset(measured, repeats), BASELINE, AA_ARM, metrics)
+    floors = stats.aa_floors(restrict(measured, repeats), BASELINE, AA_ARM, metrics)
     result: dict[tuple[str, int], float | None] = {}
     for metric in metrics:
         for level in levels:
@@ -76,6 +69,8 @@ def report(pool: Path, run_id: int) -> str:
                       for by_repeat in levels.values() for r in by_repeat})
     subsets = list(itertools.combinations(repeats, PAIRS))
     floors = {s: floors_of(measured, s, metrics, info.levels) for s in subsets}
+    # (quiet ladder, busy ladder): two subsets of no common repeat, each in both roles
+    couples = [(a, b) for a, b in itertools.permutations(subsets, 2) if not set(a) & set(b)]
     lines = [f"Pool `{pool}`, run {run_id} ({purpose}, {window_s} s windows): {len(repeats)} repeats, every "
              f"{PAIRS}-subset of them ({len(subsets)}) taken as a {PAIRS}-repeat A/A ladder "
              f"(`{BASELINE}` against `{AA_ARM}`), floors as the judge computes them.", "",
@@ -90,22 +85,23 @@ def report(pool: Path, run_id: int) -> str:
                 continue
             p10, median, p90 = np.percentile(values, [10, 50, 90])
             within = f"{np.mean(values <= HOT_TARGET):.0%}" if metric == info.primary[0] else ""
-            couples = [(a, b) for a, b in itertools.permutations(subsets, 2) if not set(a) & set(b)
-                       and floors[a][(metric, level)] and floors[b][(metric, level)]]
+            measured_couples = [(a, b) for a, b in couples
+                                if floors[a][(metric, level)] and floors[b][(metric, level)]]
             ratio_ok = ""
-            if metric != info.primary[0] and couples:
+            if metric != info.primary[0] and measured_couples:
                 ok = [floors[b][(metric, level)] <= P99_TARGET * floors[a][(metric, level)]   # type: ignore[operator]
-                      for a, b in couples]
-                ratio_ok = f"{np.mean(ok):.0%} of {len(couples)}"
+                      for a, b in measured_couples]
+                ratio_ok = f"{np.mean(ok):.0%} of {len(measured_couples)}"
             spread = f"+-{median:.1%} [{p10:.1%}, {p90:.1%}]"
             lines.append(f"| {metric} | {level} | {spread} | {within} | {ratio_ok} |")
     levels = [level for level in info.levels if level in ISSUE_LEVELS]
-    lines += ["", joint(floors, subsets, metrics, levels)]
+    lines += ["", joint(floors, couples, metrics, levels)]
     return "\n".join(lines)
 
 
 def joint(floors: dict[tuple[int, ...], dict[tuple[str, int], float | None]],
-          subsets: list[tuple[int, ...]], metrics: list[str], levels: list[int]) -> str:
+          couples: list[tuple[tuple[int, ...], tuple[int, ...]]], metrics: list[str],
+          levels: list[int]) -> str:
     """The share of disjoint couples (quiet ladder, busy ladder) meeting every target at once."""
     primary, secondary = metrics[0], metrics[1:]
 
@@ -120,7 +116,6 @@ def joint(floors: dict[tuple[int, ...], dict[tuple[str, int], float | None]],
                     return False
         return True
 
-    couples = [(a, b) for a, b in itertools.permutations(subsets, 2) if not set(a) & set(b)]
     share = np.mean([met(a, b) for a, b in couples]) if couples else math.nan
     return (f"Every floor target at levels {', '.join(map(str, levels))} met at once (hot at most +-10% "
             f"in the busy ladder, each secondary's floor at most twice the quiet ladder's): {share:.0%} of "
