@@ -41,12 +41,18 @@ def test_a_fixed_deadline_ignores_talk() -> None:
     assert dog.remaining(50.0) == 0.0
 
 
-def follow(script: str, dog: Watchdog, tmp_path: Path) -> tuple[bool, float, Console]:
+def spawn(script: str) -> tuple[subprocess.Popen[bytes], queue.Queue[tuple[float, str] | None]]:
+    """A process speaking the console protocol, and its lines as the lab's reader queues them."""
     process = subprocess.Popen(["sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, start_new_session=True)
     assert process.stdout is not None
     lines: queue.Queue[tuple[float, str] | None] = queue.Queue()
     threading.Thread(target=_reader, args=(process.stdout, lines), daemon=True).start()
+    return process, lines
+
+
+def follow(script: str, dog: Watchdog, tmp_path: Path) -> tuple[bool, float, Console]:
+    process, lines = spawn(script)
     console = Console(tmp_path, lambda _line: None)
     started = time.monotonic()
     _, timed_out = _follow(process, lines, console, dog)
@@ -66,31 +72,17 @@ def test_a_guest_that_keeps_talking_outlives_what_a_fixed_deadline_allowed(tmp_p
 def test_an_agent_that_goes_silent_is_stopped_though_the_clock_ticks(tmp_path: Path) -> None:
     stuck = ("echo 'TWAGENT: agent: cell 0: arm=baseline bg=0 repeat=1'; "
              "while :; do echo 'TWCLOCK: 1.0'; sleep 0.2; done")
-    # The watchdog starts when the agent's line is out: beside a lab that claims the host, the
-    # shell itself took over 2 s to print it, and a watchdog started before the spawn fired with
-    # nothing heard (a fast-tier failure beside a ladder, 2026-11-29). What is tested is the
+    # The watchdog starts when the agent's line is out: one started before the spawn counts the
+    # shell's start-up as silence, and beside a lab that claims the host that can pass 2 s (the
+    # likely cause of two fast-tier failures beside ladders, 2026-11-29). What is tested is the
     # silence after the agent spoke, so the bound counts from there.
-    process = subprocess.Popen(["sh", "-c", stuck], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, start_new_session=True)
-    assert process.stdout is not None
-    lines: queue.Queue[tuple[float, str] | None] = queue.Queue()
-    threading.Thread(target=_reader, args=(process.stdout, lines), daemon=True).start()
+    process, lines = spawn(stuck)
     first = lines.get(timeout=60)
     assert first is not None and first[1].startswith("TWAGENT: ")
-    primed: queue.Queue[tuple[float, str] | None] = queue.Queue()
-    primed.put(first)
-
-    def forward() -> None:   # the rest of the console, the end (None) included
-        while True:
-            item = lines.get()
-            primed.put(item)
-            if item is None:
-                return
-
-    threading.Thread(target=forward, daemon=True).start()
     console = Console(tmp_path, lambda _line: None)
+    console.feed(first[1], first[0])   # as _follow takes a line: into the console, heard at its time
     dog = Watchdog(first[0], stall_s=2.0, cap_s=120.0)
-    _, timed_out = _follow(process, primed, console, dog)
+    _, timed_out = _follow(process, lines, console, dog)
     took = time.monotonic() - first[0]
     assert timed_out
     assert 2.0 <= took < 60.0  # stopped at the stall bound, long before the cap
