@@ -65,12 +65,17 @@ def test_only_a_config_that_selects_by_user_is_watched() -> None:
     assert newcomers.Newcomers.for_config(config(by_user=False)) is None
 
 
-@pytest.fixture
-def sleeper(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A process of comm NAME (a copy of sleep under that name), started after the watch."""
+def start_named(tmp_path: Path) -> subprocess.Popen[bytes]:
+    """A process of comm NAME: a copy of sleep under that name."""
     program = tmp_path / NAME
     shutil.copy(shutil.which("sleep") or "/bin/sleep", program)
-    process = subprocess.Popen([str(program), "60"], start_new_session=True)
+    return subprocess.Popen([str(program), "60"], start_new_session=True)
+
+
+@pytest.fixture
+def sleeper(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A process of comm NAME started before the watch."""
+    process = start_named(tmp_path)
     try:
         yield process
     finally:
@@ -87,9 +92,7 @@ def test_a_process_present_when_the_watch_began_is_left_alone(sleeper: subproces
 
 def test_a_process_started_after_the_watch_began_is_rematched_once(tmp_path: Path) -> None:
     calls, watcher = recording()
-    program = tmp_path / NAME
-    shutil.copy(shutil.which("sleep") or "/bin/sleep", program)
-    process = subprocess.Popen([str(program), "60"], start_new_session=True)
+    process = start_named(tmp_path)
     try:
         until(lambda: Path(f"/proc/{process.pid}/comm").read_text().strip() == NAME)
         done = watcher.poll()

@@ -101,10 +101,10 @@ def wait_rematched(pids: list[int]) -> list[str]:
     """The supervisor's re-match lines on `pids` once it has one for each as its current user
     (or what it said by REMATCH_WAIT_S)."""
     log = RunFiles.default().supervisor_log
+    wanted = [f"re-matched pid {pid} (euid {nginxserve.service_uid()}," for pid in pids]
     deadline = time.monotonic() + REMATCH_WAIT_S
     while True:
         lines = [line for line in log.read_text(errors="replace").splitlines() if "re-matched pid" in line]
-        wanted = [f"re-matched pid {pid} (euid {nginxserve.service_uid()}," for pid in pids]
         if all(any(w in line for line in lines) for w in wanted) or time.monotonic() >= deadline:
             return lines
         time.sleep(0.2)
