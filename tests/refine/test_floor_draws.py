@@ -2,7 +2,8 @@
 
 Each 3-subset must be judged with the judge's own A/A floors on exactly its repeats, and the
 shares must follow the noise: tiny noise meets the +-10% target in every subset, large noise in
-few.
+few. Set against a quiet run, a loud one must fail the F test and the joint targets; the same
+data against itself must not.
 """
 
 from __future__ import annotations
@@ -48,3 +49,24 @@ def test_the_shares_follow_the_noise(tmp_path: Path) -> None:
     assert int(loud_share.rstrip("%")) < 50, loud_text
     # two disjoint 3-subsets of 6 repeats: 10 splits, each in both roles
     assert "of 20 disjoint couples" in quiet_text
+
+
+def _f_row(text: str, metric: str, level: int) -> list[str]:
+    row = next(line for line in text.splitlines()
+               if line.startswith(f"| {metric} | {level} |") and line.count("|") == 7)
+    return [cell.strip() for cell in row.split("|")[1:-1]]
+
+
+def test_a_loud_run_against_a_quiet_one(tmp_path: Path) -> None:
+    quiet_file, loud_file = tmp_path / "quiet.duckdb", tmp_path / "loud.duckdb"
+    write_pool(quiet_file, synthetic(6, spread=0.01), 6)
+    write_pool(loud_file, synthetic(6, seed=5, spread=0.3), 6)
+    quiet, loud = floor_draws.load(quiet_file, 1), floor_draws.load(loud_file, 1)
+    loud_text = floor_draws.cross(quiet, loud)
+    _, _, _, _, f_ratio, p = _f_row(loud_text, PRIMARY, 2)
+    assert float(f_ratio) > 10 and float(p) < 0.01, loud_text
+    assert "the busy one from run 1: 0% of 400 couples" in loud_text
+    same_text = floor_draws.cross(quiet, quiet)
+    _, _, s_quiet, s_busy, f_ratio, p = _f_row(same_text, PRIMARY, 2)
+    assert s_quiet == s_busy and f_ratio == "1.00" and p == "0.50", same_text
+    assert ": 100% of 400 couples" in floor_draws.cross(loud, quiet)
