@@ -71,16 +71,18 @@ Subset = tuple[int, ...]
 
 @dataclass(frozen=True)
 class PoolRun:
-    """One run of a pool: its A/A floors on every 3-subset of its repeats."""
+    """One run of a pool: its A/A floors on every 3-subset of its repeats, and the A/A noise of
+    all its repeats (for the F test)."""
 
+    pool: Path
     run_id: int
     purpose: str
     window_s: float | None
     metrics: list[str]
     levels: list[int]
-    measured: stats.Measured
     repeats: list[int]
     floors: dict[Subset, Floor]
+    every_repeat: stats.Floors
 
 
 def load(pool: Path, run_id: int) -> PoolRun:
@@ -97,17 +99,18 @@ def load(pool: Path, run_id: int) -> PoolRun:
                       for by_repeat in levels.values() for r in by_repeat})
     floors = {s: floors_of(measured, s, metrics, info.levels)
               for s in itertools.combinations(repeats, PAIRS)}
-    return PoolRun(run_id, purpose, window_s, metrics, info.levels, measured, repeats, floors)
+    every_repeat = stats.aa_floors(measured, BASELINE, AA_ARM, metrics)
+    return PoolRun(pool, run_id, purpose, window_s, metrics, info.levels, repeats, floors, every_repeat)
 
 
-def report(pool: Path, run_id: int) -> str:
-    run = load(pool, run_id)
+def report(run: PoolRun) -> str:
     metrics, subsets, floors = run.metrics, list(run.floors), run.floors
     # (quiet ladder, busy ladder): two subsets of no common repeat, each in both roles
     couples = [(a, b) for a, b in itertools.permutations(subsets, 2) if not set(a) & set(b)]
-    lines = [f"Pool `{pool}`, run {run_id} ({run.purpose}, {run.window_s} s windows): {len(run.repeats)} "
-             f"repeats, every {PAIRS}-subset of them ({len(subsets)}) taken as a {PAIRS}-repeat A/A ladder "
-             f"(`{BASELINE}` against `{AA_ARM}`), floors as the judge computes them.", "",
+    lines = [f"Pool `{run.pool}`, run {run.run_id} ({run.purpose}, {run.window_s} s windows): "
+             f"{len(run.repeats)} repeats, every {PAIRS}-subset of them ({len(subsets)}) taken as a "
+             f"{PAIRS}-repeat A/A ladder (`{BASELINE}` against `{AA_ARM}`), floors as the judge "
+             "computes them.", "",
              "| metric | bg | floor at 3 pairs: median [10th, 90th percentile] "
              "| subsets with floor at most +-10% | disjoint couples with p99 floor ratio at most 2 |",
              "|---|---:|---|---:|---:|"]
@@ -166,7 +169,7 @@ def cross(quiet: PoolRun, busy: PoolRun) -> str:
 
 
 def aa_noise(run: PoolRun, metric: str, level: int) -> stats.Noise | None:
-    noise = stats.aa_floors(run.measured, BASELINE, AA_ARM, [metric]).by_level.get(metric, {}).get(level)
+    noise = run.every_repeat.by_level.get(metric, {}).get(level)
     return noise if noise is not None and noise.df >= 1 and math.isfinite(noise.sd) else None
 
 
@@ -204,10 +207,11 @@ def main(argv: list[str] | None = None) -> int:
         con.close()
     if args.quiet_run is not None and args.quiet_run not in runs:
         parser.error(f"--quiet-run {args.quiet_run}: not among the runs {runs} of {args.pool}")
-    parts = [report(args.pool, run_id) for run_id in runs]
+    loaded = {run_id: load(args.pool, run_id) for run_id in runs}
+    parts = [report(run) for run in loaded.values()]
     if args.quiet_run is not None:
-        quiet = load(args.pool, args.quiet_run)
-        parts += [cross(quiet, load(args.pool, run_id)) for run_id in runs if run_id != args.quiet_run]
+        parts += [cross(loaded[args.quiet_run], run) for run_id, run in loaded.items()
+                  if run_id != args.quiet_run]
     body = "\n\n".join(parts)
     print(body)
     if args.write_results:

@@ -42,7 +42,8 @@ def test_the_shares_follow_the_noise(tmp_path: Path) -> None:
     quiet, loud = tmp_path / "quiet.duckdb", tmp_path / "loud.duckdb"
     write_pool(quiet, synthetic(6, spread=0.005), 6)
     write_pool(loud, synthetic(6, spread=0.3), 6)
-    quiet_text, loud_text = floor_draws.report(quiet, 1), floor_draws.report(loud, 1)
+    quiet_text, loud_text = (floor_draws.report(floor_draws.load(quiet, 1)),
+                             floor_draws.report(floor_draws.load(loud, 1)))
     assert "every 3-subset of them (20)" in quiet_text
     assert _share_row(quiet_text, PRIMARY, 2).split("|")[4].strip() == "100%"
     loud_share = _share_row(loud_text, PRIMARY, 2).split("|")[4].strip()
