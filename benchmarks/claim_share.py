@@ -107,10 +107,10 @@ class CgroupSliceClaim(CgroupClaim):
 def claims() -> dict[str, Claim]:
     return {
         "off": lambda pid: hostpriority.HostClaim(pid, enabled=False),
-        "nice-20": lambda pid: hostpriority.HostClaim(pid),
-        "slice": lambda pid: SliceClaim(pid),
-        "cgroup": lambda pid: CgroupClaim(pid),
-        "cgroup-slice": lambda pid: CgroupSliceClaim(pid),
+        "nice-20": hostpriority.HostClaim,
+        "slice": SliceClaim,
+        "cgroup": CgroupClaim,
+        "cgroup-slice": CgroupSliceClaim,
     }
 
 
