@@ -17,11 +17,15 @@ the host for `--seconds`, once per claim, rotated over `--repeats` rounds so dri
 claim alike. Two claimant shapes, as a lab guest's vCPUs are at the ladder's levels:
 - `busy`: `stress-ng --cpu N` (vCPUs of a guest with background spinners, bg=2): the share of
   its demand the host left waiting (schedstat run_delay / (run + run_delay)) and the mean wait
-  per turn it waited (run_delay / timeslices);
-- `wake`: N processes waking every 1 ms (a sleep of 1 ms) under SCHED_OTHER (vCPUs of an idle guest,
-  bg=0, woken by timers): the 99th and 99.9th percentile and the maximum wake latency.
+  per turn on a CPU (run_delay / timeslices);
+- `wake`: N processes waking every 1 ms (a sleep of 1 ms) under SCHED_OTHER (vCPUs of an idle
+  guest, bg=0, woken by timers): the 99th and 99.9th percentile and the maximum lateness.
 The claims are the lab's own classes (runtime/lab/hostpriority.HostClaim, and lab_busy's
-CgroupClaim), so what is measured is what the lab applies.
+CgroupClaim), so what is measured is what the lab applies: `off`, `nice-20` (the product's),
+`slice` (the product's and a 0.1-ms custom slice on every thread), `cgroup` (a cpu group of
+262,144 shares, no nice) and `cgroup-slice` (both). Measured 2026-12-01 (docs/lab.md "Beside a
+fast tier and beside bursts"): the group took 44% less of a busy claimant than nice -20, the
+slice nothing; in the lab the group changed neither the unserved share nor the floors.
 
     .venv/bin/python benchmarks/claim_share.py --seconds 10 --repeats 3
 """
