@@ -78,9 +78,9 @@ class SliceClaim(hostpriority.HostClaim):
     """The product's claim, and every thread of the session on a 0.1-ms slice (wakes preempt)."""
 
     def _renice_new(self) -> int:
-        fresh = [tid for tid in hostpriority.session_threads(self.leader) if tid not in self._reniced]
+        before = set(self._reniced)
         done = super()._renice_new()
-        for tid in fresh:
+        for tid in self._reniced - before:  # the threads this pass reniced: one /proc walk, not two
             with contextlib.suppress(OSError):
                 set_slice(tid, hostpriority.LAB_NICE, SHORT_SLICE_NS)
         return done
