@@ -73,6 +73,7 @@ class Switch(Protocol):
     def keep(self) -> None: ...
     def detach(self) -> None: ...
     def state(self) -> str: ...  # sched_ext's sysfs state: 'enabled' while a scheduler runs
+    def ended_why(self) -> str | None: ...  # why the profile's scheduler ended unasked, if known
 
 
 @dataclass(frozen=True)
@@ -249,8 +250,12 @@ class _Trial:
                                             for n, v in got.values.items() if n in self.names])
         self.windows += 1
         if arm == PROFILE and not got.planned:
+            # the kernel's or scx_layered's own words, so that an ejection (a stall, a BPF error)
+            # is never read as the profile judged worse
+            why = self.switch.ended_why()
+            said = f"; scx_layered ended: {why}" if why else ""
             return self.finish(Outcome.ROLLED_BACK, f"the scheduler was not running in a profile window "
-                                                    f"({got.note}): rolled back")
+                                                    f"({got.note}{said}): rolled back")
         self.pending.setdefault(pair, {})[arm] = got.counted
         before = self.pending[pair].get(DEFAULT)
         if arm == PROFILE and got.counted is not None and before:

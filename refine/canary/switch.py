@@ -4,6 +4,7 @@ default scheduler (nothing attached), with sysfs read back after every change.""
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from threadwise.runtime import holder
 from threadwise.runtime.config import ResolvedConfig
 from threadwise.runtime.launcher import apply_background, prepare, stop
 from threadwise.runtime.scx import sched_ext_state
-from threadwise.runtime.state import RunFiles
+from threadwise.runtime.state import RunFiles, read_state
 
 
 @dataclass
@@ -44,3 +45,21 @@ class LayeredSwitch:
 
     def state(self) -> str:
         return sched_ext_state().state
+
+    def ended_why(self) -> str | None:
+        return ended_why(self.files)
+
+
+def ended_why(files: RunFiles, wait_s: float = 20.0) -> str | None:
+    """The supervisor's account of a run that ended on its own (state.json's exit: the kind and
+    scx_layered's EXIT line, e.g. `error, exit status 1: EXIT: runtime error (RCU CPU stall on
+    CPUs ())`), waited for up to `wait_s`: sysfs reads `disabling` before scx_layered has printed
+    its exit and the supervisor has written it (seconds under TCG). None: nothing recorded."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        run = read_state(files)
+        if run is not None and run.phase.ended and run.exit is not None:
+            return run.exit.describe()
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.2)

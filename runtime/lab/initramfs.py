@@ -84,7 +84,7 @@ from threadwise.runtime.lab.carry import (  # noqa: F401
     shared_libraries,
 )
 from threadwise.runtime.lab.hostpriority import HostClaim
-from threadwise.runtime.lab.kernel import LabKernel, find_lab_kernel
+from threadwise.runtime.lab.kernel import GUEST_KERNEL_ARGS, LabKernel, find_lab_kernel
 from threadwise.runtime.lab.runtimes import build_disk
 from threadwise.runtime.lab.turns import take_turn
 from threadwise.runtime.lab.watchdog import Watchdog, fixed
@@ -94,7 +94,7 @@ KCONFIG = "/etc/threadwise/kconfig"
 EXTRA_PATH = "/etc/threadwise/path"
 TREES = "/etc/threadwise/trees"  # the runtime disk's trees, one per line (guest/init binds them)
 VIRTIO_BLK = "/lib/modules/virtio_blk.ko"
-QEMU_APPEND = "console=ttyS0 rdinit=/init quiet panic=1"
+QEMU_APPEND = " ".join(("console=ttyS0 rdinit=/init quiet panic=1", *GUEST_KERNEL_ARGS))
 # Boots that died before the agent said anything, for reasons of the emulation, are retried
 # (multi-threaded TCG's code-patching race, runtime/lab/vng.py).
 TRANSIENT = (TCG_PATCHING_OOPS, "Kernel panic")

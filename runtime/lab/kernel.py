@@ -37,6 +37,14 @@ from threadwise.errors import DownloadError, InputError, MissingTool
 from threadwise.paths import cache_dir
 from threadwise.runtime.lab import debian
 
+# Boot arguments of every lab guest. `tsc=reliable`: the guest's clocksource watchdog compares TSC
+# with the emulated HPET, and a busy host delays one read against the other; CI's canary lab of
+# 2026-12-01 had TSC marked unstable ("frequency skew", 0.5 ms in 0.5 s) 223 s into its boot and
+# the guest switched to HPET, whose reads cost 2-3x TSC's under TCG (9-12 us against 4 us per
+# clock_gettime from Python, measured in the lab on a quiet host), mid-run. Under TCG the guest's
+# TSC is read from the host's, so no skew between vCPUs is there to be caught.
+GUEST_KERNEL_ARGS = ("tsc=reliable",)
+
 REQUIRED_CONFIG = ("CONFIG_SCHED_CLASS_EXT=y", "CONFIG_VIRTIO_FS=y", "CONFIG_BPF_SYSCALL=y")
 # Modules the lab keeps: name -> path under the release's kernel/ directory. Both are =m in
 # Debian's cloud kernel; neither depends on another module (modinfo: depends= empty).

@@ -42,7 +42,7 @@ from threadwise.givenclock import Deadline
 from threadwise.runtime.lab import labtee
 from threadwise.runtime.lab.agent import TCG_PATCHING_OOPS, emulation_failure
 from threadwise.runtime.lab.hostpriority import HostClaim
-from threadwise.runtime.lab.kernel import LabKernel, find_lab_kernel
+from threadwise.runtime.lab.kernel import GUEST_KERNEL_ARGS, LabKernel, find_lab_kernel
 from threadwise.runtime.lab.turns import take_turn
 
 VIRTIOFSD_PATHS = ("/usr/libexec/virtiofsd",)
@@ -321,6 +321,7 @@ def run_in_lab(
         "--cpus", str(cpus), "--memory", memory,
         "--rwdir", str(out),
         "--cwd", str(workdir), "--verbose", *smp,
+        *(arg for boot_arg in GUEST_KERNEL_ARGS for arg in ("--append", boot_arg)),
         "--exec", str(wrapper),
     ]  # fmt: skip
     env = dict(os.environ)

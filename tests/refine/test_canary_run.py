@@ -47,9 +47,17 @@ class Host:
         self.enabled = False
 
     def state(self) -> str:
-        if self.ejected_after is not None and self.attaches > self.ejected_after:
+        if self.ejected():
             return "disabled"
         return "enabled" if self.enabled else "disabled"
+
+    def ejected(self) -> bool:
+        return self.ejected_after is not None and self.attaches > self.ejected_after
+
+    def ended_why(self) -> str | None:
+        if not self.ejected():
+            return None
+        return "error_stall: EXIT: runnable task stall (kworker failed to run for 30 s)"
 
     # the Probe
     def describe(self) -> str:
@@ -152,6 +160,9 @@ def test_an_ejected_scheduler_ends_the_canary(tmp_path):
     host = Host((1.0, 1.0), ejected_after=1)
     result, _con = canary(tmp_path, host)
     assert result.outcome is Outcome.ROLLED_BACK and "not running" in result.reason
+    # the scheduler's own words: an ejection is never read as the profile judged worse
+    assert "scx_layered ended: error_stall: EXIT: runnable task stall" in result.reason
+    assert "worse" not in result.reason
 
 
 def test_an_attach_that_fails_leaves_the_default_scheduler(tmp_path):
