@@ -8,7 +8,8 @@ and time are printed. What must hold every time:
   benefit at its 5-minute cap; the default scheduler confirmed;
 - the committed profiles/redis.toml (its record: get_rps 1.34x better at bg 2), on Redis with two
   spinners the test starts and redis-benchmark as the probe, is never called worse: it is kept
-  (attached until `threadwise stop`), or undecided at its 6-minute cap and rolled back;
+  (attached until `threadwise stop`), or undecided at its 6-minute cap and rolled back, or rolled
+  back because the guest kernel ejected scx_layered (its watchdogs; the reason must say so);
 - the catch-all alone (the nearest a live canary gets to A/A) is never called better;
 - a canary SIGKILLed while its profile is attached cannot roll back: the supervisor, which it
   held the profile through (runtime/holder.py), stops scx_layered;
