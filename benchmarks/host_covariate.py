@@ -29,14 +29,16 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from calibration import EFFECT_ARM, TWIN
 from results import stamp, write_section
 
 from threadwise.refine.measure import store
+from threadwise.refine.measure.plan import AA_ARM, BASELINE
 
 METRICS = ("hot_chunks_per_s", "worker_lat_p99_us")
 COVARIATES = {"raw": (), "cpu": ("host_cpu_s",), "wait": ("host_wait_s",),
               "both": ("host_cpu_s", "host_wait_s")}
-BASELINES = ("baseline", "baseline-aa", "baseline-aa2")
+BASELINES = (BASELINE, AA_ARM, TWIN)   # the default scheduler three times: identical conditions
 CELLS = """
 SELECT c.arm, c.repeat, c.host_cpu_s / c.wall_s AS host_cpu_s, c.host_wait_s / c.wall_s AS host_wait_s,
        ln(s.value) AS y
@@ -51,9 +53,9 @@ def adjusted(rows: list[tuple], covariates: tuple[str, ...]) -> dict[tuple[str, 
     fitted on the baseline arms' cells alone."""
     names = ("arm", "repeat", "host_cpu_s", "host_wait_s", "y")
     cells = [dict(zip(names, row, strict=True)) for row in rows]
-    y = np.array([c["y"] for c in cells])
     if not covariates:
         return {(c["arm"], c["repeat"]): c["y"] for c in cells}
+    y = np.array([c["y"] for c in cells])
     x = np.array([[c[name] for name in covariates] for c in cells])
     base = np.array([c["arm"] in BASELINES for c in cells])
     centre = x[base].mean(axis=0)
@@ -81,8 +83,8 @@ def table(pool: Path, runs: list[int]) -> str:
                         continue
                     for name, covariates in COVARIATES.items():
                         values = adjusted(rows, covariates)
-                        aa = log_ratios(values, "baseline-aa", "baseline")
-                        effect = log_ratios(values, "exclusive", "baseline")
+                        aa = log_ratios(values, AA_ARM, BASELINE)
+                        effect = log_ratios(values, EFFECT_ARM, BASELINE)
                         s = float(np.std(aa, ddof=1)) if len(aa) > 1 else math.nan
                         ratio = math.exp(float(np.median(effect))) if effect else math.nan
                         lines.append(f"| {metric} | {run} | {level} | {name} | {s:.3f} ({len(aa)}) "
