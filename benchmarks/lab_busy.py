@@ -50,6 +50,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+from host_speed import SpeedProbe
 from hostburst import BurstyLoad
 
 from threadwise.refine.measure import judge, store
@@ -194,12 +195,15 @@ def measure(args: argparse.Namespace) -> None:
     if args.nice is not None:
         hostpriority.LAB_NICE = args.nice  # the claim's strength, for this run only
     started = time.monotonic()
+    probe = SpeedProbe(args.keep_raw) if args.speed_probe else contextlib.nullcontext()
     with beside(args.beside, command=args.command, other_priority=args.other_priority,
-                seed=args.seed) as label:
+                seed=args.seed) as label, probe:
         result = run_ladder(workload, path.read_text(), arms, ladder_file=args.output, place=place,
                             levels=levels, repeats=args.repeats, seed=args.seed,
                             purpose=f"lab-busy beside={args.beside} priority={args.host_priority}"
-                            + (f" nice={args.nice}" if args.nice is not None else ""),
+                            + (f" nice={args.nice}" if args.nice is not None else "")
+                            + (" speed-probe" if args.speed_probe else ""),
+                            keep_raw=args.keep_raw,
                             command="benchmarks/lab_busy.py " + shlex.join(sys.argv[1:])
                             + f"  # beside: {label}",
                             progress=lambda line: print(line, flush=True))
@@ -267,11 +271,17 @@ def main() -> None:
     parser.add_argument("--calibration", action="store_true",
                         help=f"also {TWIN} (a third identical arm) and {BAD} ({BAD_PROFILE.name}): the "
                         "calibration pool's arms")
+    parser.add_argument("--keep-raw", type=Path, help="keep the run's raw directory here")
+    parser.add_argument("--speed-probe", action="store_true",
+                        help="time fixed work on each host CPU beside the lab into the raw directory "
+                        "(benchmarks/host_speed.py; needs --keep-raw)")
     parser.add_argument("--summary", type=Path, help="print the summary of every run in this file and exit")
     args = parser.parse_args()
     if args.summary:
         print("\n".join(summary(args.summary)))
         return
+    if args.speed_probe and args.keep_raw is None:
+        parser.error("--speed-probe writes into the raw directory: give --keep-raw DIR")
     measure(args)
 
 
