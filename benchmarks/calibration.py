@@ -48,19 +48,22 @@ import itertools
 import math
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import duckdb
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import speed_judge
 from results import stamp, write_section
+from speed_records import recorded_speeds
 
 from threadwise.refine.measure import stats, store
 from threadwise.refine.measure.plan import AA_ARM, BASELINE
-from threadwise.refine.measure.stats import Direction, Measured, Obs, Verdict
+from threadwise.refine.measure.stats import Direction, Measured, Verdict
 
 POOL = Path(__file__).resolve().parent / "data" / "lab-calibration.duckdb"
 TWIN, EFFECT_ARM, BAD_ARM = "baseline-aa2", "exclusive", "bad"
@@ -68,6 +71,7 @@ TWINS = (BASELINE, AA_ARM)
 INJECTED = 1.3  # the effect size whose power the issue asks for
 TARGET_FALSE, TARGET_POWER = 0.05, 0.80
 WITHIN, BETTER, WORSE, INSUFFICIENT = 0, 1, -1, 9
+JudgeArms = Callable[..., stats.LadderComparison]
 CODE = {Verdict.WITHIN_NOISE: WITHIN, Verdict.BETTER: BETTER, Verdict.WORSE: WORSE,
         Verdict.INSUFFICIENT: INSUFFICIENT}
 
@@ -118,7 +122,7 @@ def restrict(measured: Measured, repeats: Sequence[int]) -> Measured:
 def scaled(measured: Measured, arm: str, metric: str, factor: float) -> Measured:
     """A copy with `arm`'s cells of `metric` multiplied by `factor` (host denial kept)."""
     out = {name: levels for name, levels in measured.items()}
-    out[arm] = {level: {m: ({r: Obs(o.value * factor, o.denied) for r, o in cells.items()}
+    out[arm] = {level: {m: ({r: replace(o, value=o.value * factor) for r, o in cells.items()}
                             if m == metric else cells) for m, cells in by_metric.items()}
                 for level, by_metric in measured[arm].items()}
     return out
@@ -137,7 +141,10 @@ def codes(result: stats.LadderComparison, metrics: Sequence[tuple[str, Direction
     return np.array([[CODE[c.verdict] for c in result.comparisons(m)] for m, _ in metrics], dtype=np.int8)
 
 
-def calibrate(pool: Pool, *, n: int, limit: int, seed: int, early_k: int | None) -> Calibration:
+def calibrate(pool: Pool, *, n: int, limit: int, seed: int, early_k: int | None,
+              judge_arms: JudgeArms = stats.compare_arms) -> Calibration:
+    """`judge_arms`: the judge whose verdicts are counted (stats.compare_arms, train's; or a
+    candidate with its signature, benchmarks/speed_judge.py). Early stops are stats' own."""
     started = time.monotonic()
     chosen = draws_of(pool.repeats, n, limit, seed)
     rng = np.random.default_rng([seed, n, 1])
@@ -154,8 +161,8 @@ def calibrate(pool: Pool, *, n: int, limit: int, seed: int, early_k: int | None)
                                                                if BAD_ARM in pool.measured else {})}
 
     def judge(measured: Measured, reference: str, candidate: str) -> stats.LadderComparison:
-        return stats.compare_arms(measured, reference, candidate, primary=primary, secondary=secondary,
-                                  twins=TWINS)
+        return judge_arms(measured, reference, candidate, primary=primary, secondary=secondary,
+                          twins=TWINS)
 
     for d, repeats in enumerate(chosen):
         part = restrict(pool.measured, repeats)
@@ -182,8 +189,19 @@ def calibrate(pool: Pool, *, n: int, limit: int, seed: int, early_k: int | None)
 # reading the pools
 
 
-def load_pools(path: Path, runs: Sequence[int] | None) -> tuple[list[Pool], list[str]]:
-    """The file's completed runs with baseline, baseline-aa and baseline-aa2 (notes: runs left out)."""
+def cell_speeds(con: duckdb.DuckDBPyConnection, run_id: int,
+                speeds: dict[int, float]) -> dict[tuple[str, int, int], float]:
+    """(arm, level, repeat) -> the speed recorded for the run's cell (benchmarks/speed_records.py)."""
+    return {(arm, int(level), int(repeat)): speeds[int(idx)] for idx, arm, level, repeat in
+            con.execute("SELECT idx, arm, level, repeat FROM cell WHERE run_id = ?", [run_id]).fetchall()
+            if int(idx) in speeds}
+
+
+def load_pools(path: Path, runs: Sequence[int] | None, *,
+               speeds: bool = False) -> tuple[list[Pool], list[str]]:
+    """The file's completed runs with baseline, baseline-aa and baseline-aa2 (notes: runs left out).
+    `speeds`: with the host's speed recorded for their cells (benchmarks/data/host-speed.tsv), for
+    the candidate judge of benchmarks/speed_judge.py."""
     con = store.open_ladder(path, read_only=True)
     pools, notes = [], []
     try:
@@ -193,6 +211,12 @@ def load_pools(path: Path, runs: Sequence[int] | None) -> tuple[list[Pool], list
             if runs is not None and run_id not in runs:
                 continue
             measured = store.measured(con, run_id)
+            if speeds:
+                recorded = recorded_speeds(path, run_id)
+                if not recorded:
+                    notes.append(f"run {run_id} ({purpose}) left out: no host speed recorded")
+                    continue
+                measured = speed_judge.with_speeds(measured, cell_speeds(con, run_id, recorded))
             missing = [arm for arm in (BASELINE, AA_ARM, TWIN) if arm not in measured]
             if not completed or missing:
                 notes.append(f"run {run_id} ({purpose}) left out: "
@@ -219,7 +243,7 @@ def mixed(a: Pool, b: Pool) -> Pool:
         measured[arm] = {}
         for level in a.levels:
             measured[arm][level] = {}
-            for metric, _ in a.metrics:
+            for metric in [m for m, _ in a.metrics] + [speed_judge.SPEED]:
                 first = a.measured[arm].get(level, {}).get(metric, {})
                 later = {r + shift: o for r, o in b.measured[arm].get(level, {}).get(metric, {}).items()}
                 measured[arm][level][metric] = {**first, **later}
@@ -242,7 +266,9 @@ def effect(pool: Pool, arm: str, metric: str, level: int) -> str:
     return f"{math.exp(float(np.mean(ratios))):.2f}x" if ratios else "-"
 
 
-def render(pool: Pool, result: Calibration, early_k: int | None) -> list[str]:
+def render(pool: Pool, result: Calibration, early_k: int | None, *, judge: str | None = None) -> list[str]:
+    """`judge`: the counted judge's short name (default: stats.METHOD's)."""
+    judge = judge or stats.METHOD.split(':')[0]
     n, levels = result.n, " / ".join(f"bg{level}" for level in pool.levels)
     lines = [f"### {pool.label}", "",
              f"{len(pool.repeats)} repeats x levels {', '.join(map(str, pool.levels))}, {pool.window_s:g} s "
@@ -251,7 +277,7 @@ def render(pool: Pool, result: Calibration, early_k: int | None) -> list[str]:
     for i, (metric, _) in enumerate(pool.metrics):
         rate = result.rate(result.false, i)
         lines.append(f"A/A false verdict rate (floors as train takes them: the same run's A/A arm, same "
-                     f"level): {pct(rate)} per comparison ({metric}, n={n}, {stats.METHOD.split(':')[0]}) "
+                     f"level): {pct(rate)} per comparison ({metric}, n={n}, {judge}) "
                      f"- target at most {pct(TARGET_FALSE)}: {'met' if rate <= TARGET_FALSE else 'NOT met'}")
     for i, (metric, direction) in enumerate(pool.metrics):
         wanted = BETTER if direction == "higher" else WORSE
@@ -304,6 +330,10 @@ def main() -> None:
     parser.add_argument("--early", type=int, default=2, help="repeats after which early stops are judged")
     parser.add_argument("--draws", type=int, default=2000, help="at most this many draws per n")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--speeds", action="store_true",
+                        help="count the candidate judge of benchmarks/speed_judge.py, with the host's "
+                        "speed recorded for the pool's cells (benchmarks/data/host-speed.tsv; runs "
+                        "without one are left out)")
     parser.add_argument("--write-results", action="store_true", help="write benchmarks/RESULTS.md")
     parser.add_argument("--section", default="calibration",
                         help="with --write-results: the RESULTS.md section to replace (another pool, such "
@@ -314,7 +344,7 @@ def main() -> None:
     args = parser.parse_args()
     header = stamp(".venv/bin/python benchmarks/calibration.py " + " ".join(sys.argv[1:]))
     runs = None if args.runs is None else [int(v) for v in args.runs.split(",")]
-    pools, notes = load_pools(args.pool, runs)
+    pools, notes = load_pools(args.pool, runs, speeds=args.speeds)
     if args.mix:
         wanted = [int(v) for v in args.mix.split(",")]
         by_id = {int(p.label.split(":")[0].split()[1]): p for p in pools}
@@ -323,12 +353,16 @@ def main() -> None:
         shown = args.pool.resolve().relative_to(Path.cwd())
     except ValueError:
         shown = args.pool
-    lines = [f"Pool: `{shown}`; the judge: `{stats.METHOD}`, alpha {stats.ALPHA} two-sided.", "",
+    method = (stats.METHOD + "; the candidate of benchmarks/speed_judge.py: the host's speed as a "
+              "covariate of each pair" if args.speeds else stats.METHOD)
+    lines = [f"Pool: `{shown}`; the judge: `{method}`, alpha {stats.ALPHA} two-sided.", "",
              *(f"{note}." for note in notes)]
     for pool, n in _runs(pools, [args.n, *(int(v) for v in args.also_n.split(",") if v)]):
         result = calibrate(pool, n=n, limit=args.draws, seed=args.seed,
-                           early_k=args.early if n == args.n and args.early < n else None)
-        lines += ["", *render(pool, result, args.early if n == args.n else None)]
+                           early_k=args.early if n == args.n and args.early < n else None,
+                           judge_arms=speed_judge.compare_arms if args.speeds else stats.compare_arms)
+        lines += ["", *render(pool, result, args.early if n == args.n else None,
+                                judge="speed-covariate candidate" if args.speeds else None)]
     if not pools:
         lines.append("No completed run with baseline, baseline-aa and baseline-aa2 in the pool.")
     print("\n".join(lines))

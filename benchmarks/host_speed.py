@@ -1,11 +1,13 @@
-"""A fixed-work speed probe on the host beside the lab: can the guest's speed swings be read from outside?
+"""The host's speed beside the lab: fixed work timed on every host CPU while the guest runs (a
+benchmark's probe: `benchmarks/lab_busy.py --speed-probe`).
 
-Problem (issue 32): beside other work the default scheduler's hot-0 moved +-15-30% from cell to
-cell in the lab with only ~3% of the vCPUs' demand unserved, faster as well as slower than on a
-quiet host (docs/lab.md "Beside a fast tier and beside bursts"). This machine is itself a VM: what
-one of its CPUs does changes the other's speed. The vCPU threads' host CPU time was tried as a
-covariate and rejected, because the arm moves it (benchmarks/host_covariate.py). A reference the
-arm cannot move directly is fixed work timed on the host, outside the guest.
+Problem (issue 32): under TCG the guest does work at the speed of the host CPU its vCPU thread
+runs on, and that speed is not constant: on these machines (themselves VMs) it moved +-15-30%
+from minute to minute, quiet or not, and the default scheduler's hot-0 moved with it from cell to
+cell while the host served 97% of the vCPUs' demand (docs/lab.md "The host's speed as a
+covariate"). A share of time (hostload.py) cannot see it. The vCPU threads' host CPU time was
+tried as a covariate and rejected, because the arm moves it (benchmarks/host_covariate.py); a
+reference the arm does not move is fixed work timed on the host, outside the guest.
 
 Approach: one process per host CPU, pinned to it, in a session (so an autogroup) of its own at
 nice -20, the lab's own claim, so that it runs soon after it wakes and takes about 1% of a CPU.
@@ -15,10 +17,10 @@ run queue does not count). Its speed is LOOPS / that time. Measured first, alone
 the speed of one 1-ms sample is bimodal (about 23 and 38 million iterations/s, in runs of a few
 samples; the thread clock and the wall clock agree on a longer loop), so a cell's index
 is time-weighted, not a median: per CPU, the loops of its samples inside the cell's host window
-(the guest window through runtime/lab/hostload.py's clock offset) over their CPU time; the
-geometric mean over the CPUs. The analysis
-(`benchmarks/speed_reference.py`) asks whether that index explains the A/A spread of a cell's
-metrics, and whether the arm moves it.
+(the guest window through hostload.py's clock offset) over their CPU time; the geometric mean
+over the CPUs (`SpeedSeries.window`; per cell: benchmarks/speed_records.py).
+benchmarks/speed_reference.py measures whether it explains the A/A spread and whether the arm
+moves it; benchmarks/speed_judge.py is a judge that takes it out of each pair.
 
     with SpeedProbe(Path("run-dir")):   # writes run-dir/host-speed.tsv
         ...
@@ -26,19 +28,19 @@ metrics, and whether the arm moves it.
 
 from __future__ import annotations
 
+import bisect
 import math
 import multiprocessing
+import multiprocessing.synchronize
 import os
-import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
-
-from threadwise.refine.measure.validity import read_cell
-from threadwise.runtime.lab import hostload
 
 SPEED_FILE = "host-speed.tsv"   # host_monotonic_s  cpu  loops  cpu_ns
 LOOPS = 20_000                  # about 1 ms of CPython on this host: ~1% of a CPU at 0.1 s
-AUTOGROUP_NICE = -20
+AUTOGROUP_NICE = -20            # the lab's own claim (hostpriority.py)
+MIN_SAMPLES = 5                 # per CPU in a window: fewer gives no index (a 10-s cell has ~100)
 
 
 def _probe(cpu: int, out: Path, period_s: float, stop: multiprocessing.synchronize.Event) -> None:
@@ -97,28 +99,33 @@ def read_samples(path: Path) -> dict[int, list[tuple[float, int, int]]]:
     return samples
 
 
-def cell_speeds(out: Path, *, source: str) -> dict[int, tuple[float, int]]:
-    """idx -> (speed index: geometric mean over CPUs of the loops per CPU second of the samples in
-    the cell's host window, the fewest samples of any CPU there). Cells without a window or a clock
-    offset, or with a CPU that sampled fewer than 5 times, are left out."""
-    samples = read_samples(out / SPEED_FILE)
-    series = hostload.read_series(out)
-    if series is None:
-        return {}
-    speeds: dict[int, tuple[float, int]] = {}
-    for directory in sorted((out / "cells").iterdir()):
-        if not (directory / "cell").is_file():
-            continue
-        raw = read_cell(directory, source=source)
-        if not raw.window:
-            continue
-        start, end = (t + series.offset_s for t in raw.window)
-        per_cpu, fewest = [], math.inf
-        for points in samples.values():
-            inside = [(loops, ns) for t, loops, ns in points if start <= t <= end]
-            fewest = min(fewest, len(inside))
-            if inside:
-                per_cpu.append(sum(loops for loops, _ in inside) / (sum(ns for _, ns in inside) / 1e9))
-        if per_cpu and fewest >= 5:
-            speeds[raw.idx] = (math.exp(statistics.fmean(math.log(v) for v in per_cpu)), int(fewest))
-    return speeds
+@dataclass(frozen=True)
+class SpeedSeries:
+    """One run's probe samples, ready to be cut into host-time windows."""
+
+    samples: dict[int, list[tuple[float, int, int]]]
+
+    def window(self, start: float, end: float) -> float | None:
+        """The speed index over host monotonic [start, end]: per CPU its samples' loops over
+        their CPU time, the geometric mean over the CPUs (None: a CPU sampled fewer than
+        MIN_SAMPLES times there)."""
+        per_cpu = []
+        for points in self.samples.values():
+            lo = bisect.bisect_left(points, (start,))
+            hi = bisect.bisect_right(points, (end, math.inf))
+            inside = points[lo:hi]
+            if len(inside) < MIN_SAMPLES:
+                return None
+            per_cpu.append(sum(loops for _, loops, _ in inside) / (sum(ns for *_, ns in inside) / 1e9))
+        if not per_cpu:
+            return None
+        return math.exp(sum(math.log(v) for v in per_cpu) / len(per_cpu))
+
+
+def read_speeds(out: Path) -> SpeedSeries | None:
+    """The run's probe samples (None: the run had no probe)."""
+    path = out / SPEED_FILE
+    if not path.is_file():
+        return None
+    samples = read_samples(path)
+    return SpeedSeries(samples) if samples else None

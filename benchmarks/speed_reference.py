@@ -30,14 +30,13 @@ from pathlib import Path
 import numpy as np
 from calibration import EFFECT_ARM, TWIN
 from host_covariate import log_ratios
-from host_speed import cell_speeds
 from results import stamp, write_section
+from speed_records import RECORDED, cell_speeds, recorded_speeds
 
 from threadwise.refine.measure import store
 from threadwise.refine.measure.plan import AA_ARM, BASELINE
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEEDS = ROOT / "benchmarks" / "data" / "host-speed.tsv"   # ladder  run  idx  speed  fewest_samples
 METRICS = {"hot_chunks_per_s": 1.0, "worker_lat_p99_us": -1.0}   # metric -> a-priori slope on log speed
 BASELINES = (BASELINE, AA_ARM, TWIN)
 CELLS = """
@@ -48,7 +47,7 @@ WHERE c.run_id = ? AND c.level = ? AND s.metric = ? AND c.valid AND s.value > 0
 
 
 def record(ladder: Path, run: int, raw: Path) -> int:
-    """Append the run's per-cell speed indices to SPEEDS (replacing an earlier record of it)."""
+    """Append the run's per-cell speed indices to RECORDED (replacing an earlier record of it)."""
     con = store.open_ladder(ladder, read_only=True)
     try:
         source = con.execute("SELECT workload_toml FROM run WHERE run_id = ?", [run]).fetchone()
@@ -58,22 +57,17 @@ def record(ladder: Path, run: int, raw: Path) -> int:
         raise SystemExit(f"{ladder}: no run {run}")
     load_source = tomllib.loads(source[0]).get("load", {}).get("source", "command")
     speeds = cell_speeds(raw, source=load_source)
-    kept = [line for line in (SPEEDS.read_text().splitlines() if SPEEDS.exists() else [])
+    kept = [line for line in (RECORDED.read_text().splitlines() if RECORDED.exists() else [])
             if line.split("\t")[:2] != [ladder.name, str(run)]]
     kept += [f"{ladder.name}\t{run}\t{idx}\t{speed:.0f}\t{fewest}"
              for idx, (speed, fewest) in sorted(speeds.items())]
-    SPEEDS.write_text("\n".join(kept) + "\n")
+    RECORDED.write_text("\n".join(kept) + "\n")
     return len(speeds)
 
 
 def read_speeds(ladder: Path, run: int) -> dict[int, float]:
     """idx -> log speed index of one run's cells."""
-    out = {}
-    for line in SPEEDS.read_text().splitlines():
-        name, r, idx, speed, _fewest = line.split("\t")
-        if name == ladder.name and int(r) == run:
-            out[int(idx)] = math.log(float(speed))
-    return out
+    return {idx: math.log(speed) for idx, speed in recorded_speeds(ladder, run).items()}
 
 
 def adjust(cells: list[tuple[int, str, int, float]], speed: dict[int, float],
@@ -141,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.record:
         ladder, run, raw = Path(args.record[0]), int(args.record[1]), Path(args.record[2])
-        print(f"{record(ladder, run, raw)} cells recorded in {SPEEDS}")
+        print(f"{record(ladder, run, raw)} cells recorded in {RECORDED}")
         return 0
     if args.ladder is None or not args.run:
         parser.error("give --record, or --ladder and --run")

@@ -1,5 +1,5 @@
-"""benchmarks/host_speed.py: the probe times real work on every host CPU, and a cell's speed
-index weighs its samples by time inside the cell's host window only."""
+"""benchmarks/host_speed.py and speed_records.py: the probe times real work on every host CPU,
+and a cell's speed index weighs its samples by time inside the cell's host window only."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import host_speed
+import speed_records
 
 from threadwise.runtime.lab import hostload
 
@@ -55,7 +56,7 @@ def test_a_cells_index_is_time_weighted_inside_its_host_window(tmp_path: Path) -
             ns = 2_000_000 if t >= 130 and step % 2 == 0 else 1_000_000
             lines.append(f"{t:.4f}\t{cpu}\t20000\t{ns}\n")
     (tmp_path / host_speed.SPEED_FILE).write_text("".join(lines))
-    speeds = host_speed.cell_speeds(tmp_path, source="command")
+    speeds = speed_records.cell_speeds(tmp_path, source="command")
     assert set(speeds) == {0, 1}
     assert math.isclose(speeds[0][0], 20_000 / 1e-3)
     # time-weighted: 2 x 20000 loops in 3 ms, not the median or mean of 20M and 10M per second

@@ -46,17 +46,22 @@ def test_the_script_is_run_by_this_interpreter_under_the_name_onnxload():
 
 
 def test_a_run_prints_one_json_line_per_report_with_the_objective():
-    done = onnxload(*TINY, "--duration", "1.5", "--report-ms", "500")
+    # Reports of 0.1 s over 1.5 s: a report follows the first inference that ends 0.1 s after
+    # the last report, so the count is what the process's CPU share allows. With 0.5-s reports
+    # this test failed once beside a lab that claimed the host (2026-12-02; passed 3 of 3 right
+    # after, the failing assertion not kept): 3 of them need no stall over 0.5 s, 3 of 0.1 s
+    # need only 3 inferences in 1.5 s.
+    done = onnxload(*TINY, "--duration", "1.5", "--report-ms", "100")
     assert done.returncode == 0, done.stderr
     assert "onnxload: ready" in done.stderr
     reports = [json.loads(line) for line in done.stdout.splitlines()]
-    assert len(reports) >= 3   # 0.5 s reports over 1.5 s, the last one the partial rest
+    assert len(reports) >= 3
     for fields in reports:
         assert fields["inferences"] > 0 and fields["inferences_per_s"] > 0
         assert 0 < fields["latency_p50_us"] <= fields["latency_p99_us"]
-    # a full report's rate is over its own elapsed time, at least the 0.5 s asked for
+    # a full report's rate is over its own elapsed time, at least the 0.1 s asked for
     for fields in reports[:-1]:
-        assert fields["inferences_per_s"] <= fields["inferences"] / 0.5 + 1e-6
+        assert fields["inferences_per_s"] <= fields["inferences"] / 0.1 + 1e-6
     workload = load_workload(bundled_workload_path("onnxrt"))
     values = parse_metrics(workload.load.parser, done.stdout, source=workload.load.source)
     assert values["inferences_per_s"] > 0 and values["latency_p99_us"] > 0
