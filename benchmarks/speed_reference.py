@@ -132,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ladder", type=Path, help="the ladder file the recorded runs are in")
     parser.add_argument("--run", type=int, action="append", help="run id(s)")
     parser.add_argument("--write-results", action="store_true", help="write the table into RESULTS.md")
+    parser.add_argument("--section", default="speed_reference", help="RESULTS.md section name")
     args = parser.parse_args(argv)
     if args.record:
         ladder, run, raw = Path(args.record[0]), int(args.record[1]), Path(args.record[2])
@@ -143,10 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     print(body)
     if args.write_results:
         runs = "".join(f" --run {r}" for r in args.run)
-        command = f"python benchmarks/speed_reference.py --ladder {args.ladder}{runs}"
-        text = "\n".join(["## Fixed work timed on the host as a speed reference (issue 32)", "",
-                          stamp(command), "", __doc__.split("\n\n")[2].replace("\n", " "), "", body])
-        print(f"wrote {write_section('speed_reference', text)}")
+        command = (f"python benchmarks/speed_reference.py --ladder {args.ladder}{runs} "
+                   f"--section {args.section}")
+        title = f"## Fixed work timed on the host as a speed reference (issue 32): {args.ladder.name}"
+        approach = __doc__.split("\n\n")[2].replace("\n", " ")
+        text = "\n".join([title, "", stamp(command), "", approach, "", body])
+        print(f"wrote {write_section(args.section, text)}")
     return 0
 
 
