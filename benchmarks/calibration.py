@@ -243,7 +243,9 @@ def mixed(a: Pool, b: Pool) -> Pool:
         measured[arm] = {}
         for level in a.levels:
             measured[arm][level] = {}
-            for metric in [m for m, _ in a.metrics] + [speed_judge.SPEED]:
+            carried = [m for m, _ in a.metrics] + ([speed_judge.SPEED] if speed_judge.SPEED
+                                                   in a.measured[arm].get(level, {}) else [])
+            for metric in carried:
                 first = a.measured[arm].get(level, {}).get(metric, {})
                 later = {r + shift: o for r, o in b.measured[arm].get(level, {}).get(metric, {}).items()}
                 measured[arm][level][metric] = {**first, **later}
