@@ -70,6 +70,16 @@ def log_ratios(values: dict[tuple[str, int], float], arm: str, reference: str) -
     return [values[(arm, r)] - values[(reference, r)] for r in repeats]
 
 
+def pair_sd(ratios: list[float]) -> float:
+    """The standard deviation of one pair's log ratio (NaN under 2 pairs)."""
+    return float(np.std(ratios, ddof=1)) if len(ratios) > 1 else math.nan
+
+
+def median_ratio(ratios: list[float]) -> float:
+    """The median per-repeat ratio (NaN without pairs)."""
+    return math.exp(float(np.median(ratios))) if ratios else math.nan
+
+
 def table(pool: Path, runs: list[int]) -> str:
     con = store.open_ladder(pool, read_only=True)
     lines = ["| metric | run | bg | adjusted on | A/A s (pairs) | exclusive / baseline |",
@@ -85,8 +95,7 @@ def table(pool: Path, runs: list[int]) -> str:
                         values = adjusted(rows, covariates)
                         aa = log_ratios(values, AA_ARM, BASELINE)
                         effect = log_ratios(values, EFFECT_ARM, BASELINE)
-                        s = float(np.std(aa, ddof=1)) if len(aa) > 1 else math.nan
-                        ratio = math.exp(float(np.median(effect))) if effect else math.nan
+                        s, ratio = pair_sd(aa), median_ratio(effect)
                         lines.append(f"| {metric} | {run} | {level} | {name} | {s:.3f} ({len(aa)}) "
                                      f"| {ratio:.2f}x |")
     finally:

@@ -66,7 +66,6 @@ class SpeedProbe:
 
     def __init__(self, directory: Path, *, period_s: float = 0.1) -> None:
         self.path = directory / SPEED_FILE
-        self.period_s = period_s
         context = multiprocessing.get_context("fork")
         self._stop = context.Event()
         self._workers = [context.Process(target=_probe, args=(cpu, self.path, period_s, self._stop),
@@ -105,21 +104,22 @@ class SpeedSeries:
 
     samples: dict[int, list[tuple[float, int, int]]]
 
-    def window(self, start: float, end: float) -> float | None:
-        """The speed index over host monotonic [start, end]: per CPU its samples' loops over
-        their CPU time, the geometric mean over the CPUs (None: a CPU sampled fewer than
-        MIN_SAMPLES times there)."""
-        per_cpu = []
+    def window(self, start: float, end: float) -> tuple[float, int] | None:
+        """(the speed index over host monotonic [start, end]: per CPU its samples' loops over
+        their CPU time, the geometric mean over the CPUs; the fewest samples of a CPU there), or
+        None when a CPU sampled fewer than MIN_SAMPLES times there."""
+        per_cpu, fewest = [], math.inf
         for points in self.samples.values():
             lo = bisect.bisect_left(points, (start,))
             hi = bisect.bisect_right(points, (end, math.inf))
             inside = points[lo:hi]
             if len(inside) < MIN_SAMPLES:
                 return None
+            fewest = min(fewest, len(inside))
             per_cpu.append(sum(loops for _, loops, _ in inside) / (sum(ns for *_, ns in inside) / 1e9))
         if not per_cpu:
             return None
-        return math.exp(sum(math.log(v) for v in per_cpu) / len(per_cpu))
+        return math.exp(sum(math.log(v) for v in per_cpu) / len(per_cpu)), int(fewest)
 
 
 def read_speeds(out: Path) -> SpeedSeries | None:

@@ -28,11 +28,9 @@ def cell_speeds(out: Path, *, source: str) -> dict[int, tuple[float, int]]:
         if not raw.window:
             continue
         start, end = (t + series.offset_s for t in raw.window)
-        speed = speeds.window(start, end)
-        if speed is not None:
-            fewest = min(sum(1 for t, *_ in points if start <= t <= end)
-                         for points in speeds.samples.values())
-            found[raw.idx] = (speed, fewest)
+        got = speeds.window(start, end)
+        if got is not None:
+            found[raw.idx] = got
     return found
 
 

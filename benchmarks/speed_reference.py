@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 from calibration import EFFECT_ARM, TWIN
-from host_covariate import log_ratios
+from host_covariate import log_ratios, median_ratio, pair_sd
 from results import stamp, write_section
 from speed_records import RECORDED, cell_speeds, recorded_speeds
 
@@ -99,30 +99,20 @@ def table(ladder: Path, runs: list[int]) -> str:
                     cells = con.execute(CELLS, [run, level, metric]).fetchall()
                     if not cells:
                         continue
-                    by_cell = {(arm, rep): speed.get(idx) for idx, arm, rep, _ in cells}
-                    moved = [by_cell[(EFFECT_ARM, r)] - by_cell[(BASELINE, r)] for a, r in by_cell
-                             if a == EFFECT_ARM and by_cell.get((BASELINE, r)) is not None
-                             and by_cell[(a, r)] is not None]
+                    cell_speed = {(arm, rep): speed[idx] for idx, arm, rep, _ in cells if idx in speed}
+                    moved = log_ratios(cell_speed, EFFECT_ARM, BASELINE)
                     raw = {(arm, rep): y for idx, arm, rep, y in cells if idx in speed}
                     one, _, r = adjust(cells, speed, prior)
                     fit, slope, _ = adjust(cells, speed, None)
-                    s = [_s(log_ratios(v, AA_ARM, BASELINE)) for v in (raw, one, fit)]
-                    e = [_effect(log_ratios(v, EFFECT_ARM, BASELINE)) for v in (raw, one, fit)]
-                    shift = math.exp(float(np.median(moved))) if moved else math.nan
+                    s = [pair_sd(log_ratios(v, AA_ARM, BASELINE)) for v in (raw, one, fit)]
+                    e = [median_ratio(log_ratios(v, EFFECT_ARM, BASELINE)) for v in (raw, one, fit)]
+                    shift = median_ratio(moved)
                     lines.append(f"| {run} | {metric} | {level} | {len(raw)} of {len(cells)} | {r:.2f} "
                                  f"| {shift:.3f}x | {s[0]:.3f} / {s[1]:.3f} / {s[2]:.3f} ({slope:.2f}) "
                                  f"| {e[0]:.2f}x / {e[1]:.2f}x / {e[2]:.2f}x |")
     finally:
         con.close()
     return "\n".join(lines)
-
-
-def _s(ratios: list[float]) -> float:
-    return float(np.std(ratios, ddof=1)) if len(ratios) > 1 else math.nan
-
-
-def _effect(ratios: list[float]) -> float:
-    return math.exp(float(np.median(ratios))) if ratios else math.nan
 
 
 def main(argv: list[str] | None = None) -> int:
