@@ -52,14 +52,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import duckdb
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import speed_judge
 from results import stamp, write_section
-from speed_records import recorded_speeds
 
 from threadwise.refine.measure import stats, store
 from threadwise.refine.measure.plan import AA_ARM, BASELINE
@@ -144,7 +141,7 @@ def codes(result: stats.LadderComparison, metrics: Sequence[tuple[str, Direction
 def calibrate(pool: Pool, *, n: int, limit: int, seed: int, early_k: int | None,
               judge_arms: JudgeArms = stats.compare_arms) -> Calibration:
     """`judge_arms`: the judge whose verdicts are counted (stats.compare_arms, train's; or a
-    candidate with its signature, benchmarks/speed_judge.py). Early stops are stats' own."""
+    candidate with its signature). Early stops are stats' own."""
     started = time.monotonic()
     chosen = draws_of(pool.repeats, n, limit, seed)
     rng = np.random.default_rng([seed, n, 1])
@@ -189,19 +186,8 @@ def calibrate(pool: Pool, *, n: int, limit: int, seed: int, early_k: int | None,
 # reading the pools
 
 
-def cell_speeds(con: duckdb.DuckDBPyConnection, run_id: int,
-                speeds: dict[int, float]) -> dict[tuple[str, int, int], float]:
-    """(arm, level, repeat) -> the speed recorded for the run's cell (benchmarks/speed_records.py)."""
-    return {(arm, int(level), int(repeat)): speeds[int(idx)] for idx, arm, level, repeat in
-            con.execute("SELECT idx, arm, level, repeat FROM cell WHERE run_id = ?", [run_id]).fetchall()
-            if int(idx) in speeds}
-
-
-def load_pools(path: Path, runs: Sequence[int] | None, *,
-               speeds: bool = False) -> tuple[list[Pool], list[str]]:
-    """The file's completed runs with baseline, baseline-aa and baseline-aa2 (notes: runs left out).
-    `speeds`: with the host's speed recorded for their cells (benchmarks/data/host-speed.tsv), for
-    the candidate judge of benchmarks/speed_judge.py."""
+def load_pools(path: Path, runs: Sequence[int] | None) -> tuple[list[Pool], list[str]]:
+    """The file's completed runs with baseline, baseline-aa and baseline-aa2 (notes: runs left out)."""
     con = store.open_ladder(path, read_only=True)
     pools, notes = [], []
     try:
@@ -211,12 +197,6 @@ def load_pools(path: Path, runs: Sequence[int] | None, *,
             if runs is not None and run_id not in runs:
                 continue
             measured = store.measured(con, run_id)
-            if speeds:
-                recorded = recorded_speeds(path, run_id)
-                if not recorded:
-                    notes.append(f"run {run_id} ({purpose}) left out: no host speed recorded")
-                    continue
-                measured = speed_judge.with_speeds(measured, cell_speeds(con, run_id, recorded))
             missing = [arm for arm in (BASELINE, AA_ARM, TWIN) if arm not in measured]
             if not completed or missing:
                 notes.append(f"run {run_id} ({purpose}) left out: "
@@ -243,9 +223,7 @@ def mixed(a: Pool, b: Pool) -> Pool:
         measured[arm] = {}
         for level in a.levels:
             measured[arm][level] = {}
-            carried = [m for m, _ in a.metrics] + ([speed_judge.SPEED] if speed_judge.SPEED
-                                                   in a.measured[arm].get(level, {}) else [])
-            for metric in carried:
+            for metric in (m for m, _ in a.metrics):
                 first = a.measured[arm].get(level, {}).get(metric, {})
                 later = {r + shift: o for r, o in b.measured[arm].get(level, {}).get(metric, {}).items()}
                 measured[arm][level][metric] = {**first, **later}
@@ -332,10 +310,6 @@ def main() -> None:
     parser.add_argument("--early", type=int, default=2, help="repeats after which early stops are judged")
     parser.add_argument("--draws", type=int, default=2000, help="at most this many draws per n")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--speeds", action="store_true",
-                        help="count the candidate judge of benchmarks/speed_judge.py, with the host's "
-                        "speed recorded for the pool's cells (benchmarks/data/host-speed.tsv; runs "
-                        "without one are left out)")
     parser.add_argument("--write-results", action="store_true", help="write benchmarks/RESULTS.md")
     parser.add_argument("--section", default="calibration",
                         help="with --write-results: the RESULTS.md section to replace (another pool, such "
@@ -346,7 +320,7 @@ def main() -> None:
     args = parser.parse_args()
     header = stamp(".venv/bin/python benchmarks/calibration.py " + " ".join(sys.argv[1:]))
     runs = None if args.runs is None else [int(v) for v in args.runs.split(",")]
-    pools, notes = load_pools(args.pool, runs, speeds=args.speeds)
+    pools, notes = load_pools(args.pool, runs)
     if args.mix:
         wanted = [int(v) for v in args.mix.split(",")]
         by_id = {int(p.label.split(":")[0].split()[1]): p for p in pools}
@@ -355,16 +329,12 @@ def main() -> None:
         shown = args.pool.resolve().relative_to(Path.cwd())
     except ValueError:
         shown = args.pool
-    method = (stats.METHOD + "; the candidate of benchmarks/speed_judge.py: the host's speed as a "
-              "covariate of each pair" if args.speeds else stats.METHOD)
-    lines = [f"Pool: `{shown}`; the judge: `{method}`, alpha {stats.ALPHA} two-sided.", "",
+    lines = [f"Pool: `{shown}`; the judge: `{stats.METHOD}`, alpha {stats.ALPHA} two-sided.", "",
              *(f"{note}." for note in notes)]
     for pool, n in _runs(pools, [args.n, *(int(v) for v in args.also_n.split(",") if v)]):
         result = calibrate(pool, n=n, limit=args.draws, seed=args.seed,
-                           early_k=args.early if n == args.n and args.early < n else None,
-                           judge_arms=speed_judge.compare_arms if args.speeds else stats.compare_arms)
-        lines += ["", *render(pool, result, args.early if n == args.n else None,
-                                judge="speed-covariate candidate" if args.speeds else None)]
+                           early_k=args.early if n == args.n and args.early < n else None)
+        lines += ["", *render(pool, result, args.early if n == args.n else None)]
     if not pools:
         lines.append("No completed run with baseline, baseline-aa and baseline-aa2 in the pool.")
     print("\n".join(lines))
