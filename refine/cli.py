@@ -16,9 +16,11 @@ import typer
 from threadwise.errors import UsageError
 from threadwise.refine.canary import DEFAULT_MARGIN
 from threadwise.refine.cli_options import (
+    SCREEN_WIDTH,
     SEARCH_REPEATS,
     SPEC_HELP,
     Artifacts,
+    Budget,
     Cpus,
     EarlyStop,
     Force,
@@ -28,6 +30,8 @@ from threadwise.refine.cli_options import (
     Levels,
     Profiles,
     Repeats,
+    ScreenRepeats,
+    ScreenWidth,
     SearchRepeats,
     Seed,
     Skip,
@@ -207,8 +211,9 @@ def train_command(
     host_priority: HostPriority = Switch.on,
     levels: Levels = "0,1,2,4",
     repeats: SearchRepeats = SEARCH_REPEATS,
-    budget: Annotated[int, typer.Option("--budget", help="Mutations to measure after the synthesized "
-                                        "profile (each is one ladder run).")] = 2,
+    screen: ScreenWidth = SCREEN_WIDTH,
+    screen_repeats: ScreenRepeats = 1,
+    budget: Budget = 0,
     window: Window = None,
     observe_s: Annotated[float, typer.Option("--observe", help="Seconds to observe the workload.")] = 8.0,
     seed: Seed = 1,
@@ -218,12 +223,14 @@ def train_command(
     skip: Skip = None,
     early_stop: EarlyStop = True,
 ) -> None:
-    """Train a profile: observe, analyze, synthesize, then keep only measured wins.
+    """Train a profile: observe, analyze, synthesize, screen, then confirm against the default.
 
-    The synthesized profile is measured against the kernel's default scheduler in a
-    background-load ladder; then up to --budget mutations are each measured against the
-    current best (the baseline and its A/A repeat always arms) and kept only if they win. Writes
-    profiles/NAME.toml and artifacts/NAME/ (REPORT.md, plots, ladder.duckdb).
+    The synthesized profile and up to --screen candidates of its neighbourhood are measured side
+    by side in one lab boot; the best of them is then confirmed against the kernel's default
+    scheduler in a background-load ladder at --repeats (with the default scheduler against
+    itself, the noise, and scx_layered with every thread in its catch-all, the null arm). Up to
+    --budget guided mutations follow, each kept only if it wins. Only a profile that beats the
+    default scheduler is written to profiles/NAME.toml; the record goes to artifacts/NAME/.
 
       threadwise train --workload rolesim --name rolesim --lab
     """
@@ -242,7 +249,7 @@ def train_command(
                            observe_s=observe_s, window_s=window, profiles_dir=profiles,
                            artifacts_dir=artifacts, force=force,
                            command=shlex.join(["threadwise", *sys.argv[1:]]), skip=tuple(skip or ()),
-                           early_stop=early_stop)
+                           early_stop=early_stop, screen_width=screen, screen_repeats=screen_repeats)
     _train_and_show(options)
 
 
@@ -257,7 +264,9 @@ def refine_command(
     host_priority: HostPriority = Switch.on,
     levels: Levels = "0,1,2,4",
     repeats: SearchRepeats = SEARCH_REPEATS,
-    budget: Annotated[int, typer.Option("--budget", help="Mutations to measure (each one ladder run).")] = 2,
+    screen: ScreenWidth = SCREEN_WIDTH,
+    screen_repeats: ScreenRepeats = 1,
+    budget: Budget = 0,
     window: Window = None,
     seed: Seed = 1,
     profiles: Profiles = Path("profiles"),
@@ -266,13 +275,13 @@ def refine_command(
     skip: Skip = None,
     early_stop: EarlyStop = True,
 ) -> None:
-    """Refine a profile: keep only mutations that win a ladder against it.
+    """Refine a profile: screen its neighbourhood, confirm the best, keep only measured wins.
 
-    Measures the profile against the kernel's default scheduler (and that scheduler against
-    itself, interleaved: the noise), then up to --budget mutations (treatment, hot threads,
-    CPU fraction, slice, weight, merge/split, reserve), each validated, compiled, checked by
-    scx_layered and linted before it is measured against the current best; every step is
-    recorded with its TOML diff.
+    Screens the profile and up to --screen of its mutations (treatment, sizing, slices, preempt,
+    merge/join/split, reserve: each validated, compiled, checked by scx_layered and linted) side
+    by side in one lab boot, confirms the best against the kernel's default scheduler (and that
+    scheduler against itself, interleaved: the noise), then measures up to --budget guided
+    mutations against the current best; every step is recorded with its TOML diff.
 
       threadwise refine profiles/redis.toml --workload redis --lab --budget 3
     """
@@ -292,7 +301,8 @@ def refine_command(
     options = TrainOptions(path, name or start.name, place, levels_list, repeats, budget,
                            seed=seed, window_s=window, profiles_dir=profiles, artifacts_dir=artifacts,
                            force=force, command=shlex.join(["threadwise", *sys.argv[1:]]),
-                           start_profile=profile, skip=tuple(skip or ()), early_stop=early_stop)
+                           start_profile=profile, skip=tuple(skip or ()), early_stop=early_stop,
+                           screen_width=screen, screen_repeats=screen_repeats)
     _train_and_show(options)
 
 

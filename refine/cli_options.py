@@ -41,6 +41,9 @@ SPEC_HELP = "A workload TOML file, or the name of a bundled one (see `threadwise
 # called in 35% (docs/refine.md "Sample size and power"). A step that is clearly losing stops
 # after 3 (--early-stop). `ladder` keeps 3: one comparison to look at, not a search's decision.
 SEARCH_REPEATS = 8
+# Candidates the screen measures beside the start (docs/search.md "Width and time"): at 12, a
+# 4-level training's screen and its confirmation at 8 repeats fit in about 30 lab minutes.
+SCREEN_WIDTH = 12
 
 Lab = Annotated[bool, typer.Option(
     "--lab", help="Run every cell in ONE lab VM boot (for hosts without sched_ext; TCG, see docs/lab.md).")]
@@ -63,6 +66,13 @@ Force = Annotated[bool, typer.Option("--force", help="Replace an existing profil
 Skip = Annotated[list[str] | None, typer.Option(
     "--skip", help="A candidate not to measure, by its name as a record's steps print it (e.g. "
     "`io_thd:treatment=latency`): one a previous record measured (repeatable).")]
+ScreenWidth = Annotated[int, typer.Option(
+    "--screen", min=0, help="Candidates of the start's neighbourhood measured side by side with it in one "
+    "lab boot before step 0, which confirms the best of them (0: no screen; docs/search.md).")]
+ScreenRepeats = Annotated[int, typer.Option("--screen-repeats", min=1,
+                                            help="Repeats of the screen's ladder.")]
+Budget = Annotated[int, typer.Option("--budget", min=0, help="Guided mutations to measure after step 0, "
+                                     "each one ladder run against the current best.")]
 EarlyStop = Annotated[bool, typer.Option(
     "--early-stop/--no-early-stop",
     help="Stop a step's ladder after a repeat once its candidate is clearly worse than both the best "

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from threadwise.errors import KeepDefault, LabError, NothingMeasured, ThreadwiseError, UsageError
 from threadwise.paths import write_output
-from threadwise.refine import outcome, report
+from threadwise.refine import outcome, report, screening
 from threadwise.refine.measure import judge, stats, store, summary
 from threadwise.refine.measure.ladder import AA_ARM, BASELINE, Arm
 from threadwise.refine.measure.rows import StepRow, TrainingRow
@@ -39,6 +39,7 @@ from threadwise.refine.measure.service import RunningService
 from threadwise.refine.measure.workload import Workload, load_workload, render_argv
 from threadwise.refine.search import loop
 from threadwise.refine.search.diagnose import load_blockers, load_silences
+from threadwise.refine.search.screen import NULL_ARM
 from threadwise.runtime.lab.agent import TCG_PATCHING_OOPS
 from threadwise.runtime.lab.turns import host_slots, take_turn
 from threadwise.shape import Shape, parse_shape
@@ -74,6 +75,9 @@ class TrainOptions:
     start_profile: Path | None = None  # refine this profile instead of observing and synthesizing
     skip: tuple[str, ...] = ()  # candidate names not to measure (a previous record measured them)
     early_stop: bool = True  # a step's ladder stops once its candidate clearly lost (stats.early_loss)
+    screen_width: int = 0  # candidates screened beside the start before step 0 (0: no screen)
+    screen_repeats: int = 1  # repeats of the screen's ladder (search/screen.py)
+    null_arm: bool = True  # step 0 measures the null arm too: what scx_layered itself costs
 
 
 def _step_failed(args: list[str], error: ThreadwiseError) -> ThreadwiseError:
@@ -243,6 +247,11 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print,
         start = synthesize_start(capture, options.name, options.place.shape, synthesized, progress,
                                  analysis=analysis)
     shape = parse_shape(options.place.shape)
+    choice = screening.screen_step(
+        start, shape, screening.ScreenPlan(options.screen_width, screening.screen_levels(options.levels),
+                                           options.screen_repeats),
+        workload=workload, workload_toml=workload_toml, place=options.place, ladder_file=ladder_file,
+        work=work, seed=options.seed, command=options.command, progress=progress)
     runs: list[int] = []
 
     primary = (workload.objective.primary.metric, workload.objective.primary.direction)
@@ -254,8 +263,11 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print,
 
     def measure(arms: list[Arm]) -> judge.Judged:
         step = len(runs)
-        searching = {loop.BEST, loop.CANDIDATE} <= {arm.name for arm in arms}
+        names = {arm.name for arm in arms}
+        searching = {loop.BEST, loop.CANDIDATE} <= names
         stepping = options.early_stop and searching
+        # the profile against the null arm: which part of a loss is the profile's (report.py)
+        beside_null = [(NULL_ARM, loop.START)] if {NULL_ARM, loop.START} <= names else []
 
         def ladder(raw: str) -> LadderRun:
             return run_ladder(workload, workload_toml, arms,
@@ -264,7 +276,7 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print,
                               purpose=f"refine-step-{step}", command=options.command,
                               progress=progress, keep_raw=work / raw,
                               stop_when=lost_early if stepping else None,
-                              also_judge=[(loop.BEST, loop.CANDIDATE)] if searching else ())
+                              also_judge=[(loop.BEST, loop.CANDIDATE)] if searching else beside_null)
 
         result = once_more_after_tcg_oops(ladder, step, progress)
         runs.append(result.run_id)
@@ -295,8 +307,9 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print,
              f"{options.budget} measured mutations (levels {options.levels}, {options.repeats} repeats, "
              + ("in the lab, TCG" if options.place.lab else "on this host") + ")")
     offered = _Skipping(options.candidates or loop.all_mutations, options.skip)
-    result = loop.refine(start, shape=shape, measure=measure, primary=primary, secondary=secondary,
-                         budget=options.budget,
+    result = loop.refine(choice.profile, shape=choice.shape, measure=measure, primary=primary,
+                         secondary=secondary, budget=options.budget,
+                         references=[choice.null] if options.null_arm else [], start_because=choice.because,
                          candidates=offered, blockers=last_ladder(load_blockers),
                          silences=last_ladder(load_silences),
                          on_step=lambda step: progress(f"train: step {step.index} {step.candidate} "

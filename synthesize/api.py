@@ -43,6 +43,7 @@ _WHERE: dict[str, str] = {
     "dumps": "writer",
     # its compiled form
     "compile_profile": "compile",
+    "compile_null": "compile",
     "Compiled": "compile",
     "LayerConfig": "layered",
     "LayerSpec": "layered",
@@ -102,6 +103,7 @@ __all__ = [  # the same names (tests/test_boundaries.py checks the two agree)
     "Scheduler",
     "Treatment",
     "check_name",
+    "compile_null",
     "compile_profile",
     "compiled_config",
     "compiled_default",
@@ -144,7 +146,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # the same names, for readers and type checkers
-    from threadwise.synthesize.compile import Compiled, compile_profile
+    from threadwise.synthesize.compile import Compiled, compile_null, compile_profile
     from threadwise.synthesize.diff import scheduling_changes
     from threadwise.synthesize.from_capture import synthesize_capture
     from threadwise.synthesize.layered import KindName, LayerConfig, LayerKind, LayerSpec

@@ -33,10 +33,10 @@ Approach:
 - The target's shape, when known (`train` knows its lab's): exclusive groups
   take whole cores in profile order, as compile hands them out, from the
   shape's cores minus its reserve. A group asking for more than is left is
-  sized to what is left (a lower cpu_fraction: its hot threads share those
-  cores) on a shape without SMT, else (no core left, or hot threads that would
-  share a core's siblings) it becomes `default`; its comment and the
-  profile's say so, with the numbers. So placement lint is clean for the shape
+  sized to what is left (a lower cpu_fraction) when that still gives each of its
+  hot threads a core, else (no core left, or fewer cores than hot threads: they
+  would time-share a core, or stack on one core's SMT siblings) it becomes
+  `default`; its comment and the profile's say so, with the numbers. So placement lint is clean for the shape
   measured. Without a shape the profile stays machine-independent.
 - Order: exclusive, latency, batch, housekeeping, default, then by CPU share
   and pattern. `fit.py` then makes the groups expressible (prefix syntax,
@@ -323,8 +323,8 @@ def _joined(comment: str | None, why: str) -> str:
 def fit_shape(groups: list[Group], shape: Shape, notes: list[str]) -> list[Group]:
     """Exclusive groups sized to what `shape` gives them: its cores minus the reserve, handed
     out in profile order as compile does. One asking for more than is left gets what is left
-    (cpu_fraction lowered) where its hot threads cannot land on SMT siblings, else becomes
-    `default`; the group's comment and `notes` say why."""
+    (cpu_fraction lowered) where that is a core for each hot thread, else becomes `default`;
+    the group's comment and `notes` say why."""
     budget = shape.exclusive_budget
     left = budget
     out: list[Group] = []
@@ -336,8 +336,13 @@ def fit_shape(groups: list[Group], shape: Shape, notes: list[str]) -> list[Group
             continue
         room = (f"{_cores(left)} left for exclusive groups on {shape.describe()}"
                 + (f" (earlier ones took {budget - left})" if left < budget else ""))
-        shared = shape.threads_per_core == 1 or left >= group.hot_threads
-        fraction = group.fraction_for_cores(left) if shared else None
+        # Never fewer cores than hot threads: two threads that always run together squeezed onto
+        # one exclusive core time-share it, and on a small machine the workload loses half its
+        # CPUs whenever nothing else runs (onnxrt, 2 vCPUs: 0.455x at bg=0, where `default` held
+        # 0.988x and kept the 1.58x gain at bg=4; issue 50). On SMT it would also stack two hot
+        # threads on one core's siblings.
+        room_for_each = left >= group.hot_threads
+        fraction = group.fraction_for_cores(left) if room_for_each else None
         if fraction is not None:
             why = (f"sized for the target: {_cores(cores, 'exclusive core')} wanted, {room}: cpu_fraction "
                    f"{group.cpu_fraction:g} -> {fraction:g}")
@@ -345,8 +350,8 @@ def fit_shape(groups: list[Group], shape: Shape, notes: list[str]) -> list[Group
                                                 "comment": _joined(group.comment, why)}))
             left = 0
         else:
-            siblings = (f"; fewer cores than its {group.hot_threads} hot threads would put two on the "
-                        f"SMT siblings of one core" if left >= 1 else "")
+            siblings = (f"; fewer cores than its {group.hot_threads} hot threads would make them share a "
+                        "core (time-shared, or stacked on one core's SMT siblings)" if left >= 1 else "")
             why = (f"exclusive -> default for the target: it needs {_cores(cores, 'whole core')}, "
                    f"{room}{siblings}")
             out.append(group.model_copy(update={"treatment": Treatment.DEFAULT, "cpu_fraction": 1.0,

@@ -54,7 +54,7 @@ from threadwise.synthesize.rules import CATCH_ALL
 from threadwise.synthesize.schema import CatchAll, Group, Profile, Treatment
 
 __all__ = ["CATCH_ALL_OPTIONS", "DEMOTED_OPTIONS", "TREATMENT_OPTIONS", "UTIL_RANGE", "Compiled", "LayerPlan",
-           "compile_profile", "match_blocks"]
+           "compile_null", "compile_profile", "match_blocks"]
 
 
 @dataclass(frozen=True)
@@ -164,3 +164,15 @@ def compile_profile(profile: Profile, shape: Shape) -> Compiled:
                            f"threadwise {profile.name}: everything else (catch-all)"))
     result.config = LayerConfig(tuple(specs))
     return result
+
+
+def compile_null(profile: Profile) -> Compiled:
+    """The null config of `profile`: the same scx_layered with the same flags, and the catch-all
+    layer alone (its preset options, none of the profile's), so every thread runs in it.
+
+    Measured beside the profile it tells what any scx_layered config costs the workload from what
+    the profile's layers cost (docs/search.md "The null arm"): on memcached under TCG a config of
+    no group cost 5% at bg=0 and 43% at bg=4, as much as the record's candidate (issue 50)."""
+    spec = LayerSpec(CATCH_ALL, ((),), LayerKind(KindName.OPEN, CATCH_ALL_OPTIONS),
+                     f"threadwise {profile.name}: null config, every thread in the catch-all")
+    return Compiled(LayerConfig((spec,)), scx_args=scheduler_args(profile))

@@ -213,6 +213,7 @@ def ingest(con: duckdb.DuckDBPyConnection, plan: Plan, out: Path, execution: Exe
         host_kernel=platform.release(), guest_kernel=execution.guest_kernel,
         vcpus=execution.vcpus, tcg=execution.tcg, scx_version=scx_version, shape=plan.shape,
         completed=finished, stopped_reason=stopped, host_priority=execution.host_priority,
+        wall_s=execution.wall_s or None,
     )])
     store.insert(con, "arm", [ArmRow(
         run_id=run_id, arm=arm.name, kind="baseline" if arm.is_baseline else "profile",

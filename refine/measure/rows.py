@@ -42,6 +42,7 @@ class RunRow:
     completed: bool
     stopped_reason: str | None = None
     host_priority: str | None = None  # lab: what it claimed of the host (None: on the host)
+    wall_s: float | None = None  # schema 6: boot and attaches included (None: measured before)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,11 +168,26 @@ class TrainingRow:
     limitations: str  # JSON list of sentences
 
 
+@dataclass(frozen=True, kw_only=True)
+class ScreenRow:
+    run_id: int | None = None
+    arm: str | None = None
+    candidate: str
+    description: str
+    reserve_cores: int
+    rejected: str | None = None
+    loss: float | None = None
+    gain: float | None = None
+    screen_rank: int | None = None
+    chosen: bool
+    toml_diff: str
+
+
 LadderRow = (RunRow | ArmRow | CellRow | SampleRow | MembershipRow | ComparisonRow | FloorRow | StepRow
-             | BlockerRow | TrainingRow)
+             | BlockerRow | TrainingRow | ScreenRow)
 # table -> the type of its rows: the whitelist of table names that reach SQL text (store.insert)
 ROW_TYPES: dict[str, type[LadderRow]] = {
     "run": RunRow, "arm": ArmRow, "cell": CellRow, "sample": SampleRow, "membership": MembershipRow,
     "comparison": ComparisonRow, "floor": FloorRow, "step": StepRow, "blocker": BlockerRow,
-    "training": TrainingRow,
+    "training": TrainingRow, "screen": ScreenRow,
 }

@@ -12,6 +12,8 @@ reported from memory.
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -25,9 +27,10 @@ from threadwise.refine.measure.rows import ROW_TYPES, LadderRow
 from threadwise.refine.measure.stats import Measured, Obs
 from threadwise.sqlfiles import insert_rows, statement
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # version -> the script that brings a file of that version to the next (sql/)
-MIGRATIONS = {1: "migrate_1_2.sql", 2: "migrate_2_3.sql", 3: "migrate_3_4.sql", 4: "migrate_4_5.sql"}
+MIGRATIONS = {1: "migrate_1_2.sql", 2: "migrate_2_3.sql", 3: "migrate_3_4.sql", 4: "migrate_4_5.sql",
+              5: "migrate_5_6.sql"}
 
 
 def sql(name: str) -> str:
@@ -82,6 +85,9 @@ def open_ladder(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnec
     while not read_only and version is not None and version[0] in MIGRATIONS:
         con.execute(sql_dir.joinpath(MIGRATIONS[version[0]]).read_text())
         version = con.execute(sql("schema_version")).fetchone()
+    if read_only and version is not None and version[0] in MIGRATIONS:
+        con.close()
+        return _migrated_copy(path)
     if version != (SCHEMA_VERSION,):
         con.close()
         old = version is not None and version[0] in MIGRATIONS
@@ -90,6 +96,16 @@ def open_ladder(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnec
                          hint="open it once writable (e.g. `threadwise rejudge FILE`) to migrate it"
                          if old else "written by a newer threadwise")
     return con
+
+
+def _migrated_copy(path: Path) -> duckdb.DuckDBPyConnection:
+    """An older ladder file read without writing it: a private copy brought to this schema, open
+    read-only (the copy is unlinked at once; the open connection keeps it until closed)."""
+    with tempfile.TemporaryDirectory(prefix="threadwise-ladder-") as scratch:
+        copy = Path(scratch) / path.name
+        shutil.copyfile(path, copy)
+        open_ladder(copy).close()
+        return duckdb.connect(str(copy), read_only=True)
 
 
 def insert(con: duckdb.DuckDBPyConnection, table: str,

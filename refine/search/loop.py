@@ -158,8 +158,12 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
            secondary: Sequence[Metric] = (), budget: int,
            candidates: Candidates = all_mutations, vet: Vet = default_vet, guide: Guide = order,
            blockers: Blockers | None = None, silences: Silences | None = None,
-           on_step: Callable[[Step], None] | None = None) -> RefineResult:
-    """Refine `start` by keeping only candidates that beat the current best (the Pareto rule)."""
+           on_step: Callable[[Step], None] | None = None, references: Sequence[Arm] = (),
+           start_because: str = START_BECAUSE) -> RefineResult:
+    """Refine `start` by keeping only candidates that beat the current best (the Pareto rule).
+
+    `references`: more arms for step 0's ladder (the null arm: what scx_layered itself costs);
+    `start_because`: why the start is measured (the screen's choice, when a screen chose it)."""
     if budget < 0:
         raise ValueError(f"budget is a number of measured candidates, got {budget}")
     steps: list[Step] = []
@@ -203,7 +207,7 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
     compiled = checked if isinstance(checked, Vetted) else checked.compiled
     assert compiled is not None, "vet keeps the compiled profile of a lint refusal"
     start_arm = compiled.arm(START)
-    run = measured_run([Arm(BASELINE), Arm(AA_ARM), start_arm])
+    run = measured_run([Arm(BASELINE), Arm(AA_ARM), *references, start_arm])
     vs_baseline = ladder(run, BASELINE, START)
     record(Step(
         0, START, "the start profile", toml_diff(None, start, "/dev/null", f"{START}.toml"),
@@ -211,7 +215,7 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
         f"; against the baseline it {vs_baseline.reason}", shape.reserve_cores,
         vs_baseline=vs_baseline, measured=run.measured,
         config=checked.config if isinstance(checked, Vetted) else None,
-        notes=checked.notes if isinstance(checked, Vetted) else (), chosen_because=START_BECAUSE))
+        notes=checked.notes if isinstance(checked, Vetted) else (), chosen_because=start_because))
     failures, blocking = diagnosis(START, vs_baseline)
 
     best, best_shape, best_arm = start, shape, start_arm   # the best's arm: compiled once, when vetted

@@ -394,10 +394,11 @@ def _key(profile: Profile, shape: Shape) -> tuple[tuple[LayerSpec, ...], tuple[s
     return layers, scheduler_args(profile)
 
 
-def all_mutations(profile: Profile, shape: Shape) -> list[Candidate]:
-    """Every operator's candidates, in registry order, without those that change nothing compiled."""
+def mutations_by_operator(profile: Profile, shape: Shape) -> dict[str, list[Candidate]]:
+    """Every operator's candidates, by operator name in registry order, without those that change
+    nothing compiled and without a name an earlier operator gave already."""
     parent = _key(profile, shape)
-    out: list[Candidate] = []
+    out: dict[str, list[Candidate]] = {}
     names: set[str] = set()
     for spec in OPERATORS:
         if spec.apply is None:
@@ -406,6 +407,11 @@ def all_mutations(profile: Profile, shape: Shape) -> list[Candidate]:
             if candidate.name in names:
                 continue
             if parent is None or _key(candidate.profile, candidate.shape_for(shape)) != parent:
-                out.append(candidate)
+                out.setdefault(spec.name, []).append(candidate)
                 names.add(candidate.name)
     return out
+
+
+def all_mutations(profile: Profile, shape: Shape) -> list[Candidate]:
+    """Every operator's candidates, in registry order, without those that change nothing compiled."""
+    return [c for found in mutations_by_operator(profile, shape).values() for c in found]

@@ -7,7 +7,7 @@
 -- Written by refine/measure/ladder.py (ingest of the guest agent's raw files).
 
 CREATE TABLE IF NOT EXISTS ladder_meta (
-    schema_version INTEGER NOT NULL        -- 5 (store.MIGRATIONS brings older files up to it)
+    schema_version INTEGER NOT NULL        -- 6 (store.MIGRATIONS brings older files up to it)
 );
 
 CREATE TABLE IF NOT EXISTS run (
@@ -34,9 +34,11 @@ CREATE TABLE IF NOT EXISTS run (
     shape           VARCHAR NOT NULL,      -- the machine shape profiles were compiled for
     completed       BOOLEAN NOT NULL,      -- every planned cell finished
     stopped_reason  VARCHAR,               -- where and why an incomplete run stopped
-    host_priority   VARCHAR                -- lab: what it claimed of the host's CPU, a sentence
+    host_priority   VARCHAR,               -- lab: what it claimed of the host's CPU, a sentence
                                            -- (runtime/lab/hostpriority.py; NULL: on the host, or
                                            -- measured before schema 4, when the lab claimed nothing)
+    wall_s          DOUBLE                 -- schema 6: the run's wall time, boot and attaches
+                                           -- included (NULL: measured before)
 );
 
 CREATE TABLE IF NOT EXISTS arm (
@@ -172,4 +174,22 @@ CREATE TABLE IF NOT EXISTS training (
     profile_path VARCHAR NOT NULL,         -- where the profile was written
     wall_s      DOUBLE,                    -- training wall time, seconds (NULL: not known)
     limitations VARCHAR NOT NULL           -- JSON list of sentences for REPORT.md
+);
+
+-- The search's screen (schema 6; refine/search/screen.py): candidates measured side by side in one
+-- run at few repeats, ranked against the default scheduler; the top one is confirmed by step 0.
+-- The screen chooses; no verdict reads it.
+CREATE TABLE IF NOT EXISTS screen (
+    run_id      INTEGER,                   -- the screen's ladder run (NULL: nothing was measured)
+    arm         VARCHAR,                   -- its arm in that run (NULL: refused by vetting)
+    candidate   VARCHAR NOT NULL,          -- 'start' or the mutation's name
+    description VARCHAR NOT NULL,
+    reserve_cores INTEGER NOT NULL,        -- the compile-time reserve it was measured with
+    rejected    VARCHAR,                   -- 'stage: reason' when vetting refused it
+    loss        DOUBLE,                    -- A/A units its worst metric and level lie beyond one
+                                           -- on the bad side (0: no loss beyond noise)
+    gain        DOUBLE,                    -- its best primary gain, A/A units
+    screen_rank INTEGER,                   -- 1 = the top (NULL: not measured)
+    chosen      BOOLEAN NOT NULL,          -- confirmed by the search's step 0
+    toml_diff   VARCHAR NOT NULL           -- unified diff from the start profile
 );
