@@ -2,7 +2,7 @@
 
 Target (issue 3): at most 15 s wall and 2 GB peak RSS on a 2-core host.
 
-Generation (bulk.py: numpy, whole arrays, through observe's capture builder and
+Generation (tests/synthetic/bulk.py: numpy, whole arrays, through observe's capture builder and
 finalize.sql) and analysis each run in their own child process, so each one's
 peak RSS comes from os.wait4 for exactly that child. The analysis is the real
 CLI, including storing the analysis_* tables (`--store`: beside the capture since
@@ -23,6 +23,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests/synthetic
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # results.py, beside this script
+
 from results import child  # benchmarks/results.py, beside this script
 
 TARGET_S = 15.0
@@ -38,7 +41,7 @@ def main() -> int:
     parser.add_argument("--generate-only", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.generate_only:
-        from bulk import generate_and_report  # benchmarks/bulk.py: numpy only in the child
+        from tests.synthetic.bulk import generate_and_report  # numpy only in the child
 
         generate_and_report(args.generate_only, args.events)
         return 0

@@ -22,7 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests/synthetic
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # results.py, beside this script
 
 from results import child, stamp, write_section
 
@@ -41,7 +42,7 @@ def main() -> int:
     parser.add_argument("--generate-only", nargs=2, metavar=("PATH", "SWITCHES"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.generate_only:
-        from bulk import generate_and_report  # benchmarks/bulk.py: numpy only in the child
+        from tests.synthetic.bulk import generate_and_report  # numpy only in the child
 
         generate_and_report(Path(args.generate_only[0]), int(args.generate_only[1]))
         return 0

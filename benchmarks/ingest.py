@@ -4,7 +4,7 @@ Problem: a capture must be ready at least as fast as the tracer records (issue 1
 least 2M events/s end to end, at most 2 GB peak RSS), and the only honest way to know is to
 time the real path, records.py's decoder -> CaptureWriter -> finalize.sql, on files shaped
 like a real capture, at sizes where the costs show.
-Approach: records_gen.py writes the libbpf tracer's four record files (4 CPUs with consistent
+Approach: tests/synthetic/records_gen.py writes the libbpf tracer's four record files (4 CPUs with consistent
 switch chains, wakings, migrations, births, exits, a reused tid, renames) at each size. A
 child process then builds the capture from them and reports its phases; the parent takes that
 child's peak RSS from os.wait4. `--baseline` also times the path as it was before issue 10
@@ -35,10 +35,12 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests/synthetic
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # results.py, beside this script
 
-from records_gen import TARGET_TGID, write_records
 from results import child, stamp, write_section
+
+from tests.synthetic.records_gen import TARGET_TGID, write_records
 
 TARGET_EVENTS_PER_S = 2_000_000
 TARGET_RSS_MB = 2048.0
@@ -183,7 +185,7 @@ def main() -> int:
             "tests/observe/fixtures/finalize_asof.sql), run interleaved with `new` on the same files; "
             "`noraw` = `new` with raw_sched_switch and raw_sched_waking kept in memory (temporary "
             "tables): not a shippable capture, the bound for one that stored no raw events. "
-            "Records: benchmarks/records_gen.py, 4 CPUs. Time is first read -> capture renamed into "
+            "Records: tests/synthetic/records_gen.py, 4 CPUs. Time is first read -> capture renamed into "
             "place, inside the child; peak RSS is the child's (os.wait4).", "",
             "| events | switches | records MB | way | round | ingest s | finalize s | total s | "
             "events/s | peak RSS MB | load (1 min) |",

@@ -3,7 +3,7 @@
 Problem: export and import must stream (bounded memory) and keep up with
 captures of tens of millions of events; the figures that say so are events/s
 and peak RSS of each command.
-Approach: bulk.py generates the capture (10M sched_switch plus the wakings its
+Approach: tests/synthetic/bulk.py generates the capture (10M sched_switch plus the wakings its
 thread classes imply) in a child process; the real CLI then exports it to a
 Perfetto trace and imports that trace back, each in its own child, so each
 peak RSS (os.wait4) is that command's alone. The import is checked to give back
@@ -25,9 +25,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bulk import BULK_TGID, bulk_capture  # benchmarks/bulk.py, beside this script
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests/synthetic
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # results.py, beside this script
+
 from results import child as run_child  # benchmarks/results.py: one measured child, its own RSS
 from results import stamp, write_section
+
+from tests.synthetic.bulk import BULK_TGID, bulk_capture
 
 
 def _events(text: str) -> int:
@@ -117,7 +121,7 @@ def main() -> int:
         write_section("interop_10m", "\n".join([
             "## Interop: Perfetto export and import (issue 12)", "",
             stamped,
-            f"The capture is benchmarks/bulk.py's ({args.events:,} sched_switch plus the wakings of its "
+            f"The capture is tests/synthetic/bulk.py's ({args.events:,} sched_switch plus the wakings of its "
             "thread classes). Each command runs as its own child process (the real CLI); peak RSS is that "
             "child's (os.wait4). Events counted as each command reports them; the import gave back as "
             "many events as were exported. Single runs on a shared 2-core machine.", "",

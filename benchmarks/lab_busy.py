@@ -5,8 +5,9 @@ Question (issue 32): a user's host is rarely idle. Beside a test suite the lab's
 measures (runtime/lab/hostpriority.py: qemu's autogroup and threads at nice -20). Does that hold
 the lab's measurements steady beside other work, and what does it cost when two labs meet?
 
-Each run is one ladder with three arms, as the calibration pool's (benchmarks/lab_modes.py):
-`baseline`, `baseline-aa` (the default scheduler again: the A/A floors) and `exclusive`
+Each run is one ladder with three arms, as the first calibration pool's
+(research/2026-12-host-noise/lab_modes.py): `baseline`, `baseline-aa` (the default scheduler
+again: the A/A floors) and `exclusive`
 (artifacts/rolesim/rolesim.not-a-profile.toml for the lab shape: a known effect, hot-0 on a CPU
 of its own), in ABBA order, stored in one ladder file (`-o`, committed under benchmarks/data/ so the judge's
 calibration re-runs on it without a VM: `benchmarks/calibration.py --pool FILE`). What ran
@@ -31,9 +32,12 @@ per run: the unserved share of the vCPUs' demand (median, max over cells), the j
 per metric and level at 3 pairs, and the verdicts on the known effect (exclusive against
 baseline) per level. Runs from the product's root as:
 
-    flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/lab_busy.py --beside burst \\
-        --host-priority on -o benchmarks/data/lab-busy.duckdb
-    .venv/bin/python benchmarks/lab_busy.py --summary benchmarks/data/lab-busy.duckdb
+    flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/lab_busy.py --calibration \\
+        --beside burst --window 10 --repeats 8 --levels 0,2 -o benchmarks/data/lab-calibration-w10.duckdb
+    .venv/bin/python benchmarks/lab_busy.py --summary benchmarks/data/lab-calibration-w10.duckdb
+
+The A/A ladders of the busy-host study (runs 1-16) and the speed probe that ran beside some of
+them are a dated study now: research/2026-12-host-noise/ (FINDINGS.md).
 """
 
 from __future__ import annotations
@@ -50,7 +54,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-from host_speed import SpeedProbe
 from hostburst import BurstyLoad
 
 from threadwise.refine.measure import judge, store
@@ -195,14 +198,12 @@ def measure(args: argparse.Namespace) -> None:
     if args.nice is not None:
         hostpriority.LAB_NICE = args.nice  # the claim's strength, for this run only
     started = time.monotonic()
-    probe = SpeedProbe(args.keep_raw) if args.speed_probe else contextlib.nullcontext()
     with beside(args.beside, command=args.command, other_priority=args.other_priority,
-                seed=args.seed) as label, probe:
+                seed=args.seed) as label:
         result = run_ladder(workload, path.read_text(), arms, ladder_file=args.output, place=place,
                             levels=levels, repeats=args.repeats, seed=args.seed,
                             purpose=f"lab-busy beside={args.beside} priority={args.host_priority}"
-                            + (f" nice={args.nice}" if args.nice is not None else "")
-                            + (" speed-probe" if args.speed_probe else ""),
+                            + (f" nice={args.nice}" if args.nice is not None else ""),
                             keep_raw=args.keep_raw,
                             command="benchmarks/lab_busy.py " + shlex.join(sys.argv[1:])
                             + f"  # beside: {label}",
@@ -272,16 +273,11 @@ def main() -> None:
                         help=f"also {TWIN} (a third identical arm) and {BAD} ({BAD_PROFILE.name}): the "
                         "calibration pool's arms")
     parser.add_argument("--keep-raw", type=Path, help="keep the run's raw directory here")
-    parser.add_argument("--speed-probe", action="store_true",
-                        help="time fixed work on each host CPU beside the lab into the raw directory "
-                        "(benchmarks/host_speed.py; needs --keep-raw)")
     parser.add_argument("--summary", type=Path, help="print the summary of every run in this file and exit")
     args = parser.parse_args()
     if args.summary:
         print("\n".join(summary(args.summary)))
         return
-    if args.speed_probe and args.keep_raw is None:
-        parser.error("--speed-probe writes into the raw directory: give --keep-raw DIR")
     measure(args)
 
 

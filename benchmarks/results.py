@@ -52,15 +52,16 @@ def stamp(command: str) -> str:
             f"Load average when it started: {load[0]:.1f} (1 min), {load[1]:.1f} (5 min)\n")
 
 
-def write_section(name: str, body: str) -> Path:
-    """Replace section `name` of RESULTS.md with `body` (created with its header if missing)."""
-    text = RESULTS.read_text() if RESULTS.exists() else HEADER
+def write_section(name: str, body: str, results: Path = RESULTS) -> Path:
+    """Replace section `name` of `results` (benchmarks/RESULTS.md; a research folder passes its own)
+    with `body` (created with its header if missing)."""
+    text = results.read_text() if results.exists() else HEADER
     begin, end = f"<!-- section: {name} -->", f"<!-- end: {name} -->"
     block = f"{begin}\n{body.rstrip()}\n{end}"
     pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
     text = pattern.sub(lambda _: block, text) if pattern.search(text) else f"{text.rstrip()}\n\n{block}\n"
-    RESULTS.write_text(text if text.endswith("\n") else text + "\n")
-    return RESULTS
+    results.write_text(text if text.endswith("\n") else text + "\n")
+    return results
 
 
 def child(argv: list[str]) -> tuple[float, float, int, str]:

@@ -19,7 +19,7 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from benchmarks.bulk import bulk_capture
+from tests.synthetic.bulk import bulk_capture
 from threadwise import demo, givenclock
 
 ROOT = Path(__file__).resolve().parents[1]

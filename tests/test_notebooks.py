@@ -4,7 +4,7 @@ NotebookClient raises on a failing cell, so "no error outputs" proves nothing;
 instead each test checks what the notebook displayed: the input it was given
 (not its default path), content only that input has, and its plots (PNG
 outputs). Inputs:
-- explore_capture: a synthetic capture (benchmarks/bulk.py), and in the bpf
+- explore_capture: a synthetic capture (tests/synthetic/bulk.py), and in the bpf
   tier the shared live rolesim capture;
 - compare_ladder: the ladder file refine wrote for the committed rolesim
   profile (artifacts/rolesim/ladder.duckdb: real runs, invalid cells included),
@@ -27,7 +27,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from benchmarks.bulk import bulk_capture
+from tests.synthetic.bulk import bulk_capture
 from threadwise import givenclock
 
 ROOT = Path(__file__).resolve().parents[1]

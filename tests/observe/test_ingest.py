@@ -3,7 +3,7 @@
 The old path is kept as the reference: 256 MB reads with an INSERT and a CHECKPOINT per read,
 and finalize.sql as it was before issue 10 (ASOF joins), verbatim in
 fixtures/finalize_asof.sql. Both run on the same record files, shaped like a real capture
-(benchmarks/records_gen.py) with the cases finalize must get right: a reused tid, births,
+(tests/synthetic/records_gen.py) with the cases finalize must get right: a reused tid, births,
 exits, renames, migrations, and switch-chain gaps (switch records cut out of the file), plus
 a truncated trailing record. Every derived table must hold the same rows (as multisets: the
 derived tables are not physically ordered) with the same column names and types.

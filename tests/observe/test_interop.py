@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from benchmarks.bulk import bulk_capture
 from tests import datafiles
+from tests.synthetic.bulk import bulk_capture
 from threadwise.cli import main
 from threadwise.observe.builder import CaptureBuilder
 from threadwise.observe.interop.export_perfetto import export_perfetto

@@ -1,5 +1,5 @@
-"""Per-cell host speeds (benchmarks/host_speed.py), recorded from kept raw directories: a ladder
-file does not store them, so they live in benchmarks/data/host-speed.tsv, one line a cell (ladder
+"""Per-cell host speeds (host_speed.py), recorded from kept raw directories: a ladder
+file does not store them, so they live in data/host-speed.tsv beside this script, one line a cell (ladder
 file name, run, cell idx, speed index, the fewest samples of a CPU in its window)."""
 
 from __future__ import annotations

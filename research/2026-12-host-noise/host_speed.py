@@ -6,7 +6,7 @@ runs on, and that speed is not constant: on these machines (themselves VMs) it m
 from minute to minute, quiet or not, and the default scheduler's hot-0 moved with it from cell to
 cell while the host served 97% of the vCPUs' demand (docs/lab.md "The host's speed as a
 covariate"). A share of time (hostload.py) cannot see it. The vCPU threads' host CPU time was
-tried as a covariate and rejected, because the arm moves it (benchmarks/host_covariate.py); a
+tried as a covariate and rejected, because the arm moves it (host_covariate.py); a
 reference the arm does not move is fixed work timed on the host, outside the guest.
 
 Approach: one process per host CPU, pinned to it, in a session (so an autogroup) of its own at
@@ -18,9 +18,9 @@ the speed of one 1-ms sample is bimodal (about 23 and 38 million iterations/s, i
 samples; the thread clock and the wall clock agree on a longer loop), so a cell's index
 is time-weighted, not a median: per CPU, the loops of its samples inside the cell's host window
 (the guest window through hostload.py's clock offset) over their CPU time; the geometric mean
-over the CPUs (`SpeedSeries.window`; per cell: benchmarks/speed_records.py).
-benchmarks/speed_reference.py measures whether it explains the A/A spread and whether the arm
-moves it; benchmarks/speed_judge.py is a judge that takes it out of each pair.
+over the CPUs (`SpeedSeries.window`; per cell: speed_records.py).
+speed_reference.py measures whether it explains the A/A spread and whether the arm
+moves it; speed_judge.py is a judge that takes it out of each pair.
 
     with SpeedProbe(Path("run-dir")):   # writes run-dir/host-speed.tsv
         ...

@@ -17,7 +17,8 @@ ratios `baseline-aa` / `baseline`) and the known effect, the median per-repeat r
 `baseline` (hot-0 on a CPU of its own: 1.8-2.1x better at bg 2 in every run). An adjustment that
 shrinks s but moves the known effect by more than its raw floor is not a guest-speed reference.
 
-    .venv/bin/python benchmarks/host_covariate.py --pool benchmarks/data/lab-calibration-w10.duckdb \
+    .venv/bin/python research/2026-12-host-noise/host_covariate.py \
+        --pool benchmarks/data/lab-calibration-w10.duckdb \
         --run 3 --run 4 --run 5 --run 6 [--write-results]
 """
 
@@ -28,12 +29,16 @@ import math
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # results, calibration, ...
+
 import numpy as np
 from calibration import EFFECT_ARM, TWIN
 from results import stamp, write_section
 
 from threadwise.refine.measure import store
 from threadwise.refine.measure.plan import AA_ARM, BASELINE
+
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"  # this study's tables, not the product's
 
 METRICS = ("hot_chunks_per_s", "worker_lat_p99_us")
 COVARIATES = {"raw": (), "cpu": ("host_cpu_s",), "wait": ("host_wait_s",),
@@ -107,16 +112,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pool", type=Path, required=True, help="a calibration pool's ladder file")
     parser.add_argument("--run", type=int, action="append", required=True, help="run id(s) of the pool")
-    parser.add_argument("--write-results", action="store_true", help="write the table into RESULTS.md")
+    parser.add_argument("--write-results", action="store_true", help="write this folder's RESULTS.md")
     args = parser.parse_args(argv)
     body = table(args.pool, args.run)
     print(body)
     if args.write_results:
         runs = "".join(f" --run {r}" for r in args.run)
-        command = f"python benchmarks/host_covariate.py --pool {args.pool}{runs}"
+        command = f"python research/2026-12-host-noise/host_covariate.py --pool {args.pool}{runs}"
         text = "\n".join(["## The host's view of the guest as a covariate (issue 32)", "", stamp(command), "",
                           __doc__.split("\n\n")[2].replace("\n", " "), "", body])
-        print(f"wrote {write_section('host_covariate', text)}")
+        print(f"wrote {write_section('host_covariate', text, RESULTS)}")
     return 0
 
 

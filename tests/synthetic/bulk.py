@@ -1,4 +1,4 @@
-"""Bulk synthetic captures for the benchmark and the notebook test: millions of events.
+"""Bulk synthetic captures for the benchmarks and the tests (notebooks, interop): millions of events.
 
 Problem: `benchmarks/analyze_10m.py` needs a capture of 10 million
 sched_switch events with a realistic mix of threads, generated in seconds,

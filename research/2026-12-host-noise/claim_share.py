@@ -27,7 +27,7 @@ CgroupClaim), so what is measured is what the lab applies: `off`, `nice-20` (the
 fast tier and beside bursts"): the group took 44% less of a busy claimant than nice -20, the
 slice nothing; in the lab the group changed neither the unserved share nor the floors.
 
-    .venv/bin/python benchmarks/claim_share.py --seconds 10 --repeats 3
+    .venv/bin/python research/2026-12-host-noise/claim_share.py --seconds 10 --repeats 3
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # results, calibration, ...
 
 from lab_busy import CgroupClaim, _stop_group
 

@@ -9,10 +9,10 @@ the margin every verdict against this machine must clear). In the lab the
 figures are taken under TCG; they say how large an effect the lab can show at
 this many repeats, not how noisy real hardware is.
 
-    flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/ladder_noise.py \
+    flock /tmp/threadwise-bench.lock .venv/bin/python research/2026-12-host-noise/ladder_noise.py \
         --workload rolesim --lab --repeats 3 --levels 0,1,2,4 --write-results
 
-`--write-results` replaces the `ladder_noise` section of benchmarks/RESULTS.md.
+`--write-results` replaces the `ladder_noise` section of this folder's RESULTS.md.
 """
 
 from __future__ import annotations
@@ -24,12 +24,16 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # results, calibration, ...
+
 from results import stamp, write_section
 
 from threadwise.refine.measure import store
 from threadwise.refine.measure.ladder import BASELINE, Arm
 from threadwise.refine.measure.run import run_ladder, where
 from threadwise.refine.measure.workload import load_workload, resolve_workload
+
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"  # this study's tables, not the product's
 
 
 def main() -> None:
@@ -43,10 +47,10 @@ def main() -> None:
     parser.add_argument("--cpus", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("-o", "--output", type=Path, default=Path("build/bench/ladder_noise.duckdb"))
-    parser.add_argument("--write-results", action="store_true", help="write benchmarks/RESULTS.md")
+    parser.add_argument("--write-results", action="store_true", help="write this folder's RESULTS.md")
     args = parser.parse_args()
-    header = stamp("flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/ladder_noise.py "
-                   + " ".join(sys.argv[1:]))
+    header = stamp("flock /tmp/threadwise-bench.lock .venv/bin/python "
+                   "research/2026-12-host-noise/ladder_noise.py " + " ".join(sys.argv[1:]))
 
     path = resolve_workload(args.workload)
     workload = load_workload(path).with_window(args.window)
@@ -56,7 +60,7 @@ def main() -> None:
     result = run_ladder(workload, path.read_text(), [Arm(BASELINE), Arm("baseline-aa")],
                         ladder_file=args.output, place=where(args.lab, args.cpus), levels=levels,
                         repeats=args.repeats, seed=args.seed, purpose="aa",
-                        command="benchmarks/ladder_noise.py", progress=lambda _line: None)
+                        command="ladder_noise.py", progress=lambda _line: None)
     con = store.open_ladder(args.output, read_only=True)
     try:
         info = store.run_info(con, result.run_id)
@@ -82,7 +86,7 @@ def main() -> None:
     print("\n".join(lines))
     if args.write_results:
         body = "\n".join(["## The lab ladder's noise floor (issue 9, A/A)", "", header, *lines])
-        print(f"wrote {write_section('ladder_noise', body)}")
+        print(f"wrote {write_section('ladder_noise', body, RESULTS)}")
 
 
 if __name__ == "__main__":

@@ -16,8 +16,8 @@ loaded` runs benchmarks/hostburst.py's seeded bursts beside the VM. The summary 
 level: A/A ratio spread of the paired cells, the effect (exclusive / baseline), and the
 share of vCPU time the host denied (runtime/lab/hostload.py).
 
-    flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/lab_modes.py \\
-        --mode multi --host quiet --repeats 10 -o benchmarks/data/lab-pool.duckdb
+    flock /tmp/threadwise-bench.lock .venv/bin/python research/2026-12-host-noise/lab_modes.py \\
+        --mode multi --host quiet --repeats 10 -o research/2026-12-host-noise/data/lab-pool.duckdb
     ... --mode icount-2 --host loaded --repeats 3 --levels 0,1,2
 """
 
@@ -28,6 +28,8 @@ import os
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # results, calibration, ...
 
 import numpy as np
 from hostburst import BurstyLoad
@@ -93,7 +95,7 @@ def main() -> None:
         if not args.mode.startswith("icount-"):
             parser.error("--mode is multi or icount-N")
         os.environ[ICOUNT_ENV] = args.mode.removeprefix("icount-")
-    command = "benchmarks/lab_modes.py " + " ".join(sys.argv[1:])
+    command = "lab_modes.py " + " ".join(sys.argv[1:])
     path = resolve_workload("rolesim")
     workload = load_workload(path).with_window(args.window)
     place = where(True, 2)

@@ -8,7 +8,7 @@ scx_layered attached at all, which no profile can remove?
 
 Method: rolesim ladders at bg=0 only, 10-s windows, 6 repeats, each run with its own interleaved
 A/A arm (the judge's same-run noise), arms rotated. Profiles derived by hand from the committed
-record's final profile (benchmarks/data/bg0-cost/*.toml, each says how):
+record's final profile (research/2026-12-host-noise/data/bg0-cost/*.toml, each says how):
 - `demo`: the profile as trained;
 - `no-exclusive`: the same with hot-0 in a default layer (no exclusive core): placement removed;
 - `catchall`: every thread in one default group (20-ms slices, no preemption): scx_layered
@@ -35,11 +35,13 @@ import duckdb
 from threadwise.refine import report
 from threadwise.refine.measure import store, summary
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # results, calibration, ...
 from results import stamp, write_section
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "benchmarks" / "data" / "bg0-cost"
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+DATA = HERE / "data" / "bg0-cost"
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"  # this study's tables, not the product's
 METRICS = ("hot_chunks_per_s", "worker_lat_p99_us")
 RUNS = ((("catchall", "demo", "no-exclusive"), 11), (("all-latency", "demo"), 12))
 
@@ -112,16 +114,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--measure", action="store_true", help="run both ladders first (lab, ~30 min)")
     parser.add_argument("-o", "--output", type=Path, default=DATA / "ladder.duckdb", help="the ladder file")
-    parser.add_argument("--write-results", action="store_true", help="write the section of RESULTS.md")
+    parser.add_argument("--write-results", action="store_true", help="write this folder's RESULTS.md")
     args = parser.parse_args(argv)
     if args.measure:
         measure(args.output)
-    text = section(args.output.resolve(), "python benchmarks/bg0_cost.py"
+    text = section(args.output.resolve(), "python research/2026-12-host-noise/bg0_cost.py"
                    + (" --measure" if args.measure else "") + " --write-results")
     print(text)
     if args.write_results:
         title = "## What rolesim's profile costs at bg=0, and whose cost it is (issue 35, item 7)"
-        write_section("bg0_cost", f"{title}\n\n{text}")
+        write_section("bg0_cost", f"{title}\n\n{text}", RESULTS)
     return 0
 
 

@@ -26,8 +26,10 @@ the repeats of each run per metric and level (the judge's s, m pairs) and the F 
 busy run's variance against the quiet run's (one-sided: is the busy run noisier?), which asks
 what the floors ask with every repeat at once.
 
-    .venv/bin/python benchmarks/floor_draws.py --pool benchmarks/data/lab-calibration-w10.duckdb [--run 1]
-    .venv/bin/python benchmarks/floor_draws.py --pool benchmarks/data/lab-calibration-w10.duckdb --quiet-run 3
+    .venv/bin/python research/2026-12-host-noise/floor_draws.py \
+        --pool benchmarks/data/lab-calibration-w10.duckdb [--run 1]
+    .venv/bin/python research/2026-12-host-noise/floor_draws.py \
+        --pool benchmarks/data/lab-calibration-w10.duckdb --quiet-run 3
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # results, calibration, ...
+
 import numpy as np
 from calibration import restrict
 from results import stamp, write_section
@@ -46,6 +50,8 @@ from scipy.stats import f as f_dist
 
 from threadwise.refine.measure import stats, store
 from threadwise.refine.measure.plan import AA_ARM, BASELINE
+
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"  # this study's tables, not the product's
 
 PAIRS = 3
 HOT_TARGET = 0.10     # issue 32: hot_chunks_per_s floors at most +-10%
@@ -198,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run", type=int, action="append", help="run id(s) of the pool (default: all)")
     parser.add_argument("--quiet-run", type=int,
                         help="a run measured on a quiet host: set every other run against it")
-    parser.add_argument("--write-results", action="store_true", help="write the tables into RESULTS.md")
+    parser.add_argument("--write-results", action="store_true", help="write this folder's RESULTS.md")
     args = parser.parse_args(argv)
     con = store.open_ladder(args.pool, read_only=True)
     try:
@@ -215,12 +221,12 @@ def main(argv: list[str] | None = None) -> int:
     body = "\n\n".join(parts)
     print(body)
     if args.write_results:
-        command = "python benchmarks/floor_draws.py --pool " + str(args.pool) + "".join(
+        command = "python research/2026-12-host-noise/floor_draws.py --pool " + str(args.pool) + "".join(
             f" --run {r}" for r in args.run or []) + (
             f" --quiet-run {args.quiet_run}" if args.quiet_run is not None else "")
         text = "\n".join(["## Floors at 3 pairs under one condition (issue 32's targets)", "",
                           stamp(command), "", __doc__.split("\n\n")[1].replace("\n", " "), "", body])
-        print(f"wrote {write_section('floor_draws', text)}")
+        print(f"wrote {write_section('floor_draws', text, RESULTS)}")
     return 0
 
 
