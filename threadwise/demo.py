@@ -125,9 +125,16 @@ def demo_command(
     what = "profile" if trained != _KEEP_DEFAULT else "keep the default scheduler; rejected candidate"
     typer.echo(f"\ndemo done: {what} {profile}, record {artifacts / NAME}/REPORT.md, "
                f"scx_layered config {config}, capture {CAPTURE}")
+    # every suggestion is a command that works on what this run produced (tests/test_demo.py)
+    if trained == _KEEP_DEFAULT:
+        # `apply` refuses a rejected candidate; measuring it again is what can be done with it
+        trial = ("measure the rejected candidate again: threadwise ladder rolesim "
+                 f"--arm {profile} --lab --levels {levels}")
+    else:
+        trial = ("apply the profile in the lab: threadwise lab run -- threadwise apply "
+                 f"{profile} --duration 30")
     typer.echo(f"next: read {artifacts / NAME}/REPORT.md; `make notebook` opens notebooks that read "
-               "this capture (explore_capture) and profile (review_profile); apply the profile in the lab: "
-               f"threadwise lab run -- threadwise apply {profile} --duration 30; "
+               f"this capture (explore_capture) and profile (review_profile); {trial}; "
                "or train your own workload: threadwise train --workload FILE --name NAME --lab "
                "(docs/workload.md)")
 

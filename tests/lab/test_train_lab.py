@@ -1,11 +1,11 @@
-"""A short real `train` of rolesim in the lab: profile, record, validity, and a bad candidate rejected.
+"""A short real `train` of rolesim in the lab: screen, profile, record, validity, a bad candidate rejected.
 
-One training run (observe on the host, the synthesized profile against the
-default scheduler, then one deliberately bad candidate: rolesim's hot threads
-given housekeeping treatment with weight 1) in the sched_ext lab VM (TCG,
-2 vCPUs), each step's ladder with its own interleaved A/A arm (schema 5), levels
-0 and 2, 3 repeats (three pairs per level: the judge's paired intervals need them
-on a busy host, docs/refine.md), short windows.
+One training run (observe on the host, a screen of the synthesized profile, the null arm and
+two of its neighbours in one boot, the screen's top confirmed against the default scheduler
+beside the null arm, then one deliberately bad candidate: rolesim's hot threads given
+housekeeping treatment with weight 1) in the sched_ext lab VM (TCG, 2 vCPUs), each step's
+ladder with its own interleaved A/A arm (schema 5), levels 0 and 2, 3 repeats (three pairs per
+level: the judge's paired intervals need them on a busy host, docs/refine.md), short windows.
 Every check reads the ladder file the training wrote, never the training's memory.
 """
 
@@ -24,6 +24,7 @@ from threadwise.refine.measure.run import Where
 from threadwise.refine.measure.validity import SPINNER_ALIVE_CPUS, spinner_floor_s
 from threadwise.refine.measure.workload import bundled_workload_path
 from threadwise.refine.outcome import candidate_path
+from threadwise.refine.search import screen
 from threadwise.refine.search.mutate import Candidate
 from threadwise.refine.train import TrainOptions, train
 from threadwise.synthesize.schema import Profile, Treatment
@@ -52,7 +53,8 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     options = TrainOptions(bundled_workload_path("rolesim"), "rolesim-test", Where(lab=True, cpus=2),
                            levels=[0, 2], repeats=3, budget=1, seed=3, observe_s=4.0, window_s=2.0,
                            profiles_dir=root / "profiles", artifacts_dir=root / "artifacts",
-                           command="pytest tests/lab/test_train_lab.py", candidates=_bad_candidate)
+                           command="pytest tests/lab/test_train_lab.py", candidates=_bad_candidate,
+                           screen_width=2)
     lines: list[str] = []
     try:
         profile = train(options, progress=lambda line: (lines.append(line), print(line, flush=True)))
@@ -69,11 +71,12 @@ def test_profile_report_plots_and_data_exist(trained):
         and (record / "KEEP-DEFAULT.md").is_file())
     assert "[[group]]" in text
     report = (record / "REPORT.md").read_text()
-    for section in ("## Result", "## Refinement steps", "## Method", "## Environment", "## Limitations",
-                    "## Reproduce", "taken under TCG"):
+    for section in ("## Result", "## The screen", "## What scx_layered itself costs", "## Refinement steps",
+                    "## Method", "## Environment", "## Where the lab minutes went", "## Limitations",
+                    "## Reproduce", "taken under TCG", "Lab time: "):
         assert section in report, section
     plots = sorted(record.glob("ladder-run*.png"))
-    assert len(plots) == 2  # step 0, step 1 (each with its own A/A arm; no separate A/A run)
+    assert len(plots) == 3  # the screen, step 0, step 1 (each with its own A/A arm; no separate A/A run)
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in plots)
     assert (record / "ladder.duckdb").is_file()
 
@@ -99,11 +102,11 @@ def test_spinners_ran_scheduler_attached_threads_in_their_layers(trained):
     cells = con.execute("SELECT c.run_id, c.idx, c.arm, c.level, c.reasons, c.spinner_cpu_s, "
                         "c.wall_s, c.state_before, c.state_after, a.kind FROM cell c JOIN arm a "
                         "USING (run_id, arm) ORDER BY c.run_id, c.idx").fetchall()
-    # step 0: baseline, A/A, start; step 1: the same and the candidate; each x 2 levels x 3 repeats.
+    # step 0: baseline, A/A, null, start; step 1: baseline, A/A, best, candidate; x 2 levels x 3 repeats.
     # Step 1's ladder may stop after its second whole repeat when the bad candidate has clearly
     # lost (train's early stop, stats.early_loss): then the run records why, and has no cell more.
     step0, step1 = (run_id for (run_id,) in con.execute("SELECT run_id FROM step ORDER BY step").fetchall())
-    assert sum(1 for c in cells if c[0] == step0) == 18
+    assert sum(1 for c in cells if c[0] == step0) == 24
     step1_cells = sum(1 for c in cells if c[0] == step1)
     info = store.run_info(con, step1)
     if info.completed:
@@ -159,3 +162,33 @@ def test_the_bad_candidate_is_measured_worse_and_rejected(trained):
     con.close()
     assert "better" not in verdicts, verdicts
     assert "worse" in verdicts or "busy host" in busy, (verdicts, busy)
+
+
+def test_the_screen_ranked_every_candidate_and_step_0_confirmed_its_top(trained):
+    """The screen's run holds the start, the null arm and its two candidates (or says why one was
+    refused); its top is what step 0 measured, and its ranks recompute from the run's samples."""
+    _, record = trained
+    con = store.open_ladder(record / "ladder.duckdb", read_only=True)
+    rows = con.execute("SELECT run_id, arm, candidate, rejected, screen_rank, chosen, loss, gain "
+                       "FROM screen ORDER BY screen_rank").fetchall()
+    step0_run, step0_because = con.execute(
+        "SELECT run_id, chosen_because FROM step WHERE step = 0").fetchone()
+    screen_run = rows[0][0]
+    arms = {a for (a,) in con.execute("SELECT arm FROM arm WHERE run_id = ?", [screen_run]).fetchall()}
+    step0_arms = {a for (a,) in con.execute("SELECT arm FROM arm WHERE run_id = ?", [step0_run]).fetchall()}
+    info = store.run_info(con, screen_run)
+    measured = store.measured(con, screen_run)
+    con.close()
+    assert len(rows) == 3 and sum(1 for r in rows if r[5]) == 1
+    assert {"baseline", "baseline-aa", "null", "start"} <= arms
+    assert step0_arms == {"baseline", "baseline-aa", "null", "start"}
+    assert screen_run != step0_run and info.levels == [0, 2] and info.repeats == 1
+    top = next(r for r in rows if r[5])
+    assert top[4] == 1 and top[2] in step0_because
+    ranked = [r for r in rows if r[4] is not None]
+    metrics = [info.primary, *info.secondary]
+    scores = {r[1]: screen.score(measured, r[1], metrics, info.levels) for r in ranked}
+    assert [r[1] for r in ranked] == sorted(scores, key=lambda arm: scores[arm].rank_key(info.primary[0]))
+    for _run, arm, _cand, _rej, _rank, _chosen, loss, gain in ranked:
+        assert loss == pytest.approx(scores[arm].loss)
+        assert gain == pytest.approx(scores[arm].gain(info.primary[0]))

@@ -15,6 +15,7 @@ import duckdb
 
 from threadwise.refine.measure import judge, stats, store
 from threadwise.refine.measure.ladder import BASELINE
+from threadwise.refine.search import screen
 from threadwise.refine.search.loop import BEST, CANDIDATE
 
 
@@ -37,6 +38,30 @@ def _decision(con: duckdb.DuckDBPyConnection, run_id: int) -> tuple[bool, str]:
     """The keep rule's decision on a step's run, recomputed from its samples."""
     return stats.keep_decision(_again(con, run_id, BEST, CANDIDATE), _again(con, run_id, BASELINE, BEST),
                                _again(con, run_id, BASELINE, CANDIDATE))
+
+
+def _screen_again(con: duckdb.DuckDBPyConnection, path: Path) -> int:
+    """Every screened arm's stored loss, gain and rank, scored again from its run's samples; the
+    chosen one is the top and step 0 measured it. Returns how many arms were checked."""
+    if ("screen",) not in con.execute("SELECT table_name FROM information_schema.tables").fetchall():
+        return 0
+    rows = con.execute("SELECT run_id, arm, loss, gain, screen_rank, chosen FROM screen "
+                       "WHERE screen_rank IS NOT NULL ORDER BY screen_rank").fetchall()
+    if not rows:
+        return 0
+    run_id = rows[0][0]
+    info = store.run_info(con, run_id)
+    measured = store.measured(con, run_id)
+    metrics = [info.primary, *info.secondary]
+    scores = {arm: screen.score(measured, arm, metrics, info.levels)  # type: ignore[arg-type]
+              for _run, arm, *_ in rows}
+    ranked = sorted(scores, key=lambda arm: scores[arm].rank_key(info.primary[0]))
+    assert [arm for _run, arm, *_ in rows] == ranked, f"{path}: screen ranks"
+    for _run, arm, loss, gain, rank, chosen in rows:
+        assert _close(loss, scores[arm].loss) and _close(gain, scores[arm].gain(info.primary[0])), \
+            f"{path}: screen arm {arm}"
+        assert chosen == (rank == 1), f"{path}: the chosen arm is the screen's top"
+    return len(rows)
 
 
 def recompute_ladder_file(path: Path) -> int:
@@ -77,6 +102,7 @@ def recompute_ladder_file(path: Path) -> int:
             kept, why = _decision(con, run_id)
             assert decision == ("kept" if kept else "reverted"), f"{path} step {step}: {why}"
             checked += 1
+        checked += _screen_again(con, path)
     finally:
         con.close()
     return checked

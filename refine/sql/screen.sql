@@ -1,0 +1,32 @@
+-- screen.sql: what REPORT.md reads of a training's screen, its null arm and its lab minutes
+-- (refine/screen_report.py). Ladder schema 6; an older file has no screen rows.
+
+-- name: screen_rows
+-- Every candidate of the screen, ranked ones first by rank, then the refused ones.
+-- Columns: run_id INTEGER, the screen's run; arm VARCHAR (NULL: refused); candidate VARCHAR;
+--          description VARCHAR; reserve_cores INTEGER; rejected VARCHAR ('stage: reason');
+--          loss DOUBLE, gain DOUBLE (A/A units); screen_rank INTEGER; chosen BOOLEAN
+-- Parameters: none
+SELECT run_id, arm, candidate, description, reserve_cores, rejected, loss, gain, screen_rank, chosen
+FROM screen
+ORDER BY screen_rank IS NULL, screen_rank, candidate;
+
+-- name: step0_run
+-- The ladder run of step 0 (the start's confirmation against the default scheduler).
+-- Columns: run_id INTEGER (NULL: not measured)
+-- Parameters: none
+SELECT run_id FROM step WHERE step = 0;
+
+-- name: run_minutes
+-- Each run's purpose, wall time and what its cells and attaches took of it.
+-- Columns: run_id INTEGER; purpose VARCHAR; wall_s DOUBLE (NULL: measured before schema 6);
+--          cells INTEGER; window_s DOUBLE, the cells' measured windows and warm-ups, seconds;
+--          attach_s DOUBLE, the profile arms' attaches (last turn's time x repeats), seconds
+-- Parameters: none
+SELECT r.run_id, r.purpose, r.wall_s,
+       (SELECT count(*) FROM cell c WHERE c.run_id = r.run_id) AS cells,
+       (SELECT coalesce(sum(c.wall_s), 0) + count(*) * r.warmup_s FROM cell c WHERE c.run_id = r.run_id)
+           AS window_s,
+       (SELECT coalesce(sum(a.attach_s), 0) * r.repeats FROM arm a WHERE a.run_id = r.run_id) AS attach_s
+FROM run r
+ORDER BY r.run_id;
