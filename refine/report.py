@@ -262,7 +262,9 @@ def write_report(con: duckdb.DuckDBPyConnection, directory: Path, *, head: list[
     runs = [r[0] for r in con.execute(sql("run_ids")).fetchall()]
     lines += screen_report.screen_section(con)
     lines += ["## Refinement steps", "",
-              "Each step measured the baseline, the baseline again (`baseline-aa`: the noise), the current "
+              "Step 0 confirms the start (the screen's top, when the training screened) against the baseline "
+              "and the baseline again (`baseline-aa`: the noise), beside the null arm, in one interleaved "
+              "ladder. Each later step measured the baseline, the baseline again, the current "
               "best and one candidate in one interleaved ladder; a candidate is kept if every comparison is "
               "decided and, against the best, no objective metric is worse at any level and at least one "
               "is better at some level (the Pareto rule), or else if, against the "
