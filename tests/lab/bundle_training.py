@@ -36,7 +36,8 @@ def train_briefly(tmp_path_factory: pytest.TempPathFactory, workload: str, test_
     options = TrainOptions(bundled_workload_path(workload), name, Where(lab=True, cpus=2),
                            levels=[0, 1], repeats=3, budget=0, seed=3, observe_s=4.0, window_s=3.0,
                            profiles_dir=root / "profiles", artifacts_dir=root / "artifacts",
-                           command=f"pytest {test_file}")
+                           command=f"pytest {test_file}",
+                           null_arm=False)  # the null arm's path is tests/lab/test_train_lab.py's
     try:
         profile = train(options, progress=lambda line: (lines.append(line), print(line, flush=True)))
     except KeepDefault:

@@ -57,7 +57,8 @@ def trained(workload: Path, name: str, root: Path) -> tuple[Path, Path, list[str
     lines: list[str] = []
     options = TrainOptions(workload, name, Where(lab=True, cpus=2), levels=[0, 1], repeats=3, budget=0,
                            seed=3, observe_s=4.0, window_s=2.0, profiles_dir=root / "profiles",
-                           artifacts_dir=root / "artifacts", command="pytest tests/lab/test_runtimes_lab.py")
+                           artifacts_dir=root / "artifacts", command="pytest tests/lab/test_runtimes_lab.py",
+                           null_arm=False)  # the null arm's path is tests/lab/test_train_lab.py's
     try:
         profile = train(options, progress=lambda line: (lines.append(line), print(line, flush=True)))
     except KeepDefault:  # "keep the default scheduler" is a result too: the record holds the candidate
