@@ -209,8 +209,13 @@ def run_screen(start: Vetted, candidates: Sequence[Candidate], *, shape: Shape,
             entries.append(Screened(candidate, rejected=f"{checked.stage}: {checked.reason}"))
         else:
             entries.append(Screened(candidate, f"c{i:02d}", checked))
-    arms = [Arm(BASELINE), Arm(AA_ARM), *([null] if null is not None else []),
-            *(e.vetted.arm(e.arm) for e in entries if e.vetted is not None and e.arm is not None)]
+    profiles = [*([null] if null is not None else []),
+                *(e.vetted.arm(e.arm) for e in entries if e.vetted is not None and e.arm is not None)]
+    # The default scheduler first and again half-way (its twin): at one repeat the plan runs the
+    # arms in this order, and each arm's reference is the mean of the two, so an arm late in a
+    # long run is not compared with the host of its first minutes only.
+    half = (len(profiles) + 1) // 2
+    arms = [Arm(BASELINE), *profiles[:half], Arm(AA_ARM), *profiles[half:]]
     judged = measure(arms)
     scored = [Screened(e.candidate, e.arm, e.vetted, e.rejected,
                        score(judged.measured, e.arm, metrics, levels) if e.arm else None)
