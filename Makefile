@@ -4,7 +4,7 @@
 setup:
 	./scripts/setup.sh all
 
-# what the demo runs, no more (docs: README "What you get"); `make test` adds the rest
+# what the demo runs, no more (README "Quick start", docs/demo.md); `make test` adds the rest
 setup-demo:
 	./scripts/setup.sh demo
 

@@ -1,9 +1,9 @@
-"""The committed training records: every stored verdict recomputes, and the README shows the same tables.
+"""The committed training records: every stored verdict recomputes, and the docs show the same tables.
 
-REPORT.md, the README's tables and the refine loop's decisions come from one judge
-(refine/measure/judge.py); these tests recompute each from the committed ladder files'
-`sample` + `cell` rows (and the floors of their A/A runs), so a table edited by hand
-or left from an older judge fails here.
+REPORT.md, the README's table, docs/trained-profiles.md's tables and the refine loop's decisions
+come from one judge (refine/measure/judge.py); these tests recompute each from the committed ladder
+files' `sample` + `cell` rows (and the floors of their A/A runs), so a table edited by hand or left
+from an older judge fails here.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ def test_every_stored_verdict_recomputes_from_the_ladder_file(record: Path) -> N
     assert recompute_ladder_file(record / "ladder.duckdb") > 0
 
 
-def _readme_table(name: str) -> list[str]:
-    text = (ROOT / "README.md").read_text()
+def _documented_table(name: str) -> list[str]:
+    """The table under the record's paragraph (`**NAME** (...`) in docs/trained-profiles.md."""
+    text = (ROOT / "docs" / "trained-profiles.md").read_text()
     section = text[text.index(f"**{name}** ("):]
     lines = section.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("| bg spinners"))
@@ -40,7 +41,7 @@ def _readme_table(name: str) -> list[str]:
 
 
 @pytest.mark.parametrize("record", RECORDS, ids=[r.name for r in RECORDS])
-def test_readme_and_report_show_the_judges_table(record: Path) -> None:
+def test_the_docs_and_report_show_the_judges_table(record: Path) -> None:
     con = store.open_ladder(record / "ladder.duckdb", read_only=True)
     try:
         best = report.best_measurement(con)
@@ -49,7 +50,7 @@ def test_readme_and_report_show_the_judges_table(record: Path) -> None:
         verdict = report.verdict_sentence(con)
     finally:
         con.close()
-    assert _readme_table(record.name) == table
+    assert _documented_table(record.name) == table
     report_md = (record / "REPORT.md").read_text()
     assert "\n".join(table) in report_md
     assert verdict in report_md
