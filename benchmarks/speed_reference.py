@@ -5,4 +5,4 @@ This name stays only while docs/refine.md cites it ("Sample size and power"); de
 citation names the research folder.
 """
 
-raise SystemExit("benchmarks/speed_reference.py moved: run research/2026-12-host-noise/speed_reference.py")
+raise SystemExit("benchmarks/speed_reference.py moved to research/2026-12-host-noise/speed_reference.py")
