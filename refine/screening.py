@@ -70,7 +70,7 @@ def screen_step(start: Profile, shape: Shape, plan: ScreenPlan, *, workload: Wor
         result: LadderRun = run_ladder(workload, workload_toml, arms, ladder_file=ladder_file, place=place,
                                        levels=list(plan.levels), repeats=plan.repeats, seed=seed,
                                        purpose="screen", command=command, progress=progress,
-                                       keep_raw=work / "raw-screen")
+                                       keep_raw=work / "raw-screen", trace=False)
         runs.append(result.run_id)
         return result.judged
 

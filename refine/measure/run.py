@@ -113,7 +113,7 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
                reference: str = BASELINE, keep_raw: Path | None = None,
                timeout_s: float | None = None, background: str = "",
                stop_when: Callable[[stats.Measured], str | None] | None = None,
-               also_judge: Sequence[tuple[str, str]] = (),
+               also_judge: Sequence[tuple[str, str]] = (), trace: bool = True,
                progress: Callable[[str], None] = print) -> LadderRun:
     """Measure `arms` on `workload`, store the run in `ladder_file`, judge every arm vs `reference`.
 
@@ -123,7 +123,9 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
     another repeat is complete (2 <= k < repeats); a sentence stops the run there (refine's early
     stop: stats.early_loss), recorded as the run's stopped_reason; the run is then not an error.
     `also_judge`: more (reference, candidate) pairs to judge and store (a search's deciding pair);
-    the result's `judged` holds every comparison stored, computed once from one read of the cells."""
+    the result's `judged` holds every comparison stored, computed once from one read of the cells.
+    `trace`: plan the extra trace cells of the blocker evidence (blockers.py) where the policy asks;
+    False for a run nothing reads them of (the search's screen: 2 cells per arm it would trace)."""
     plan = ladder.make_plan(workload, arms, levels=levels, repeats=repeats, order=order, seed=seed,
                             shape=place.shape, workload_toml=workload_toml,
                             background_duty=SPIKY_DUTY if background == SPIKY_BACKGROUND else 1.0)
@@ -135,7 +137,7 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
     initramfs = place.lab and place.guest == "initramfs"
     script = ladder.plan_script(plan, attach_mode="direct" if initramfs else "runtime",
                                 spin=build("spin"), scx=scx, tcp_probe="nc" if initramfs else "python",
-                                spin_args=background)
+                                spin_args=background, tracer="auto" if trace else None)
     ladder.write_plan(plan, out, script)
     # The initramfs guest runs while it makes progress (runtime/lab/watchdog.py): stopped after the
     # agent's longest rightful silence, and in all at `timeout_s` or three times the estimate (a
