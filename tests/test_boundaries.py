@@ -13,6 +13,8 @@
 - Every ThreadwiseError subclass is defined in threadwise/errors.py.
 - No stage module holds SQL in a string: queries live in `.sql` modules, each
   named statement with a comment header.
+- No two of threadwise's modules import each other, directly or round a longer loop, counting
+  imports inside functions (the shell's cli.py and demo.py once did).
 """
 
 from __future__ import annotations
@@ -126,6 +128,52 @@ def test_the_order_check_catches_a_later_stage(tmp_path):
     assert _out_of_order(stray, "refine") == ["x.py:5: threadwise.cli (a stage imports the core's shell, "
                                               "not a basic)"]
     assert len(_out_of_order(stray, "threadwise")) == 2
+
+
+def _module_of(path: Path) -> str:
+    """The dotted name a source file is imported as (a stage folder is `threadwise.<stage>`)."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts if parts[0] == "threadwise" else ["threadwise", *parts])
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import loop of `graph` (module -> the modules it imports) as the modules round it, the
+    first repeated at the end; [] when there is none. A depth-first walk: an edge back to a module
+    still on the walk's path closes a loop."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def walk(module: str) -> list[str]:
+        path.append(module)
+        for target in sorted(graph.get(module, ())):
+            if target in path:
+                return [*path[path.index(target):], target]
+            if target not in done and (found := walk(target)):
+                return found
+        done.add(path.pop())
+        return []
+
+    for module in sorted(graph):
+        if module not in done and (found := walk(module)):
+            return found
+    return []
+
+
+def test_no_import_cycle_among_threadwise_modules():
+    modules = {_module_of(path): path for path in SOURCES}
+    graph = {module: {target for _line, target, _name in _imports(path) if target in modules} - {module}
+             for module, path in modules.items()}
+    loop = _cycle(graph)
+    assert not loop, "modules that import each other (imports inside functions count): " + " -> ".join(loop)
+
+
+def test_the_cycle_check_finds_a_loop():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
+    assert _module_of(ROOT / "refine" / "measure" / "__init__.py") == "threadwise.refine.measure"
+    assert _module_of(ROOT / "threadwise" / "cli.py") == "threadwise.cli"
 
 
 # refine's rooms (docs/refine.md "Where the code lives"), lowest first: measure (the workload, the

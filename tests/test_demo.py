@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from threadwise import demo, givenclock
+from threadwise.cli import run_command
 from threadwise.errors import FindingsReported, ThreadwiseError
 
 
@@ -22,23 +23,23 @@ def sample(tmp_path, monkeypatch):
 
 def test_only_the_findings_code_is_not_fatal(sample, capfd):
     assert {"lint": {FindingsReported.exit_code}} == demo._FINDINGS_OK and 1 not in demo._FINDINGS_OK["lint"]
-    demo._run(["lint", str(sample), "--shape", "cores=2,threads-per-core=2"])   # findings: exits 7
+    demo._run(["lint", str(sample), "--shape", "cores=2,threads-per-core=2"], run_command)   # findings: 7
     shown = capfd.readouterr()
     assert "the demo goes on: lint's findings above are results" in shown.out
     # findings are shown as findings, never as errors
     assert "finding[oversubscribed]" in shown.out and "findings: " in shown.err
     assert "error" not in shown.out + shown.err
     with pytest.raises(ThreadwiseError, match="demo step failed with status 2"):
-        demo._run(["lint", str(sample.with_name("missing.toml"))])
+        demo._run(["lint", str(sample.with_name("missing.toml"))], run_command)
 
 
 def test_a_status_the_step_names_as_a_result_is_returned_not_raised(sample):
     # validate of a missing file exits 2: a result only where the caller says so (train's 12)
     missing = str(sample.with_name("missing.toml"))
-    assert demo._run(["validate", missing], results=frozenset({2})) == 2
-    assert demo._run(["validate", str(sample)]) == 0
+    assert demo._run(["validate", missing], run_command, results=frozenset({2})) == 2
+    assert demo._run(["validate", str(sample)], run_command) == 0
     with pytest.raises(ThreadwiseError, match="status 2"):
-        demo._run(["validate", missing], results=frozenset({demo._KEEP_DEFAULT}))
+        demo._run(["validate", missing], run_command, results=frozenset({demo._KEEP_DEFAULT}))
 
 
 def test_no_cell_is_traced_without_a_search_unless_the_user_asks(monkeypatch):

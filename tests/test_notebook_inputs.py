@@ -69,8 +69,8 @@ def test_the_defaults_are_what_make_demo_writes():
              for path in (ROOT / "notebooks").glob("*.ipynb")}
     assert f'Path("../{demo.CAPTURE.as_posix()}")' in cells["explore_capture.ipynb"]
     assert demo.CAPTURE.parent.name == demo.NAME   # train --name NAME works in build/train/NAME
-    # the profile demo_command writes with its default --out (build/demo)
-    out = demo.demo_command.__defaults__[0]
+    # the profile the demo writes with its default --out (build/demo)
+    out = demo.OUT
     assert f'ROOT / "{(out / "profiles" / f"{demo.NAME}.toml").as_posix()}"' in cells["review_profile.ipynb"]
 
 

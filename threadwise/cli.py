@@ -54,8 +54,10 @@ def _register_stages() -> None:
     # is refine's ladder file, so the shell hands refine's reader down to synthesize likewise.
     analyze_cli.register(app)
     synthesize_cli.register(app, record=record_note)
-    for module in (refine_cli, runtime_cli, demo):
-        module.register(app)
+    refine_cli.register(app)
+    runtime_cli.register(app)
+    # the demo runs each step as the command line a user would type, through this shell's runner
+    demo.register(app, run=run_command)
     _unwrap_help(app)
 
 

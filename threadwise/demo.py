@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
@@ -43,18 +43,19 @@ NAME = "rolesim"
 # Where the demo's capture stays: train observes into its work directory build/train/NAME
 # (refine/train.py). notebooks/explore_capture.ipynb reads it by default.
 CAPTURE = Path("build") / "train" / NAME / "capture.duckdb"
+OUT = Path("build/demo")   # the demo's outputs by default (notebooks/review_profile.ipynb reads there)
+# The shell's runner of one command line (threadwise.cli.run_command): handed in by `register`, as
+# the shell imports this module to register the demo (this module importing the shell was a cycle).
+Runner = Callable[[list[str]], int]
 
 
-def _run(step: list[str], *, results: frozenset[int] = frozenset()) -> int:
-    """One step as the command a user would type, run by the same command line in this process
-    (its errors printed as that command prints them); its status (0, or one of `results`)."""
-    # deferred: the command line imports this module (the shell registers the demo)
-    from threadwise.cli import run_command
-
+def _run(step: list[str], run: Runner, *, results: frozenset[int] = frozenset()) -> int:
+    """One step as the command a user would type, run by `run` (the shell's command line, in this
+    process: its errors printed as that command prints them); its status (0, or one of `results`)."""
     shown = shlex.join(["threadwise", *step])
     typer.echo(f"\n$ {shown}", err=False)
     sys.stdout.flush()
-    status = run_command(step)
+    status = run(step)
     if status in _FINDINGS_OK.get(step[0], set()):
         typer.echo(f"(the demo goes on: {step[0]}'s findings above are results for this machine)")
     elif status != 0 and status not in results:
@@ -80,64 +81,82 @@ def _tracing(budget: int) -> Iterator[str | None]:
         os.environ.pop(TRACE_ENV, None)
 
 
-def demo_command(
-    out: Annotated[Path, typer.Option(help="Directory for the demo's outputs.")] = Path("build/demo"),
-    window: Annotated[float, typer.Option(help="Seconds per ladder window (10: the A/A floors of a "
-                                                   "3-s window were +-35% on a quiet host, of a 10-s "
-                                                   "one +-2-9%; docs/lab.md).", min=0.1)] = 10.0,
-    repeats: Annotated[int, typer.Option(help="Repeats per arm and level (3: a pair the host "
-                                                      "disturbed still leaves the 2 a verdict needs).",
-                                        min=1)] = 3,
-    levels: Annotated[str, typer.Option(help="Background spinner counts.")] = "0,2",
-    budget: Annotated[int, typer.Option(help="Mutations to measure after the synthesized profile "
-                                        "(0: the synthesized profile against the default only).",
-                                        min=0)] = 0,
-) -> None:
-    """Train a profile for the bundled workload in the lab, then validate, compile and lint it."""
+def _demo_command(run: Runner) -> Callable[..., None]:
+    """The `demo` command, running each step with `run`."""
+
+    def demo_command(
+        out: Annotated[Path, typer.Option(help="Directory for the demo's outputs.")] = OUT,
+        window: Annotated[float, typer.Option(help="Seconds per ladder window.", min=0.1)] = 10.0,
+        repeats: Annotated[int, typer.Option(help="Repeats per arm and level.", min=1)] = 3,
+        levels: Annotated[str, typer.Option(help="Background spinner counts, comma-separated.")] = "0,2",
+        budget: Annotated[int, typer.Option(help="Mutations to measure after the synthesized profile "
+                                            "(0: that profile against the default only).", min=0)] = 0,
+    ) -> None:
+        """Train a profile for the bundled workload in the lab, then validate, compile and lint it."""
+        if out.exists() and not out.is_dir():
+            raise UsageError(f"--out {out}: not a directory", hint="give a directory for the demo's outputs")
+        out.mkdir(parents=True, exist_ok=True)
+        with _tracing(budget) as untraced:
+            if untraced is not None:
+                typer.echo(untraced)
+            profile, kept = _train(run, out, ["--levels", levels, "--repeats", str(repeats),
+                                              "--window", f"{window:g}", "--budget", str(budget)])
+        _check(run, profile, out / "rolesim.layered.json")
+        _closing(profile, kept, out, levels)
+
+    return demo_command
+
+
+def _train(run: Runner, out: Path, settings: list[str]) -> tuple[Path, bool]:
+    """train on the bundled workload in the lab: the profile to check, and whether it is one (False:
+    keep the default scheduler, and the path is the record's rejected candidate)."""
     # deferred: the bundled workloads' builder, which `threadwise --help` (importing this module) does without
     from threadwise.refine.measure.bundled import build
     from threadwise.refine.outcome import candidate_path
 
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: not a directory", hint="give a directory for the demo's outputs")
-    out.mkdir(parents=True, exist_ok=True)
     build("rolesim")
     build("spin")
     profiles, artifacts = out / "profiles", out / "artifacts"
-    profile = profiles / f"{NAME}.toml"
-    config = out / "rolesim.layered.json"
+    trained = _run(["train", "--workload", "rolesim", "--name", NAME, "--lab", "--cpus", "2", *settings,
+                    "--profiles", str(profiles), "--artifacts", str(artifacts), "--force"], run,
+                   results=frozenset({_KEEP_DEFAULT}))
+    if trained != _KEEP_DEFAULT:
+        return profiles / f"{NAME}.toml", True
+    profile = candidate_path(artifacts / NAME, NAME)
+    typer.echo(f"(the demo goes on: this run's answer is keep the default scheduler; the rejected "
+               f"candidate {profile} is checked below, for review)")
+    return profile, False
+
+
+def _check(run: Runner, profile: Path, config: Path) -> None:
+    """validate, compile for the lab guest's shape (checked by scx_layered), lint there."""
     shape = "cores=2,threads-per-core=1"  # the lab guest's shape (2 vCPUs)
-    with _tracing(budget) as untraced:
-        if untraced is not None:
-            typer.echo(untraced)
-        trained = _run(["train", "--workload", "rolesim", "--name", NAME, "--lab", "--cpus", "2", "--levels",
-                        levels, "--repeats", str(repeats), "--window", f"{window:g}", "--budget", str(budget),
-                        "--profiles", str(profiles), "--artifacts", str(artifacts), "--force"],
-                       results=frozenset({_KEEP_DEFAULT}))
-    if trained == _KEEP_DEFAULT:
-        profile = candidate_path(artifacts / NAME, NAME)
-        typer.echo(f"(the demo goes on: this run's answer is keep the default scheduler; the rejected "
-                   f"candidate {profile} is checked below, for review)")
     for step in (["validate", str(profile)],
                  ["compile", str(profile), "--shape", shape, "--check", "-o", str(config), "--force"],
                  ["lint", str(profile), "--shape", shape]):
-        _run(step)
-    what = "profile" if trained != _KEEP_DEFAULT else "keep the default scheduler; rejected candidate"
-    typer.echo(f"\ndemo done: {what} {profile}, record {artifacts / NAME}/REPORT.md, "
-               f"scx_layered config {config}, capture {CAPTURE}")
-    # every suggestion is a command that works on what this run produced (tests/test_demo.py)
-    if trained == _KEEP_DEFAULT:
-        # `apply` refuses a rejected candidate; measuring it again is what can be done with it
-        trial = ("measure the rejected candidate again: threadwise ladder rolesim "
-                 f"--arm {profile} --lab --levels {levels}")
-    else:
+        _run(step, run)
+
+
+def _closing(profile: Path, kept: bool, out: Path, levels: str) -> None:
+    """What the demo made, and what to do next: each suggestion a command that works on what this
+    run produced (tests/test_demo.py)."""
+    record = out / "artifacts" / NAME
+    what = "profile" if kept else "keep the default scheduler; rejected candidate"
+    typer.echo(f"\ndemo done: {what} {profile}, record {record}/REPORT.md, "
+               f"scx_layered config {out / 'rolesim.layered.json'}, capture {CAPTURE}")
+    if kept:
         trial = ("apply the profile in the lab: threadwise lab run -- threadwise apply "
                  f"{profile} --duration 30")
-    typer.echo(f"next: read {artifacts / NAME}/REPORT.md; `make notebook` opens notebooks that read "
+    else:   # `apply` refuses a rejected candidate; measuring it again is what can be done with it
+        trial = ("measure the rejected candidate again: threadwise ladder rolesim "
+                 f"--arm {profile} --lab --levels {levels}")
+    typer.echo(f"next: read {record}/REPORT.md; `make notebook` opens notebooks that read "
                f"this capture (explore_capture) and profile (review_profile); {trial}; "
                "or train your own workload: threadwise train --workload FILE --name NAME --lab "
                "(docs/workload.md)")
 
 
-def register(app: typer.Typer) -> None:
-    app.command("demo")(demo_command)
+def register(app: typer.Typer, *, run: Runner) -> None:
+    """The `demo` command; `run` (the shell's run_command, handed in by the shell, which imports this
+    module) runs each step as the command line a user would type."""
+    app.command("demo")(_demo_command(run))
