@@ -28,6 +28,7 @@ from threadwise.refine.cli_options import (
     HostPriority,
     Lab,
     Levels,
+    NullArm,
     Profiles,
     Repeats,
     ScreenRepeats,
@@ -213,6 +214,7 @@ def train_command(
     repeats: SearchRepeats = SEARCH_REPEATS,
     screen: ScreenWidth = SCREEN_WIDTH,
     screen_repeats: ScreenRepeats = 1,
+    null_arm: NullArm = True,
     budget: Budget = 0,
     window: Window = None,
     observe_s: Annotated[float, typer.Option("--observe", help="Seconds to observe the workload.")] = 8.0,
@@ -249,7 +251,8 @@ def train_command(
                            observe_s=observe_s, window_s=window, profiles_dir=profiles,
                            artifacts_dir=artifacts, force=force,
                            command=shlex.join(["threadwise", *sys.argv[1:]]), skip=tuple(skip or ()),
-                           early_stop=early_stop, screen_width=screen, screen_repeats=screen_repeats)
+                           early_stop=early_stop, screen_width=screen, screen_repeats=screen_repeats,
+                           null_arm=null_arm)
     _train_and_show(options)
 
 
@@ -266,6 +269,7 @@ def refine_command(
     repeats: SearchRepeats = SEARCH_REPEATS,
     screen: ScreenWidth = SCREEN_WIDTH,
     screen_repeats: ScreenRepeats = 1,
+    null_arm: NullArm = True,
     budget: Budget = 0,
     window: Window = None,
     seed: Seed = 1,
@@ -302,7 +306,8 @@ def refine_command(
                            seed=seed, window_s=window, profiles_dir=profiles, artifacts_dir=artifacts,
                            force=force, command=shlex.join(["threadwise", *sys.argv[1:]]),
                            start_profile=profile, skip=tuple(skip or ()), early_stop=early_stop,
-                           screen_width=screen, screen_repeats=screen_repeats)
+                           screen_width=screen, screen_repeats=screen_repeats,
+                           null_arm=null_arm)
     _train_and_show(options)
 
 

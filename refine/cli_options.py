@@ -71,6 +71,9 @@ ScreenWidth = Annotated[int, typer.Option(
     "lab boot before step 0, which confirms the best of them (0: no screen; docs/search.md).")]
 ScreenRepeats = Annotated[int, typer.Option("--screen-repeats", min=1,
                                             help="Repeats of the screen's ladder.")]
+NullArm = Annotated[bool, typer.Option(
+    "--null-arm/--no-null-arm", help="Measure the null arm in step 0 too: the same scx_layered with every "
+    "thread in its catch-all, what the scheduler itself costs apart from the profile.")]
 Budget = Annotated[int, typer.Option("--budget", min=0, help="Guided mutations to measure after step 0, "
                                      "each one ladder run against the current best.")]
 EarlyStop = Annotated[bool, typer.Option(
