@@ -99,8 +99,11 @@ def _demo_command(run: Runner) -> Callable[..., None]:
         with _tracing(budget) as untraced:
             if untraced is not None:
                 typer.echo(untraced)
+            # no screen and no null arm: each adds minutes the first impression cannot spend
+            # (docs/demo.md); `threadwise train` does both by default
             profile, kept = _train(run, out, ["--levels", levels, "--repeats", str(repeats),
-                                              "--window", f"{window:g}", "--budget", str(budget)])
+                                              "--window", f"{window:g}", "--budget", str(budget),
+                                              "--screen", "0", "--no-null-arm"])
         _check(run, profile, out / "rolesim.layered.json")
         _closing(profile, kept, out, levels)
 
