@@ -28,6 +28,7 @@ from threadwise.refine.measure import blockers, judge, stats, store, summary
 from threadwise.refine.measure.plan import BASELINE
 from threadwise.refine.measure.store import sql
 from threadwise.refine.search.diagnose import sql as search_sql
+from threadwise.refine.search.loop import START
 
 _UNITS = {"per_s": "/s", "_us": " us", "_ms": " ms", "_rps": " req/s"}
 
@@ -159,7 +160,10 @@ def verdict_with(con: duckdb.DuckDBPyConnection, final: stats.LadderComparison |
     steps = con.execute(sql("steps")).fetchall()
     kept = [candidate for step, _run, candidate, decision, _reason in steps
             if step > 0 and decision == "kept"]
-    what = "The trained profile" if kept else "The synthesized profile"
+    screened = screen_report.confirmed_candidate(con)
+    what = ("The trained profile" if kept else
+            f"The screen's choice (`{screened}`, confirmed at step 0)" if screened not in (None, START)
+            else "The synthesized profile")
     beat = ("**beat the default scheduler**" if final is not None and final.wins
             else "**did not beat the default scheduler**")
     text = f"{what} {beat} ({final.reason if final is not None else 'not measured'})."

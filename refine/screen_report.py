@@ -37,6 +37,14 @@ def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}x"
 
 
+def confirmed_candidate(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The screen's candidate step 0 confirmed (`start`: the start itself; None: no screen)."""
+    if not _has_screen(con):
+        return None
+    found = con.execute(_sql("chosen")).fetchone()
+    return found[0] if found else None
+
+
 def screen_section(con: duckdb.DuckDBPyConnection) -> list[str]:
     """## The screen (nothing when the training screened nothing)."""
     rows = con.execute(_sql("screen_rows")).fetchall() if _has_screen(con) else []

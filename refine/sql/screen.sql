@@ -11,6 +11,12 @@ SELECT run_id, arm, candidate, description, reserve_cores, rejected, loss, gain,
 FROM screen
 ORDER BY screen_rank IS NULL, screen_rank, candidate;
 
+-- name: chosen
+-- The candidate the screen chose for step 0 to confirm.
+-- Columns: candidate VARCHAR ('start' or a mutation's name)
+-- Parameters: none
+SELECT candidate FROM screen WHERE chosen;
+
 -- name: step0_run
 -- The ladder run of step 0 (the start's confirmation against the default scheduler).
 -- Columns: run_id INTEGER (NULL: not measured)
