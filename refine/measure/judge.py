@@ -47,7 +47,9 @@ def judge(con: duckdb.DuckDBPyConnection, run_id: int, reference: str,
                                 primary=info.primary, secondary=info.secondary,  # type: ignore[arg-type]
                                 twins=twins)
     method = stats.METHOD + (f"; A/A arm {twins[1]}" if twins else
-                             "; no A/A arm in this run: the pairs' own residuals only")
+                             "; no A/A arm in this run: the pairs' own residuals only") + (
+        f"; each interval at alpha {result.each_alpha:.4g} ({stats.ALPHA} over "
+        f"{round(stats.ALPHA / result.each_alpha)} comparisons)")
     con.execute(store.sql("delete_comparison"), [run_id, reference, candidate])
     store.insert(con, "comparison", [{
         "run_id": run_id, "reference": reference, "candidate": candidate, "metric": c.metric,
@@ -83,7 +85,7 @@ def store_floors(con: duckdb.DuckDBPyConnection, run_id: int, *,
         {"run_id": run_id, "metric": metric, "level": level, "n": n, "floor": half,
          "aa_pairs": noise.aa_pairs, "method": floors.method}
         for metric, levels in floors.by_level.items() for level, noise in levels.items()
-        for n in range(1, 9) if math.isfinite(half := noise.half_width(n))])
+        for n in range(1, 9) if (half := floors.floor(metric, n, level)) is not None])
     return floors
 
 

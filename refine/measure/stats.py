@@ -12,30 +12,27 @@ passed as noise. The verdicts must be valid at the sample sizes the lab affords,
 the run really met, and one function must give every verdict that a report, the README,
 `threadwise ladder` and the refine loop show.
 
-Approach (docs/refine.md "Statistics", calibrated by benchmarks/calibration.py):
-- **Pairs.** Every arm runs each level once per repeat, in an order that rotates so each arm
-  takes each position equally often (plan.py); a comparison pairs the reference's and the
-  candidate's cells of one level and repeat, which cancels the host's slow drift. It uses the
-  pairs whose two cells are both valid, and leaves out a pair whose cells the host denied
-  unequally (their shares of vCPU time the host did not serve differ by more than
-  PAIR_DENIED_MAX: runtime/lab/hostload.py).
-- **Estimate.** d_r = log(candidate_r / reference_r) per pair; the effect is exp(mean d).
-- **Noise from the same run and the same level.** Every run interleaves an A/A arm (the
-  default scheduler again, `baseline-aa`): its pairs e_r = log(aa_r / baseline_r) at the level
-  are what one pair of identical arms differs by, right then. The noise of one pair is the
-  pooled standard deviation of the comparison's own residuals (d_r - mean d, n - 1 degrees of
-  freedom) and the level's A/A ratios (e_r about 0, their known mean: m degrees of freedom):
-  s^2 = (sum (d_r - mean d)^2 + sum e_r^2) / (n - 1 + m). Nothing comes from another level or
+Approach (docs/refine.md "Statistics", calibrated by benchmarks/calibration.py; judge `paired-v5`):
+- **Pairs and noise** (pairs.py): every arm runs each level once per repeat, in an order that
+  rotates (plan.py); a comparison pairs the two sides' cells of one level and repeat, which
+  cancels the host's slow drift, and leaves out a pair the host denied unequally. The default
+  scheduler's side of a comparison is both its cells of the repeat (baseline and its A/A twin,
+  geometric mean). The effect is exp(mean d). The noise of one pair pools the comparison's own
+  residuals (n - 1 degrees of freedom) with the same run's A/A pairs at the level (m, about
+  their known mean 0, scaled to the pairs' variance). Nothing comes from another level or
   another run, so a loud level cannot widen a quiet one and a quiet run cannot narrow a loud
-  one. (Shrinking a level's variance toward the others' was not needed: calibrated per level,
-  the false rates held without it; it would let a loud level move a quiet one.) A candidate
-  noisier than the A/A arms widens its own interval through its residuals. A run without an
-  A/A arm (`threadwise ladder --no-aa`, records before this judge) uses the residuals alone.
-- **Interval and verdict.** exp(mean d +- t(1 - ALPHA/2; df) * s / sqrt(n)): Student's t at the
-  pooled degrees of freedom. `better` when it lies wholly on the objective's good side of 1,
-  `worse` when wholly on the bad side, else `within_noise`; fewer than MIN_PAIRS pairs or fewer
-  than MIN_DF degrees of freedom: `insufficient`. An estimate within RESOLUTION (5%) of 1 is
-  `within_noise` whatever its interval: identical arms at different places in the rotation
+  one; a candidate noisier than the A/A arms widens its own interval through its residuals. A
+  run without an A/A arm (`threadwise ladder --no-aa`, records before schema 5) uses the
+  residuals alone.
+- **Interval and verdict.** exp(mean d +- t(1 - ALPHA/(2K); df) * s / sqrt(n)), K the arm
+  pair's comparisons (every objective metric at every level): the K intervals of an arm pair
+  hold together at 1 - ALPHA (Bonferroni), because the ladder verdict and the keep rule read
+  them together, and one false `better` among K is a false answer. (paired-v4 put each
+  interval at ALPHA alone: 8.9-10.8% false per comparison at n = 8 on the 2026-12-02 mixed
+  pool, docs/refine.md.) `better` when the interval lies wholly on the objective's good side of
+  1, `worse` when wholly on the bad side, else `within_noise`; fewer than MIN_PAIRS pairs or
+  fewer than MIN_DF degrees of freedom: `insufficient`. An estimate within RESOLUTION (5%) of 1
+  is `within_noise` whatever its interval: identical arms at different places in the rotation
   differ by up to 2%, which the A/A arm (at one place) does not carry (the constant's note).
 - **Ladder verdict against the default scheduler** (`ladder_verdict`): wins when the primary
   is better at one level or more and worse at none, no secondary is worse anywhere, and every
@@ -66,20 +63,36 @@ from enum import StrEnum
 from typing import Literal
 
 import numpy as np
-from scipy.stats import t as student_t
+
+from threadwise.refine.measure.pairs import (
+    ALPHA,
+    LOG_CLIP,
+    MIN_DF,
+    NO_NOISE,
+    PAIR_DENIED_MAX,
+    Measured,
+    Noise,
+    Obs,
+    aa_ratios,
+    log_ratio,
+    pair_up,
+    paired,
+    pooled_noise,
+)
+
+# the judge's face: what stats defines, and the pairs' names it is read by (pairs.py)
+__all__ = [
+    "ALPHA", "DEFAULT_SCALE", "DIRECTIONS", "EARLY_ALPHA", "LOG_CLIP", "METHOD", "MIN_DF", "MIN_PAIRS",
+    "NO_FLOORS", "NO_NOISE", "PAIR_DENIED_MAX", "RESOLUTION", "Comparison", "Direction", "Floors",
+    "LadderComparison", "Measured", "Noise", "Obs", "Verdict", "aa_floors", "aa_ratios", "classify",
+    "compare", "compare_arms", "early_loss", "first_repeats", "keep_decision", "ladder_verdict",
+    "log_ratio", "losses", "pair_up", "pareto_verdict", "pooled_noise",
+]
 
 Direction = Literal["higher", "lower"]
 
 MIN_PAIRS = 2
-MIN_DF = 2  # degrees of freedom the noise estimate needs (t(0.975; 1) = 12.7 is no interval)
-ALPHA = 0.05  # two-sided, per comparison: the false-verdict rate the calibration must show
 EARLY_ALPHA = 0.001  # one-sided, per comparison and look: stopping a step early for a loss
-# A pair whose two cells the host denied shares of vCPU time differing by more than this is
-# left out of a comparison (hostload.py). Set from the first pool (docs/lab.md "Host
-# interference"): every A/A pair off by more than 30% had a gap above 0.16, undisturbed pairs
-# sat within 0.03 of each other. The A/A pairs are filtered alike, so the noise is that of the
-# pairs the comparison keeps.
-PAIR_DENIED_MAX = 0.10
 # The smallest difference a verdict names. Identical arms at different places in a ladder's
 # rotation are not identical at the 2% scale: in a pool of 10-s windows (benchmarks/data/
 # lab-calibration-w10.duckdb, 2026-11-29) the third default-scheduler arm read hot-0 1.9% below
@@ -88,23 +101,13 @@ PAIR_DENIED_MAX = 0.10
 # 20-57% of draws. The A/A arm carries the noise of its own place, not the offset of another's.
 # Differences under RESOLUTION are "within noise" whatever their interval (docs/refine.md).
 RESOLUTION = 0.05
-LOG_CLIP = math.log(1e6)
+DEFAULT_SCALE = 0.75  # a pair against both default cells varies 1.5 s_c^2, an A/A pair 2 s_c^2 (pairs.py)
 DIRECTIONS: tuple[Direction, ...] = ("higher", "lower")
-METHOD = ("paired-v4: mean of paired log ratios +- t(0.975; df) x s / sqrt(n), s pooled from the "
-          "pairs' residuals and the same level's A/A pairs of the same run; a verdict names a "
-          f"difference of at least {RESOLUTION:.0%}")
-
-
-@dataclass(frozen=True)
-class Obs:
-    """One valid cell's value of a metric, with the share of vCPU time the host denied it."""
-
-    value: float
-    denied: float | None = None
-
-
-# arm -> background level -> metric -> repeat -> the valid cell's observation
-Measured = dict[str, dict[int, dict[str, dict[int, Obs]]]]
+METHOD = ("paired-v5: mean of paired log ratios (the default scheduler's side: the geometric mean of "
+          "its two cells of the repeat) +- t(1 - alpha/2K; df) x s / sqrt(n), K the arm pair's "
+          "comparisons (simultaneous intervals), s pooled from the pairs' residuals and the same "
+          "level's A/A pairs of the same run; a verdict names a difference of at least "
+          f"{RESOLUTION:.0%}")
 
 
 class Verdict(StrEnum):
@@ -115,40 +118,24 @@ class Verdict(StrEnum):
 
 
 @dataclass(frozen=True)
-class Noise:
-    """One level's noise as a comparison used it: the pooled s of one pair (log scale), its
-    degrees of freedom, and how many A/A pairs of the same run and level it rests on."""
-
-    sd: float
-    df: int
-    aa_pairs: int
-
-    def half_width(self, n: int, alpha: float = ALPHA, *, sides: int = 2) -> float:
-        """t(1 - alpha/sides; df) * s / sqrt(n): the interval's half-width at n pairs."""
-        if self.df < MIN_DF or n < 1 or not math.isfinite(self.sd):
-            return float("nan")
-        return float(student_t.ppf(1.0 - alpha / sides, self.df)) * self.sd / math.sqrt(n)
-
-
-NO_NOISE = Noise(float("nan"), 0, 0)
-
-
-@dataclass(frozen=True)
 class Floors:
     """What the A/A arm alone says per metric and level, for reports: the half-width a
-    comparison of n pairs would have if its own pairs agreed exactly (metric -> level ->
-    Noise of the A/A pairs alone, m degrees of freedom). The verdicts pool these pairs with the
-    comparison's own residuals (`compare`); this is the floor no comparison goes below."""
+    comparison against the default scheduler of n pairs would have if its own pairs agreed
+    exactly (metric -> level -> Noise of the A/A pairs alone, m degrees of freedom, scaled to a
+    pair against both default cells; each at `alpha`, the run's simultaneous share). The
+    verdicts pool these pairs with the comparison's own residuals (`compare`); this is the floor
+    no comparison against the default scheduler goes below."""
 
     by_level: Mapping[str, Mapping[int, Noise]] = field(default_factory=dict)
     run_id: int | None = None
     method: str = "none"
+    alpha: float = ALPHA
 
     def floor(self, metric: str, n: int, level: int) -> float | None:
         noise = self.by_level.get(metric, {}).get(level)
         if noise is None:
             return None
-        half = noise.half_width(n)
+        half = noise.half_width(n, self.alpha)
         return half if math.isfinite(half) else None
 
     def margin(self, metric: str, n: int) -> str:
@@ -208,7 +195,8 @@ class LadderComparison:
     level of each secondary metric (metric-major); `wins`/`reason` are
     `ladder_verdict` (against the default scheduler) and `keep`/`keep_reason`
     `pareto_verdict` (the refine loop's rule against the current best); `aa_arm` the A/A arm
-    whose pairs gave the noise (None: the pairs' own residuals only).
+    whose pairs gave the noise (None: the pairs' own residuals only); `each_alpha` the two-sided
+    alpha of each interval (ALPHA / K for K simultaneous comparisons).
     """
 
     reference: str
@@ -220,6 +208,7 @@ class LadderComparison:
     reason: str
     keep: bool = False
     keep_reason: str = ""
+    each_alpha: float = ALPHA
 
     def comparisons(self, metric: str) -> tuple[Comparison, ...]:
         return tuple(c for c in (*self.primary, *self.secondary) if c.metric == metric)
@@ -239,47 +228,6 @@ def _check(values: Iterable[float], what: str) -> np.ndarray:
     return array
 
 
-def log_ratio(candidate: float, reference: float) -> float:
-    """log(candidate / reference) with 0/0 = 0 and a zero on one side clipped to +-LOG_CLIP."""
-    if reference <= 0 and candidate <= 0:
-        return 0.0
-    if reference <= 0:
-        return LOG_CLIP
-    if candidate <= 0:
-        return -LOG_CLIP
-    return float(np.clip(math.log(candidate / reference), -LOG_CLIP, LOG_CLIP))
-
-
-def _denied_apart(a: Obs, b: Obs) -> bool:
-    return a.denied is not None and b.denied is not None and abs(a.denied - b.denied) > PAIR_DENIED_MAX
-
-
-def pair_up(reference: Mapping[int, Obs], candidate: Mapping[int, Obs], *,
-            keep_disturbed: bool = False) -> tuple[list[float], int]:
-    """Paired log ratios of the repeats both arms have, and how many pairs host load disturbed
-    (left out, unless `keep_disturbed`)."""
-    ratios, disturbed = [], 0
-    for repeat in sorted(set(reference) & set(candidate)):
-        ref, cand = reference[repeat], candidate[repeat]
-        if _denied_apart(ref, cand) and not keep_disturbed:
-            disturbed += 1
-            continue
-        ratios.append(log_ratio(cand.value, ref.value))
-    return ratios, disturbed
-
-
-def pooled_noise(ratios: Sequence[float], aa: Sequence[float]) -> Noise:
-    """The pooled s of one pair: the comparison's residuals (n - 1 df) and the A/A ratios about
-    their known mean 0 (m df). Uncentred A/A ratios are conservative: a bias between two
-    identical arms (one position favoured) widens the noise instead of hiding in a mean."""
-    d, e = np.asarray(ratios, dtype=float), np.asarray(aa, dtype=float)
-    df = max(d.size - 1, 0) + e.size
-    if df < 1:
-        return Noise(float("nan"), df, int(e.size))
-    squares = (float(np.sum((d - d.mean()) ** 2)) if d.size else 0.0) + float(np.sum(e ** 2))
-    return Noise(math.sqrt(squares / df), df, int(e.size))
-
-
 def classify(low: float, high: float, *, direction: Direction, pairs: int, df: int = MIN_DF,
              ratio: float | None = None) -> Verdict:
     """The verdict of a ratio interval in the objective's direction; a `ratio` (the estimate)
@@ -297,15 +245,20 @@ def classify(low: float, high: float, *, direction: Direction, pairs: int, df: i
 
 
 def compare(reference: Mapping[int, Obs], candidate: Mapping[int, Obs], *, level: int, metric: str,
-            direction: Direction, aa_ratios: Sequence[float] = (), alpha: float = ALPHA) -> Comparison:
-    """One level and metric: paired ratio, interval and verdict (see the module's note).
-    `aa_ratios`: the same run's A/A log ratios at this level (none: the pairs' residuals only)."""
+            direction: Direction, aa_ratios: Sequence[float] = (), alpha: float = ALPHA,
+            twin: Mapping[int, Obs] | None = None, twin_of_reference: bool = True) -> Comparison:
+    """One level and metric: paired ratio, interval at `alpha` and verdict (see the module's note).
+    `aa_ratios`: the same run's A/A log ratios at this level (none: the pairs' residuals only);
+    `twin`: the default scheduler's second arm when one side is the baseline (pairs.paired)."""
     ref_values = _check((o.value for o in reference.values()), f"{metric} at bg={level}, reference")
     cand_values = _check((o.value for o in candidate.values()), f"{metric} at bg={level}, candidate")
+    if twin is not None:
+        _check((o.value for o in twin.values()), f"{metric} at bg={level}, the default's twin")
     ref_median = float(np.median(ref_values)) if ref_values.size else float("nan")
     cand_median = float(np.median(cand_values)) if cand_values.size else float("nan")
-    ratios, disturbed = pair_up(reference, candidate)
-    noise = pooled_noise(ratios, aa_ratios)
+    pairs = paired(reference, candidate, twin=twin, twin_of_reference=twin_of_reference)
+    ratios, disturbed = pairs.ratios, pairs.disturbed
+    noise = pooled_noise(ratios, aa_ratios, aa_scale=pairs.scale)
     nan = float("nan")
     if not ratios:
         return Comparison(level, metric, direction, ref_median, cand_median, nan, nan, nan,
@@ -323,15 +276,19 @@ def compare(reference: Mapping[int, Obs], candidate: Mapping[int, Obs], *, level
 
 def aa_floors(measured: Measured, reference: str, aa_arm: str, metrics: Sequence[str], *,
               run_id: int | None = None) -> Floors:
-    """Per metric and level, the noise of the A/A arm's pairs alone (for reports and the
-    `floor` table; the verdicts pool them with each comparison's residuals)."""
+    """Per metric and level, the noise of the A/A arm's pairs alone, as a comparison against the
+    default scheduler (both its cells) would use it: scaled by 0.75, each at ALPHA / K with K the
+    run's metrics times levels (for reports and the `floor` table; the verdicts pool them with
+    each comparison's residuals)."""
     a, b = measured.get(reference, {}), measured.get(aa_arm, {})
+    levels = sorted(set(a) & set(b))
     by_level = {metric: {level: pooled_noise([], pair_up(a[level].get(metric, {}),
-                                                         b[level].get(metric, {}))[0])
-                         for level in sorted(set(a) & set(b))}
+                                                         b[level].get(metric, {}))[0], aa_scale=DEFAULT_SCALE)
+                         for level in levels}
                 for metric in metrics}
+    k = max(1, len(levels) * len(metrics))
     return Floors(by_level, run_id, f"A/A pairs of the same run and level (arm {aa_arm}): "
-                  "t(0.975; m) x s / sqrt(n), s = sqrt(mean e^2)")
+                  f"t(1 - {ALPHA}/(2 x {k}); m) x s / sqrt(n), s = sqrt(0.75 mean e^2)", ALPHA / k)
 
 
 def _levels(names: Iterable[str]) -> str:
@@ -403,19 +360,31 @@ def _insufficient(primary: Sequence[Comparison], secondary: Sequence[Comparison]
 
 def compare_arms(measured: Measured, reference_arm: str, candidate_arm: str, *,
                  primary: tuple[str, Direction], secondary: Sequence[tuple[str, Direction]] = (),
-                 twins: tuple[str, str] | None = None, alpha: float = ALPHA) -> LadderComparison:
+                 twins: tuple[str, str] | None = None, alpha: float = ALPHA,
+                 simultaneous: bool = True) -> LadderComparison:
     """Compare two arms at every level either has; both verdicts (vs default, keep rule).
-    `twins` = (an arm, its A/A repeat) of the same run: their pairs at each level are the noise,
-    whichever two arms are compared (None: the compared pairs' own residuals only)."""
+    `twins` = (the baseline, its A/A repeat) of the same run: their pairs at each level are the
+    noise, whichever two arms are compared, and a side that is the baseline is both their cells
+    (None: the compared pairs' own residuals, the baseline's cells alone). `simultaneous`: the K
+    intervals (every metric at every level) at `alpha` together, each at alpha / K; False: each
+    at `alpha` (early_loss, whose alpha is per comparison)."""
     reference = measured.get(reference_arm, {})
     candidate = measured.get(candidate_arm, {})
     levels = sorted(set(reference) | set(candidate))
+    each = alpha / max(1, len(levels) * (1 + len(secondary))) if simultaneous else alpha
+    # the default scheduler's side is both its cells, unless the other side is the twin itself
+    # (the A/A check, baseline -> baseline-aa, stays one pair of one cell each)
+    default_side = (None if twins is None or twins[1] in (reference_arm, candidate_arm)
+                    else True if reference_arm == twins[0] else False if candidate_arm == twins[0] else None)
 
     def per_level(metric: str, direction: Direction) -> tuple[Comparison, ...]:
         return tuple(compare(reference.get(level, {}).get(metric, {}),
                              candidate.get(level, {}).get(metric, {}), level=level, metric=metric,
                              direction=direction, aa_ratios=aa_ratios(measured, twins, level, metric),
-                             alpha=alpha)
+                             alpha=each,
+                             twin=(None if default_side is None or twins is None else
+                                   measured.get(twins[1], {}).get(level, {}).get(metric, {})),
+                             twin_of_reference=default_side is not False)
                      for level in levels)
 
     primary_comparisons = per_level(*primary)
@@ -424,16 +393,7 @@ def compare_arms(measured: Measured, reference_arm: str, candidate_arm: str, *,
     wins, reason = ladder_verdict(primary_comparisons, secondary_comparisons)
     keep, keep_reason = pareto_verdict(primary_comparisons, secondary_comparisons)
     return LadderComparison(reference_arm, candidate_arm, primary_comparisons, secondary_comparisons,
-                            twins[1] if twins else None, wins, reason, keep, keep_reason)
-
-
-def aa_ratios(measured: Measured, twins: tuple[str, str] | None, level: int, metric: str) -> list[float]:
-    """The A/A log ratios of one level: `twins` = (arm, its repeat) paired by repeat, disturbed
-    pairs left out as every comparison leaves them out."""
-    if twins is None:
-        return []
-    arm, twin = (measured.get(name, {}).get(level, {}).get(metric, {}) for name in twins)
-    return pair_up(arm, twin)[0]
+                            twins[1] if twins else None, wins, reason, keep, keep_reason, each)
 
 
 def losses(comparison: LadderComparison) -> tuple[tuple[str, int], ...]:
@@ -497,9 +457,9 @@ def early_loss(measured: Measured, *, baseline: str, best: str, candidate: str,
     be near-certain (benchmarks/calibration.py measures how often it is wrong)."""
     strict = 2 * EARLY_ALPHA  # compare's alpha is two-sided
     vs_best = compare_arms(measured, best, candidate, primary=primary, secondary=secondary,
-                           twins=twins, alpha=strict)
+                           twins=twins, alpha=strict, simultaneous=False)
     vs_base = compare_arms(measured, baseline, candidate, primary=primary, secondary=secondary,
-                           twins=twins, alpha=strict)
+                           twins=twins, alpha=strict, simultaneous=False)
     lost = sorted(set(losses(vs_best)) & set(losses(vs_base)))
     if not lost:
         return None

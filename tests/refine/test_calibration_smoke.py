@@ -137,7 +137,7 @@ def test_pool_file_loads_and_prints_the_rate_lines(tmp_path: Path) -> None:
     assert pool.metrics == METRICS and pool.levels == LEVELS and pool.repeats == tuple(range(1, 7))
     text = "\n".join(cal.render(pool, cal.calibrate(pool, n=3, limit=50, seed=1, early_k=2), 2))
     for metric in (PRIMARY, SECONDARY):
-        assert f"% per comparison ({metric}, n=3, paired-v4)" in text
+        assert f"% per comparison ({metric}, n=3, paired-v5)" in text
         assert f"({metric}, n=3, the effect injected" in text
     assert "A/A false verdict rate (floors as train takes them" in text and "Power at 1.3x: " in text
     assert "Known effect: `exclusive`" in text and "Stopped early after 2 of 3" in text

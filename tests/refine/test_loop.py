@@ -446,10 +446,12 @@ def test_a_latency_regression_is_aimed_at_first_and_every_step_says_why() -> Non
     assert " worse at " not in after_keep.replace("worse within noise", "")
     # batch's p99 was the start's (2.5 x the best's): a reverted candidate's regression, which the
     # next step no longer aims at; it aims at what the best itself still lacks against the
-    # baseline (here its p99 at parity, past half of this near-noiseless ladder's floor)
+    # baseline, if anything (its p99 at parity is past half of this near-noiseless ladder's floor
+    # at one interval per comparison, not at the judge's simultaneous intervals: either says so)
     after_revert = step(result, "housekeep:slice_us=2500").chosen_because
-    assert after_revert.startswith("untargeted, registry order after the 0 candidates aimed at the failures")
-    assert "vs baseline" in after_revert and "vs best" not in after_revert
+    assert after_revert.startswith(("untargeted, registry order after the 0 candidates aimed at the failures",
+                                    "registry order: no failure")), after_revert
+    assert "vs best" not in after_revert
     assert result.steps[0].chosen_because.startswith("the start profile")
     assert all(s.chosen_because for s in result.steps)
 

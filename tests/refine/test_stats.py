@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 from scipy.stats import t as student_t
 
+from threadwise.refine.measure.pairs import paired
 from threadwise.refine.measure.stats import (
+    ALPHA,
     EARLY_ALPHA,
     LOG_CLIP,
     PAIR_DENIED_MAX,
@@ -316,8 +318,13 @@ def test_the_noise_comes_from_the_run_measured() -> None:
     assert compare_arms(loud_run, "baseline", "cand", primary=("m", "higher"),
                         twins=twins).primary[0].verdict is Verdict.WITHIN_NOISE
     floors = aa_floors(loud_run, *twins, ["m"])
-    assert floors.by_level["m"][0].sd == pytest.approx(pooled_noise([], list(LOUD)).sd)
+    # the A/A pairs alone, scaled to a pair against both default cells; one metric at one level
+    assert floors.by_level["m"][0].sd == pytest.approx(math.sqrt(0.75) * pooled_noise([], list(LOUD)).sd)
     assert floors.floor("m", 3, 0) == pytest.approx(Noise(floors.by_level["m"][0].sd, 4, 4).half_width(3))
+    # two metrics at one level: each floor at alpha / 2, as the verdicts' intervals
+    two = aa_floors(loud_run, *twins, ["m", "m"])
+    half = Noise(floors.by_level["m"][0].sd, 4, 4).half_width(3, ALPHA / 2)
+    assert two.floor("m", 3, 0) == pytest.approx(half)
 
 
 def test_aa_pairs_the_host_disturbed_are_left_out_as_the_comparison_leaves_them() -> None:
@@ -332,6 +339,68 @@ def test_the_same_data_gives_the_same_interval_regardless_of_order() -> None:
     b = cmp({2: Obs(99.0), 0: Obs(100.0), 1: Obs(101.0)}, {1: Obs(108.0), 2: Obs(111.0), 0: Obs(110.0)})
     assert a == b
 
+
+
+# --- paired-v5: the default scheduler's two cells, simultaneous intervals ---------------------------
+
+TWINS = ("baseline", "baseline-aa")
+
+
+def three_arms(base: Sequence[float], twin: Sequence[float], cand: Sequence[float]) -> Measured:
+    return {"baseline": {0: {"m": cells(base)}}, "baseline-aa": {0: {"m": cells(twin)}},
+            "cand": {0: {"m": cells(cand)}}}
+
+
+def test_the_default_schedulers_side_is_the_geometric_mean_of_its_two_cells() -> None:
+    base, twin, cand = [100.0, 90.0, 110.0, 95.0], [104.0, 88.0, 112.0, 99.0], [120.0, 101.0, 131.0, 110.0]
+    measured = three_arms(base, twin, cand)
+    c = compare_arms(measured, "baseline", "cand", primary=("m", "higher"), twins=TWINS).primary[0]
+    d = [math.log(x / math.sqrt(b * t)) for b, t, x in zip(base, twin, cand, strict=True)]
+    assert c.ratio == pytest.approx(math.exp(np.mean(d)))
+    # the A/A squares scaled to a pair against two cells: 1.5 s_c^2 against 2 s_c^2
+    e = [math.log(t / b) for b, t in zip(base, twin, strict=True)]
+    squares = sum((x - np.mean(d)) ** 2 for x in d) + 0.75 * sum(x * x for x in e)
+    assert c.noise.sd == pytest.approx(math.sqrt(squares / (len(d) - 1 + len(e))))
+    assert c.noise.df == len(d) - 1 + len(e) and c.noise.aa_pairs == len(e)
+    # the default on the candidate's side is the mirror image
+    mirror = compare_arms(measured, "cand", "baseline", primary=("m", "higher"), twins=TWINS).primary[0]
+    assert mirror.ratio == pytest.approx(1 / c.ratio) and mirror.noise == c.noise
+    # the A/A check (baseline -> its twin) stays one cell against one
+    check = compare_arms(measured, "baseline", "baseline-aa", primary=("m", "higher"), twins=TWINS).primary[0]
+    assert check.ratio == pytest.approx(math.exp(np.mean(e)))
+    # without twins (a run with no A/A arm) the baseline's cells alone, its own residuals
+    alone = compare_arms(measured, "baseline", "cand", primary=("m", "higher")).primary[0]
+    plain = [math.log(x / b) for b, x in zip(base, cand, strict=True)]
+    assert alone.ratio == pytest.approx(math.exp(np.mean(plain)))
+    assert alone.noise.df == 3 and alone.noise.aa_pairs == 0
+
+
+def test_a_repeat_with_one_default_cell_uses_it_and_counts_its_variance() -> None:
+    measured = three_arms([100.0, 90.0, 110.0], [104.0, 88.0, 112.0], [120.0, 101.0, 131.0])
+    del measured["baseline"][0]["m"][1]  # repeat 1: the twin's cell alone
+    pairs = paired(measured["baseline"][0]["m"], measured["cand"][0]["m"],
+                   twin=measured["baseline-aa"][0]["m"])
+    assert pairs.ratios[1] == pytest.approx(math.log(101.0 / 88.0))
+    assert pairs.scale == pytest.approx((0.75 + 1.0 + 0.75) / 3)
+    # a default cell the host denied apart from the candidate's is left out of the mean
+    denied = paired({0: Obs(100.0, 0.0)}, {0: Obs(120.0, 0.0)}, twin={0: Obs(50.0, 0.5)})
+    assert denied.ratios == [pytest.approx(math.log(1.2))] and denied.scale == 1.0
+    both_out = paired({0: Obs(100.0, 0.5)}, {0: Obs(120.0, 0.0)}, twin={0: Obs(50.0, 0.5)})
+    assert both_out.ratios == [] and both_out.disturbed == 1
+
+
+def test_an_arm_pairs_intervals_hold_together_each_at_alpha_over_k() -> None:
+    measured = ladder({8: 1.2})
+    result = arms(measured)
+    k = len(LEVELS) * 2
+    assert result.each_alpha == pytest.approx(ALPHA / k)
+    c = result.primary[-1]
+    assert c.floor == pytest.approx(c.noise.half_width(c.pairs, ALPHA / k))
+    one_metric = arms(ladder({8: 1.2}), secondary=False)
+    assert one_metric.each_alpha == pytest.approx(ALPHA / len(LEVELS))
+    alone = compare_arms(measured, "baseline", "cand", primary=("rps", "higher"), twins=TWINS,
+                         simultaneous=False)
+    assert alone.each_alpha == ALPHA and alone.primary[-1].floor < c.floor
 
 # --- a ladder: verdict against the default, keep rule -----------------------------------------------
 
