@@ -9,18 +9,18 @@ from typing import Annotated
 import typer
 
 from threadwise.errors import UsageError
+from threadwise.options import Json, MaybeOutput
 
 
 def analyze_command(
     capture: Annotated[Path | None, typer.Argument(help="A capture file written by `threadwise observe`.",
                                                    show_default=False)] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    as_json: Json = False,
     store: Annotated[bool, typer.Option(
         "--store/--no-store", help="Also write the analysis_* tables to CAPTURE's analysis file, "
                                    "NAME.analysis.duckdb beside it (the capture itself is never "
                                    "written).")] = False,
-    output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="Write the analysis file here instead (implies --store).")] = None,
+    output: MaybeOutput = None,
     threads: Annotated[bool, typer.Option(
         "--threads/--no-threads", help="Include per-thread rows and chains in --json.")] = False,
     explain: Annotated[bool, typer.Option(
@@ -34,7 +34,7 @@ def analyze_command(
     (or by behaviour when all share one name), assigns each group a role
     (compute, latency, housekeeping, batch, default) with a confidence, and
     prints it. The capture is only read, never changed (its sha256 holds); --store
-    also writes the tables to an analysis file beside it.
+    also writes the tables to an analysis file beside it, -o FILE to FILE instead.
 
     Examples:
 

@@ -12,6 +12,7 @@ from threadwise.durations import optional_duration
 from threadwise.errors import UsageError
 from threadwise.observe.interop import cli as interop_cli
 from threadwise.observe.interop.cli import PlaceThreads
+from threadwise.options import Force, Json, MaybeOutput
 
 
 def observe_command(
@@ -28,9 +29,8 @@ def observe_command(
         "--duration", "-d",
         help="How long to trace: 10s, 500ms, 2m (a bare number is seconds). "
              "Default: until Ctrl-C or the target exits.")] = None,
-    output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="Capture file to write. Default: <target>-<time>.duckdb here.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing capture file.")] = False,
+    output: MaybeOutput = None,
+    force: Force = False,
     backend: Annotated[str | None, typer.Option(
         help="Tracer backend: libbpf (the C tracer, built by make setup; the default) or bpftrace. "
              "Without this option observe uses libbpf and falls back to bpftrace where libbpf "
@@ -45,7 +45,8 @@ def observe_command(
 
     Traces sched_switch, wakeups (with the waker), migrations, thread births,
     exits and renames on every CPU, and reads the kernel's own runtime of each
-    target thread from /proc at start and end. Needs root.
+    target thread from /proc at start and end. Needs root. The capture goes to -o FILE, or to
+    <target>-<time>.duckdb here.
 
     Examples:
 
@@ -90,7 +91,7 @@ def observe_command(
 
 def show_command(
     capture: Annotated[Path, typer.Argument(help="A capture file written by `threadwise observe`.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    as_json: Json = False,
     top: Annotated[int, typer.Option(help="How many threads to list.", min=0)] = 10,
 ) -> None:
     """Summarize a capture: duration, threads, events, loss, top threads, topology."""

@@ -14,38 +14,28 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from threadwise.errors import UsageError
+from threadwise.options import Cpus, Force, HostPriority, Output, ShapeSpec, Switch, with_options
 from threadwise.refine.canary import DEFAULT_MARGIN
 from threadwise.refine.cli_options import (
-    SCREEN_WIDTH,
-    SEARCH_REPEATS,
     SPEC_HELP,
-    Artifacts,
-    Budget,
-    Cpus,
-    EarlyStop,
-    Force,
     Guest,
-    HostPriority,
     Lab,
     Levels,
-    NullArm,
-    Profiles,
     Repeats,
-    ScreenRepeats,
-    ScreenWidth,
-    SearchRepeats,
+    SearchFlags,
     Seed,
-    Skip,
-    Switch,
     Window,
     parse_levels,
+    search_options,
 )
 from threadwise.runtime.scx import sched_ext_state
 
 if TYPE_CHECKING:
+    from threadwise.refine.measure.ladder import Arm
     from threadwise.refine.measure.preflight import Checked
+    from threadwise.refine.measure.run import LadderRun
     from threadwise.refine.measure.workload import Workload
-    from threadwise.refine.train import TrainOptions
+    from threadwise.shape import Shape
 
 workload_app = typer.Typer(
     help=(
@@ -59,14 +49,13 @@ workload_app = typer.Typer(
 @workload_app.command("check")
 def check_command(
     workload: Annotated[str, typer.Argument(help=SPEC_HELP, show_default=False)],
-    guest: Annotated[str, typer.Option("--guest", help="The lab guest to check for, as `train --lab "
-                                       "--guest` would use it: initramfs (the default) or vng.")]
-    = "initramfs",
+    guest: Guest = "initramfs",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Also print what train would run: the "
                                           "commands, the guest, what it carries. Nothing is started.")]
     = False,
 ) -> None:
-    """Validate a workload file, check it can run where train runs it, and summarise it.
+    """Validate a workload file, check it can run where train runs it (in the --guest given), and
+    summarise it.
 
     Refuses, with the file, line and what to do, what a training would fail on later: a program
     that is missing or not executable, a relative path (commands run in the ladder's own
@@ -141,35 +130,33 @@ def ladder_command(
                                        "arms), abba (reversed every repeat) or shuffle.")] = "rotate",
     seed: Seed = 1,
     spiky: Annotated[bool, typer.Option("--spiky", help="Duty-cycled background: each spinner busy 50% "
-                                        "of every 100 ms (the noisy neighbour's pattern).")] = False,
-    aa: Annotated[bool, typer.Option("--aa/--no-aa", help="A/A: measure the baseline against itself "
-                                     "too, interleaved: each level's noise every verdict of this run "
-                                     "pools (on by default; without it a verdict rests on its own "
-                                     "pairs' spread alone, far wider at 3 repeats: docs/refine.md).")] = True,
+                                        "of every 100 ms.")] = False,
+    aa: Annotated[bool, typer.Option("--aa/--no-aa", help="Also measure the baseline against itself, "
+                                     "interleaved: each level's noise, which every verdict of the run "
+                                     "pools.")] = True,
     lab: Lab = False,
     cpus: Cpus = 2,
     guest: Guest = "initramfs",
     host_priority: HostPriority = Switch.on,
-    output: Annotated[Path, typer.Option("--output", "-o", help="The ladder file (DuckDB; runs are added).")]
-    = Path("ladder.duckdb"),
+    output: Output = Path("ladder.duckdb"),
     keep_raw: Annotated[Path | None, typer.Option("--keep-raw", help="Keep the agent's raw files here.")]
     = None,
 ) -> None:
     """Measure arms (the default scheduler and profiles) at background levels, back to back.
 
-    Every cell lands in the ladder file with its validity (spinners ran, generator not saturated,
-    service alive, scheduler attached, threads in their layers); per level the paired ratio
-    against the baseline with its 95% interval and a verdict are printed and stored. The run
-    also measures the baseline against itself (--aa, on by default), interleaved, and each
-    verdict pools that level's A/A pairs with its own; --no-aa saves that arm, and its
-    verdicts rest on their own pairs alone.
+    Every cell lands in the ladder file (-o; a run is added to what it holds) with its validity
+    (spinners ran, generator not saturated, service alive, scheduler attached, threads in their
+    layers); per level the paired ratio against the baseline with its 95% interval and a verdict
+    are printed and stored. Each profile arm is vetted as a search's candidates are (validated,
+    compiled for where the cells run, checked by scx_layered, linted). The run also measures the
+    baseline against itself (--aa, on by default), interleaved, and each verdict pools that
+    level's A/A pairs with its own; --no-aa saves that arm, and its verdicts rest on their own
+    pairs alone (docs/refine.md).
 
       threadwise ladder redis --arm profiles/redis.toml --lab --levels 0,2,4 --repeats 3
     """
     # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
-    from threadwise.refine import report
-    from threadwise.refine.measure.ladder import BASELINE, Arm
-    from threadwise.refine.measure.run import SPIKY_BACKGROUND, arm_from_file, run_ladder, where
+    from threadwise.refine.measure.run import SPIKY_BACKGROUND, run_ladder, where
     from threadwise.refine.measure.store import check_output
     from threadwise.synthesize.api import load_profile
 
@@ -181,49 +168,50 @@ def ladder_command(
     levels_list = parse_levels(levels)
     place = where(lab, cpus, guest, profiles=bool(profiles), host_priority=host_priority == "on")
     _checked(workload, place.guest if place.lab else None)   # what it would fail on later, now
-    spec = spec.with_window(window)
-    arms = [Arm(BASELINE)]
-    if aa:
-        arms.append(Arm("baseline-aa"))
-    for item in profiles:
-        name, _, file = item.rpartition("=")
-        arms.append(arm_from_file(Path(file), place.shape, name or None))
-    if len(arms) < 2:
-        raise UsageError("nothing to compare", hint="add --arm PROFILE.toml, or --aa for the noise floors")
-    result = run_ladder(spec, text, arms, ladder_file=output, place=place, levels=levels_list,
-                        repeats=repeats, order=order, seed=seed,
+    arms = _arms(profiles, aa, place.shape)
+    result = run_ladder(spec.with_window(window), text, arms, ladder_file=output, place=place,
+                        levels=levels_list, repeats=repeats, order=order, seed=seed,
                         purpose="aa" if aa and not profiles else "ladder",
                         command=shlex.join(["threadwise", *sys.argv[1:]]), keep_raw=keep_raw,
                         background=SPIKY_BACKGROUND if spiky else "",
                         progress=lambda line: typer.echo(line, err=True))
+    _show_ladder(output, result, repeats)
+
+
+def _arms(profiles: list[str], aa: bool, shape: Shape) -> list[Arm]:
+    """The ladder's arms: the baseline, its A/A twin (`aa`), and each `--arm` profile (FILE or
+    NAME=FILE) compiled for `shape`."""
+    # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
+    from threadwise.refine.measure.ladder import BASELINE, Arm
+    from threadwise.refine.measure.run import arm_from_file
+
+    arms = [Arm(BASELINE), *([Arm("baseline-aa")] if aa else [])]
+    for item in profiles:
+        name, _, file = item.rpartition("=")
+        arms.append(arm_from_file(Path(file), shape, name or None))
+    if len(arms) < 2:
+        raise UsageError("nothing to compare", hint="add --arm PROFILE.toml, or --aa for the noise floors")
+    return arms
+
+
+def _show_ladder(output: Path, result: LadderRun, repeats: int) -> None:
+    """Per level the stored comparisons, then how many cells were valid."""
+    # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
+    from threadwise.refine import report
+
     typer.echo("\n".join(report.ladder_lines(output, result.run_id, repeats, result.comparisons)))
     ingested = result.ingested
     typer.echo(f"{ingested.valid} of {ingested.cells} cells valid"
                + ("" if ingested.completed else f"; {ingested.stopped_reason}"))
 
 
+@with_options(search_options)
 def train_command(
-    workload: Annotated[str, typer.Option("--workload", "-w", help="A workload file or a bundled name.")],
+    *,
     name: Annotated[str, typer.Option("--name", "-n", help="Profile name: writes profiles/NAME.toml "
                                       "and artifacts/NAME/.")],
-    lab: Lab = False,
-    cpus: Cpus = 2,
-    guest: Guest = "initramfs",
-    host_priority: HostPriority = Switch.on,
-    levels: Levels = "0,1,2,4",
-    repeats: SearchRepeats = SEARCH_REPEATS,
-    screen: ScreenWidth = SCREEN_WIDTH,
-    screen_repeats: ScreenRepeats = 1,
-    null_arm: NullArm = True,
-    budget: Budget = 0,
-    window: Window = None,
     observe_s: Annotated[float, typer.Option("--observe", help="Seconds to observe the workload.")] = 8.0,
-    seed: Seed = 1,
-    profiles: Profiles = Path("profiles"),
-    artifacts: Artifacts = Path("artifacts"),
-    force: Force = False,
-    skip: Skip = None,
-    early_stop: EarlyStop = True,
+    flags: SearchFlags,
 ) -> None:
     """Train a profile: observe, analyze, synthesize, screen, then confirm against the default.
 
@@ -236,48 +224,16 @@ def train_command(
 
       threadwise train --workload rolesim --name rolesim --lab
     """
-    # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
-    from threadwise.refine.measure.run import where
-    from threadwise.refine.train import TrainOptions
-    from threadwise.synthesize.api import check_name
-
-    check_name(name)
-    path, _spec, _text = _workload(workload)
-    levels_list = parse_levels(levels)
-    _refuse_existing(profiles, artifacts, name, force)
-    place = where(lab, cpus, guest, host_priority=host_priority == "on")
-    _checked(workload, place.guest if place.lab else None)   # what it would fail on later, now
-    options = TrainOptions(path, name, place, levels_list, repeats, budget, seed=seed,
-                           observe_s=observe_s, window_s=window, profiles_dir=profiles,
-                           artifacts_dir=artifacts, force=force,
-                           command=shlex.join(["threadwise", *sys.argv[1:]]), skip=tuple(skip or ()),
-                           early_stop=early_stop, screen_width=screen, screen_repeats=screen_repeats,
-                           null_arm=null_arm)
-    _train_and_show(options)
+    _search(flags, name, observe_s=observe_s)
 
 
+@with_options(search_options)
 def refine_command(
+    *,
     profile: Annotated[Path, typer.Argument(help="The profile to refine (.toml).", show_default=False)],
-    workload: Annotated[str, typer.Option("--workload", "-w", help="A workload file or a bundled name.")],
     name: Annotated[str | None, typer.Option("--name", "-n", help="Name of the refined profile "
                                              "(default: the profile's).")] = None,
-    lab: Lab = False,
-    cpus: Cpus = 2,
-    guest: Guest = "initramfs",
-    host_priority: HostPriority = Switch.on,
-    levels: Levels = "0,1,2,4",
-    repeats: SearchRepeats = SEARCH_REPEATS,
-    screen: ScreenWidth = SCREEN_WIDTH,
-    screen_repeats: ScreenRepeats = 1,
-    null_arm: NullArm = True,
-    budget: Budget = 0,
-    window: Window = None,
-    seed: Seed = 1,
-    profiles: Profiles = Path("profiles"),
-    artifacts: Artifacts = Path("artifacts"),
-    force: Force = False,
-    skip: Skip = None,
-    early_stop: EarlyStop = True,
+    flags: SearchFlags,
 ) -> None:
     """Refine a profile: screen its neighbourhood, confirm the best, keep only measured wins.
 
@@ -289,26 +245,35 @@ def refine_command(
 
       threadwise refine profiles/redis.toml --workload redis --lab --budget 3
     """
+    _search(flags, name, start=profile)
+
+
+def _search(flags: SearchFlags, name: str | None, *, start: Path | None = None,
+            observe_s: float = 8.0) -> None:
+    """train (from an observation) or refine (from the profile `start`): the options checked in the
+    order a user's mistakes are reported, before the host's limits; then the search, and what next."""
     # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
     from threadwise.refine.measure.run import where
-    from threadwise.refine.train import TrainOptions
+    from threadwise.refine.train import TrainOptions, train
     from threadwise.synthesize.api import check_name, load_profile
 
     if name is not None:
         check_name(name)
-    path, _spec, _text = _workload(workload)
-    start, _ = load_profile(profile)
-    levels_list = parse_levels(levels)
-    _refuse_existing(profiles, artifacts, name or start.name, force)
-    place = where(lab, cpus, guest, host_priority=host_priority == "on")
-    _checked(workload, place.guest if place.lab else None)   # what it would fail on later, now
-    options = TrainOptions(path, name or start.name, place, levels_list, repeats, budget,
-                           seed=seed, window_s=window, profiles_dir=profiles, artifacts_dir=artifacts,
-                           force=force, command=shlex.join(["threadwise", *sys.argv[1:]]),
-                           start_profile=profile, skip=tuple(skip or ()), early_stop=early_stop,
-                           screen_width=screen, screen_repeats=screen_repeats,
-                           null_arm=null_arm)
-    _train_and_show(options)
+    path, _spec, _text = _workload(flags.workload)
+    started = load_profile(start)[0] if start is not None else None
+    name = name or (started.name if started is not None else "")
+    levels = parse_levels(flags.levels)
+    _refuse_existing(flags.profiles, flags.artifacts, name, flags.force)
+    place = where(flags.lab, flags.cpus, flags.guest, host_priority=flags.host_priority == "on")
+    _checked(flags.workload, place.guest if place.lab else None)   # what it would fail on later, now
+    options = TrainOptions(path, name, place, levels, flags.repeats, flags.budget, seed=flags.seed,
+                           observe_s=observe_s, window_s=flags.window, profiles_dir=flags.profiles,
+                           artifacts_dir=flags.artifacts, force=flags.force,
+                           command=shlex.join(["threadwise", *sys.argv[1:]]), start_profile=start,
+                           skip=flags.skip, early_stop=flags.early_stop, screen_width=flags.screen,
+                           screen_repeats=flags.screen_repeats, null_arm=flags.null_arm)
+    written = train(options, progress=lambda line: typer.echo(line, err=True), show=typer.echo)
+    typer.echo(next_line(written, options.artifacts_dir / name / "REPORT.md", path))
 
 
 def _refuse_existing(profiles: Path, artifacts: Path, name: str, force: bool) -> None:
@@ -317,15 +282,6 @@ def _refuse_existing(profiles: Path, artifacts: Path, name: str, force: bool) ->
         if existing.exists() and not force:
             raise UsageError(f"{existing} already exists; not replaced",
                              hint="pass --force to retrain and replace it, or choose another --name")
-
-
-def _train_and_show(options: TrainOptions) -> None:
-    # deferred: loads duckdb, numpy, pyarrow and pydantic; `threadwise --help` imports this module
-    from threadwise.refine.train import train
-
-    written = train(options, progress=lambda line: typer.echo(line, err=True), show=typer.echo)
-    report = options.artifacts_dir / options.name / "REPORT.md"
-    typer.echo(next_line(written, report, options.workload_path))
 
 
 def next_line(written: Path, report: Path, workload: Path, *, sched_ext: bool | None = None) -> str:
@@ -388,13 +344,11 @@ def canary_command(
     probe_command: Annotated[str | None, typer.Option("--probe-command", help="Or from the output of this "
                                                       "command, run once per window ({window_s}: its "
                                                       "length).")] = None,
-    shape: Annotated[str, typer.Option("--shape", help="Machine shape the profile is compiled for "
-                                       "(host: this machine).")] = "host",
+    shape: ShapeSpec = "host",
     margin: Annotated[list[str] | None, typer.Option("--margin", help="The loss a metric tolerates before "
                                                      "the canary calls it worse: 10% for every metric, or "
                                                      "METRIC=25% for one (repeatable). Default "
-                                                     f"{DEFAULT_MARGIN:.0%}, measured (docs/canary.md)."
-                                                     )] = None,
+                                                     f"{DEFAULT_MARGIN:.0%}.")] = None,
     max_regression: Annotated[str | None, typer.Option("--max-regression", help="One profile window "
                                                        "this much worse on the primary than the default "
                                                        "window before it rolls back at once.")] = None,
@@ -407,47 +361,57 @@ def canary_command(
     alpha: Annotated[float, typer.Option("--alpha", help="The chance of any false decision over the "
                                          "whole canary, however often it looks.")] = 0.05,
     windows_per_visit: Annotated[int, typer.Option("--windows-per-visit", min=1, help="Windows per visit "
-                                                   "of an arm (ABBA over visits): more where an attach "
-                                                   "costs far more than a window (the lab).")] = 1,
+                                                   "of an arm (ABBA over visits).")] = 1,
     attach_timeout: Annotated[str, typer.Option("--attach-timeout", help="How long each attach of "
-                                                "scx_layered may take (TCG: 30 s and more).")] = "120s",
-    out: Annotated[Path, typer.Option("--output", "-o", help="The canary's record (DuckDB).")]
-    = Path("canary.duckdb"),
+                                                "scx_layered may take.")] = "120s",
+    out: Output = Path("canary.duckdb"),
     force: Force = False,
 ) -> None:
     """Judge a profile on the live service it was trained for, on this host; keep it only while it
     measurably helps.
 
-    Windows alternate, in ABBA blocks, between the profile (scx_layered) and the kernel's default
-    scheduler, and after every pair an anytime-valid confidence sequence per metric decides: worse
-    beyond --margin rolls back (exit 13), better with no metric worse beyond its margin keeps the
-    profile applied (exit 0), no decision by --max-duration rolls back ("no measurable benefit",
-    exit 13). Ctrl-C and SIGTERM roll back first. Needs root and a kernel with sched_ext; half the
-    windows run on the default scheduler (docs/canary.md).
+    Windows alternate, in ABBA blocks, between the profile (scx_layered, compiled for --shape) and
+    the kernel's default scheduler, and after every pair an anytime-valid confidence sequence per
+    metric decides: worse beyond --margin rolls back (exit 13), better with no metric worse beyond
+    its margin keeps the profile applied (exit 0), no decision by --max-duration rolls back ("no
+    measurable benefit", exit 13). Ctrl-C and SIGTERM roll back first. Every window goes to the
+    canary's record (-o). Needs root and a kernel with sched_ext; half the windows run on the
+    default scheduler (docs/canary.md).
 
       threadwise canary profiles/redis.toml --workload redis --probe-command 'redis-benchmark -t get --csv'
     """
     # deferred: loads duckdb, numpy and pydantic; `threadwise --help` imports this module
     from threadwise.durations import optional_duration, parse_duration
     from threadwise.refine.canary.command import CanaryOptions, canary
+    from threadwise.shape import parse_shape
 
     regression = _percent(max_regression, "--max-regression") if max_regression else None
+    every, own = _margins(margin or [])
+    options = CanaryOptions(
+        profile=profile, workload=workload, pid=pid, probe_log=probe_log,
+        probe_command=shlex.split(probe_command) if probe_command else None, shape=parse_shape(shape),
+        margin=every, margins=own, max_regression=regression,
+        max_duration_s=parse_duration(max_duration, option="--max-duration"),
+        window_s=optional_duration(window, option="--window"),
+        warmup_s=optional_duration(warmup, option="--warmup"), alpha=alpha,
+        windows_per_visit=windows_per_visit,
+        attach_timeout_s=parse_duration(attach_timeout, option="--attach-timeout"),
+        out=out, force=force, command=shlex.join(["threadwise", *sys.argv[1:]]))
+    result = canary(options, progress=typer.echo)
+    typer.echo(f"canary: kept after {result.pairs} pairs ({result.seconds:.0f} s); record {out}")
+
+
+def _margins(given: list[str]) -> tuple[float, dict[str, float]]:
+    """--margin as the margin of every metric (the last bare one, else the default) and each
+    metric's own (METRIC=PCT)."""
     every, own = DEFAULT_MARGIN, {}
-    for given in margin or []:
-        name, _, value = given.rpartition("=")
+    for item in given:
+        name, _, value = item.rpartition("=")
         if name:
             own[name] = _percent(value, "--margin")
         else:
             every = _percent(value, "--margin")
-    options = CanaryOptions(
-        profile, workload, pid, probe_log, shlex.split(probe_command) if probe_command else None, shape,
-        every, regression,
-        parse_duration(max_duration, option="--max-duration"), optional_duration(window, option="--window"),
-        optional_duration(warmup, option="--warmup"), alpha, out, force,
-        shlex.join(["threadwise", *sys.argv[1:]]), windows_per_visit,
-        parse_duration(attach_timeout, option="--attach-timeout"), own)
-    result = canary(options, progress=typer.echo)
-    typer.echo(f"canary: kept after {result.pairs} pairs ({result.seconds:.0f} s); record {out}")
+    return every, own
 
 
 def register(app: typer.Typer) -> None:

@@ -1,37 +1,44 @@
 """The options `ladder`, `train` and `refine` share, declared once (SQLMesh's cli/options.py is the
 model): each is a typed alias a command uses as `lab: Lab = False`, so a flag's name and help read
-the same in every command. Defaults stay with the commands, where they differ (a ladder's levels
-and repeats are not a search's)."""
+the same in every command; the ones other stages' commands share too (`--cpus`, `--force`,
+`--host-priority`, ...) are threadwise/options.py's. train and refine take one option set,
+`search_options` (given to both by `with_options`). Defaults stay with the commands where they
+differ (a ladder's levels and repeats are not a search's).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from threadwise.errors import UsageError
-from threadwise.runtime.cli import HostPriority, Switch
+from threadwise.options import Cpus, Force, HostPriority, Switch
 
 __all__ = [
+    "SCREEN_WIDTH",
     "SEARCH_REPEATS",
     "SPEC_HELP",
     "Artifacts",
-    "Cpus",
+    "Budget",
     "EarlyStop",
-    "Force",
     "Guest",
-    "HostPriority",
     "Lab",
     "Levels",
+    "NullArm",
     "Profiles",
     "Repeats",
-    "SearchRepeats",
+    "ScreenRepeats",
+    "ScreenWidth",
+    "SearchFlags",
     "Seed",
     "Skip",
-    "Switch",
     "Window",
+    "WorkloadSpec",
     "parse_levels",
+    "search_options",
 ]
 
 SPEC_HELP = "A workload TOML file, or the name of a bundled one (see `threadwise workload list`)."
@@ -45,24 +52,19 @@ SEARCH_REPEATS = 8
 # 4-level training's screen and its confirmation at 8 repeats fit in about 30 lab minutes.
 SCREEN_WIDTH = 12
 
-Lab = Annotated[bool, typer.Option(
-    "--lab", help="Run every cell in ONE lab VM boot (for hosts without sched_ext; TCG, see docs/lab.md).")]
-Cpus = Annotated[int, typer.Option("--cpus", help="Lab vCPUs (keep at or below the host's cores).")]
+WorkloadSpec = Annotated[str, typer.Option("--workload", "-w", help=SPEC_HELP, show_default=False)]
+Lab = Annotated[bool, typer.Option("--lab", help="Run every cell in one lab VM boot (for hosts without "
+                                   "sched_ext; docs/lab.md).")]
 Guest = Annotated[str, typer.Option(
-    "--guest", help="Lab guest: initramfs (self-contained kernel + initramfs holding scx_layered, the "
-    "workload and the agent; the default: measurements stay in RAM) or vng (this machine's root "
-    "shared read-only; its file I/O stalls under exclusive layers, see docs/refine.md).")]
+    "--guest", help="Lab guest: initramfs (a self-contained kernel + initramfs holding scx_layered, the "
+    "workload and the agent) or vng (this machine's root shared read-only).")]
 Levels = Annotated[str, typer.Option("--levels", help="Background spinner counts, comma-separated.")]
-Repeats = Annotated[int, typer.Option("--repeats", help="Repeats per arm and level.")]
-SearchRepeats = Annotated[int, typer.Option(
-    "--repeats", help="Repeats per arm and level (8: calls a real 1.3x change of the primary in 91% of "
-    "steps, 3 in 35%; docs/refine.md \"Sample size and power\").")]
+Repeats = Annotated[int, typer.Option("--repeats", min=1, help="Repeats per arm and level.")]
 Window = Annotated[float | None, typer.Option(
     "--window", help="Seconds per measurement window (default: the workload file's).")]
 Seed = Annotated[int, typer.Option("--seed", help="Order and bootstrap seed.")]
 Profiles = Annotated[Path, typer.Option("--profiles", help="Where the profile goes (profiles/NAME.toml).")]
 Artifacts = Annotated[Path, typer.Option("--artifacts", help="Where the training record goes (NAME/).")]
-Force = Annotated[bool, typer.Option("--force", help="Replace an existing profile and record.")]
 Skip = Annotated[list[str] | None, typer.Option(
     "--skip", help="A candidate not to measure, by its name as a record's steps print it (e.g. "
     "`io_thd:treatment=latency`): one a previous record measured (repeatable).")]
@@ -79,8 +81,61 @@ Budget = Annotated[int, typer.Option("--budget", min=0, help="Guided mutations t
 EarlyStop = Annotated[bool, typer.Option(
     "--early-stop/--no-early-stop",
     help="Stop a step's ladder after a repeat once its candidate is clearly worse than both the best "
-    "and the default scheduler (one-sided alpha 0.001: it could be kept by neither rule); the cells so "
-    "far are kept and judged. --no-early-stop measures every repeat.")]
+    "and the default scheduler; the cells so far are kept and judged. --no-early-stop measures every "
+    "repeat.")]
+
+
+@dataclass(frozen=True)
+class SearchFlags:
+    """The options train and refine share, as given (checked and turned into TrainOptions by the
+    command, in the order a user's mistakes are reported)."""
+
+    workload: str
+    lab: bool
+    cpus: int
+    guest: str
+    host_priority: Switch
+    levels: str
+    repeats: int
+    screen: int
+    screen_repeats: int
+    null_arm: bool
+    budget: int
+    window: float | None
+    seed: int
+    profiles: Path
+    artifacts: Path
+    force: bool
+    skip: tuple[str, ...]
+    early_stop: bool
+
+
+def search_options(
+    *,
+    workload: WorkloadSpec,
+    lab: Lab = False,
+    cpus: Cpus = 2,
+    guest: Guest = "initramfs",
+    host_priority: HostPriority = Switch.on,
+    levels: Levels = "0,1,2,4",
+    repeats: Repeats = SEARCH_REPEATS,
+    screen: ScreenWidth = SCREEN_WIDTH,
+    screen_repeats: ScreenRepeats = 1,
+    null_arm: NullArm = True,
+    budget: Budget = 0,
+    window: Window = None,
+    seed: Seed = 1,
+    profiles: Profiles = Path("profiles"),
+    artifacts: Artifacts = Path("artifacts"),
+    force: Force = False,
+    skip: Skip = None,
+    early_stop: EarlyStop = True,
+) -> SearchFlags:
+    """train's and refine's shared options, declared once (`with_options(search_options)`)."""
+    return SearchFlags(workload=workload, lab=lab, cpus=cpus, guest=guest, host_priority=host_priority,
+                       levels=levels, repeats=repeats, screen=screen, screen_repeats=screen_repeats,
+                       null_arm=null_arm, budget=budget, window=window, seed=seed, profiles=profiles,
+                       artifacts=artifacts, force=force, skip=tuple(skip or ()), early_stop=early_stop)
 
 
 def parse_levels(text: str) -> list[int]:

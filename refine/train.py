@@ -42,7 +42,7 @@ from threadwise.refine.search.diagnose import load_blockers, load_silences
 from threadwise.refine.search.screen import NULL_ARM
 from threadwise.runtime.lab.agent import TCG_PATCHING_OOPS
 from threadwise.runtime.lab.turns import host_slots, take_turn
-from threadwise.shape import Shape, parse_shape
+from threadwise.shape import Shape
 from threadwise.synthesize.api import dumps, load_profile, synthesize_capture, toml_text
 
 Loaded = TypeVar("Loaded")  # a row type the loop reads of the last ladder (blockers, silences)
@@ -150,9 +150,9 @@ def analyze_once(capture: Path, progress: Callable[[str], None]) -> Analysis:
     return analysis
 
 
-def synthesize_start(capture: Path, name: str, shape: str, out: Path,
+def synthesize_start(capture: Path, name: str, shape: Shape, out: Path,
                      progress: Callable[[str], None], *, analysis: Analysis | None = None) -> Profile:
-    """The start profile for `capture`, sized for the machine `shape` (a --shape spec):
+    """The start profile for `capture`, sized for the machine `shape`:
     synthesize's builder, in-process.
 
     It does what `threadwise synthesize CAPTURE --name NAME -o OUT --shape SHAPE` does (printed as
@@ -160,10 +160,10 @@ def synthesize_start(capture: Path, name: str, shape: str, out: Path,
     it built, from `analysis` when the capture was analysed already. A failure keeps exit 1 and the
     `train step failed` of a failed command.
     """
-    args = ["synthesize", str(capture), "--name", name, "-o", str(out), "--force", "--shape", shape]
+    args = ["synthesize", str(capture), "--name", name, "-o", str(out), "--force", "--shape", shape.spec]
     progress(f"$ {shlex.join(['threadwise', *args])}")
     try:
-        profile = synthesize_capture(capture, name, where=out, report=progress, shape=parse_shape(shape),
+        profile = synthesize_capture(capture, name, where=out, report=progress, shape=shape,
                                      analysis=analysis)
     except ThreadwiseError as error:
         raise _step_failed(args, error) from error
@@ -246,7 +246,7 @@ def train(options: TrainOptions, progress: Callable[[str], None] = print,
         # sized for the shape it is measured on (the lab's), so lint is clean there
         start = synthesize_start(capture, options.name, options.place.shape, synthesized, progress,
                                  analysis=analysis)
-    shape = parse_shape(options.place.shape)
+    shape = options.place.shape
     choice = screening.screen_step(
         start, shape, screening.ScreenPlan(options.screen_width, screening.screen_levels(options.levels),
                                            options.screen_repeats),

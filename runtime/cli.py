@@ -1,4 +1,4 @@
-"""Commands of the runtime stage: apply / status / stop, `runtime info`, and the lab.
+"""Commands of the runtime stage: apply / status / stop, `info`, and the lab.
 
 Each command parses options and calls the library; errors are ThreadwiseError
 subclasses that threadwise/cli.py turns into `error:` / `hint:` lines.
@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -17,6 +16,7 @@ import typer
 
 from threadwise.durations import optional_duration, parse_duration
 from threadwise.errors import GuestCommandFailed, SchedulerFailure, UsageError
+from threadwise.options import Cpus, HostPriority, Json, ShapeSpec, Switch
 from threadwise.runtime import display, launcher
 from threadwise.runtime import info as runtime_info_mod
 from threadwise.runtime.config import ResolvedConfig
@@ -33,9 +33,6 @@ lab_app = typer.Typer(
         "  threadwise lab run -- threadwise apply layered.json --duration 20"
     ),
     no_args_is_help=True,
-)
-runtime_app = typer.Typer(
-    help="The bundled scx_layered and this kernel's sched_ext support.", no_args_is_help=True
 )
 
 
@@ -61,25 +58,11 @@ def lab_kernel(
     print(kernel.vmlinuz)
 
 
-HOST_PRIORITY_HELP = ("on: the lab's qemu claims this host's CPU while it runs (its autogroup and "
-                      "threads at nice -20), so other work cannot slow the guest mid-cell; off: it "
-                      "shares the host like any other work (docs/lab.md \"The lab on a busy host\").")
-
-
-class Switch(StrEnum):
-    on = "on"
-    off = "off"
-
-
-# Declared once; every command that boots the lab takes it (lab run, ladder, train, refine).
-HostPriority = Annotated[Switch, typer.Option("--host-priority", help=HOST_PRIORITY_HELP)]
-
-
 @lab_app.command("run", context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
 def lab_run(
     command: Annotated[list[str], typer.Argument(help="The command to run in the guest.")],
     *,
-    cpus: Annotated[int, typer.Option("--cpus", help="Guest CPUs (vCPUs).")] = 2,
+    cpus: Cpus = 2,
     threads_per_core: Annotated[
         int, typer.Option("--threads-per-core", help="2 gives the guest SMT sibling pairs.")
     ] = 1,
@@ -140,17 +123,17 @@ def lab_run(
         raise GuestCommandFailed(result.status, result.out_dir, result.console_log)
 
 
-def _refuse_keep_default(profile: Path, force: bool) -> None:
+def _refuse_keep_default(profile: Path, ignore_verdict: bool) -> None:
     """A candidate its training record rejected (refine/outcome.py) is not applied by accident."""
     # deferred: synthesize's package loads pydantic; `threadwise --help` imports this module
     from threadwise.synthesize.api import says_keep_default
 
-    if force or profile.suffix != ".toml" or not profile.is_file():
+    if ignore_verdict or profile.suffix != ".toml" or not profile.is_file():
         return
     if says_keep_default(profile.read_text(errors="replace")):
         raise UsageError(f"{profile}: its training record says keep the default scheduler for this service "
                          "(no measured profile beat it; KEEP-DEFAULT.md beside it says why)",
-                         hint="pass --force to apply it anyway, e.g. to measure it yourself")
+                         hint="pass --ignore-verdict to apply it anyway, e.g. to measure it yourself")
 
 
 def _echo_guest(stream: str, line: str) -> None:
@@ -160,10 +143,7 @@ def _echo_guest(stream: str, line: str) -> None:
     out.flush()
 
 
-@runtime_app.command("info")
-def runtime_info(
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
-) -> None:
+def info_command(as_json: Json = False) -> None:
     """Report the bundled scx_layered (version, path), this kernel's sched_ext and the lab."""
     info = runtime_info_mod.gather_info()
     print(json.dumps(info, indent=2) if as_json else runtime_info_mod.format_info(info))
@@ -174,11 +154,7 @@ def apply(
         Path, typer.Argument(help="A profile (.toml) or an scx_layered layer config (.json).")
     ],
     *,
-    shape: Annotated[
-        str,
-        typer.Option("--shape", help="Machine shape a profile is compiled for: host, "
-                     "cores=N,threads-per-core=T[,reserve=R] (tpc=T for short), or a JSON/TOML shape file."),
-    ] = "host",
+    shape: ShapeSpec = "host",
     foreground: Annotated[
         bool, typer.Option("--foreground", help="Stay attached until Ctrl-C, SIGTERM or --duration.")
     ] = False,
@@ -186,9 +162,9 @@ def apply(
         str | None, typer.Option("--duration", help="Stop by itself after this long: 30, 30s, 2m.")
     ] = None,
     attach_timeout: Annotated[
-        str, typer.Option("--attach-timeout", help="How long to wait for the attach (TCG: ~20s).")
+        str, typer.Option("--attach-timeout", help="How long to wait for the attach.")
     ] = "120s",
-    as_json: Annotated[bool, typer.Option("--json", help="Print the run state as JSON.")] = False,
+    as_json: Json = False,
     scx_arg: Annotated[
         list[str] | None,
         typer.Option("--scx-arg", help="An scx_layered flag for a .json config, e.g. --scx-arg=--interval "
@@ -198,45 +174,34 @@ def apply(
         bool,
         typer.Option("--rematch/--no-rematch",
                      help="After the attach, have scx_layered match the workload's threads again, one at "
-                          "a time (a re-attach to their own cgroup, a nice change for running ones), so "
-                          "threads that renamed themselves are matched to their layers."),
+                          "a time, so threads that renamed themselves are in their layers."),
     ] = True,
-    force: Annotated[
+    ignore_verdict: Annotated[
         bool,
-        typer.Option("--force", help="Apply a training's rejected candidate anyway (its header says keep "
-                                     "the default scheduler: no measured profile beat it)."),
+        typer.Option("--ignore-verdict", help="Apply a profile whose training record says keep the default "
+                                              "scheduler."),
     ] = False,
 ) -> None:
     """Apply PROFILE with the bundled scx_layered; return once it is attached.
 
-    The profile is validated and compiled for --shape (a .json is taken as an
-    scx_layered config as is), parsed by scx_layered itself, then launched by a
-    supervisor that records everything under /run/threadwise. `apply` returns
-    when /sys/kernel/sched_ext/state reads `enabled` and root/ops names layered,
-    or fails with scx_layered's reason and nothing attached. Then use
-    `threadwise status` and `threadwise stop`. --foreground keeps this command
-    attached instead (until Ctrl-C, or for --duration) and exits non-zero if the
-    scheduler dies or the kernel ejects it. --duration without --foreground attaches,
-    holds for the duration, prints the per-layer summary (as `status`) and
-    stops. Needs root and a kernel with sched_ext; on other hosts run it in
-    the lab: threadwise lab run -- threadwise apply P --duration 30
+    A profile is validated, compiled for --shape and checked by scx_layered itself (a .json is
+    taken as an scx_layered config as is), then launched by a supervisor that records everything
+    under /run/threadwise; `threadwise status` and `threadwise stop` follow. --foreground stays
+    attached (until Ctrl-C, or for --duration) and exits non-zero if the scheduler dies or the
+    kernel ejects it; --duration alone attaches, holds, prints the per-layer summary and stops.
+    Each target thread's layer is reported (docs/runtime.md: renamed threads, --rematch). Needs
+    root and a kernel with sched_ext; elsewhere, in the lab:
 
-    scx_layered re-matches a thread that renamed itself only when it next becomes
-    runnable, so a busy thread created before its name was set can sit in the
-    wrong layer. Apply the profile while the workload runs (threads existing at
-    the attach are matched by their current names); --rematch (the default)
-    then has every target thread matched again, one at a time, and apply
-    reports each target thread's layer (also in `threadwise status`). A
-    profile that selects by user (a group's `uid`) is watched while applied:
-    scx_layered never re-matches after a setuid, so the supervisor has it
-    match again each workload process that starts or changes user (an nginx
-    reload's workers), once a second.
+      threadwise lab run -- threadwise apply P --duration 30
     """
+    # deferred: shape loads pydantic; `threadwise --help` imports this module
+    from threadwise.shape import parse_shape
+
     duration_s = optional_duration(duration, option="--duration")
     attach_timeout_s = parse_duration(attach_timeout, option="--attach-timeout")
-    _refuse_keep_default(profile, force)
+    _refuse_keep_default(profile, ignore_verdict)
     files = RunFiles.default()
-    resolved = launcher.prepare(profile, shape, files, tuple(scx_arg or ()))
+    resolved = launcher.prepare(profile, parse_shape(shape), files, tuple(scx_arg or ()))
     for note in resolved.notes:
         _err(f"note: {note}")
     if resolved.kind == "json" and shape != "host":
@@ -247,13 +212,8 @@ def apply(
         return
     if foreground:
         _err(f"applying {resolved.source} ({len(resolved.config)} layers) in the foreground")
-        state = launcher.apply_foreground(
-            resolved,
-            files,
-            attach_timeout_s=attach_timeout_s,
-            duration_s=duration_s,
-            log=lambda msg: _err(f"apply: {msg}"),
-        )
+        state = launcher.apply_foreground(resolved, files, attach_timeout_s=attach_timeout_s,
+                                          duration_s=duration_s, log=lambda msg: _err(f"apply: {msg}"))
     else:
         state = launcher.apply_background(resolved, files, attach_timeout_s=attach_timeout_s)
         if rematch:
@@ -295,7 +255,7 @@ def status(
     interval: Annotated[
         str, typer.Option("--interval", help="How long utilisation is measured over: 1s, 500ms; 0: one read.")
     ] = "1s",
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
+    as_json: Json = False,
 ) -> None:
     """Show the applied profile, the sched_ext state and per-layer tasks/utilisation/CPUs.
 
@@ -310,9 +270,7 @@ def status(
         raise SchedulerFailure(result.problem, hint=f"scx_layered output: {files.log}")
 
 
-def stop(
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
-) -> None:
+def stop(as_json: Json = False) -> None:
     """Stop the applied profile: scx_layered unregisters and the state reads `disabled`.
 
     Only the supervisor started by `threadwise apply` is signalled (checked by
@@ -326,5 +284,5 @@ def register(app: typer.Typer) -> None:
     app.command("apply")(apply)
     app.command("status")(status)
     app.command("stop")(stop)
+    app.command("info")(info_command)
     app.add_typer(lab_app, name="lab")
-    app.add_typer(runtime_app, name="runtime")

@@ -3,7 +3,8 @@
 A profile TOML goes through the synthesize stage exactly as `threadwise
 compile --check` would: read + validate (errors stop here, with file and
 line), the machine shape (`host` reads this machine's topology, which inside
-the lab VM is the guest's), compile, then scx_layered's own
+the lab VM is the guest's; the caller hands a typed `Shape`, parsed where the
+user wrote it), compile, then scx_layered's own
 `--print-and-exit` oracle, so that no option is silently dropped. A `.json`
 file is read as an scx_layered layer config (a list of layer specs, or
 `{"specs": [...]}`) into the same typed `LayerConfig` (unknown matchers,
@@ -29,6 +30,7 @@ from threadwise.errors import ConfigRefused, UsageError
 from threadwise.paths import require_text
 
 if TYPE_CHECKING:   # synthesize (pydantic) loads inside the functions: `threadwise --help` stays fast
+    from threadwise.shape import Shape
     from threadwise.synthesize.api import LayerConfig, Profile
 
 
@@ -61,12 +63,12 @@ def _from_json(path: Path, config: LayerConfig, scx_args: tuple[str, ...] = ()) 
     return ResolvedConfig(config=config, source=str(path), kind="json", shape=None, scx_args=scx_args)
 
 
-def _from_profile(path: Path, profile: Profile, shape_spec: str) -> ResolvedConfig:
+def _from_profile(path: Path, profile: Profile, shape: Shape | None) -> ResolvedConfig:
     # deferred: shape and compile load pydantic (~80 ms); `threadwise --help` imports this module
-    from threadwise.shape import parse_shape
+    from threadwise.shape import host_shape
     from threadwise.synthesize.api import compile_profile, oracle_check
 
-    target = parse_shape(shape_spec)
+    target = shape if shape is not None else host_shape()
     compiled = compile_profile(profile, target)
     dropped = oracle_check(compiled.config, args=compiled.scx_args)
     if dropped:
@@ -80,10 +82,11 @@ def _from_profile(path: Path, profile: Profile, shape_spec: str) -> ResolvedConf
                           scx_args=compiled.scx_args)
 
 
-def resolve_input(loaded: LoadedInput, shape_spec: str = "host",
+def resolve_input(loaded: LoadedInput, shape: Shape | None = None,
                   scx_args: tuple[str, ...] = ()) -> ResolvedConfig:
     """The layer config for an input `load_input` read, checked by scx_layered's parser.
 
+    `shape`: the machine a profile is compiled for (None: this one's; a .json takes none).
     `scx_args`: scx_layered flags for a .json config (a ladder arm's `arms/ARM.args`); a profile's
     come from its own `[scheduler]` table, so giving both is refused."""
     # deferred: synthesize's typed config, which `threadwise --help` (importing this module) does without
@@ -92,7 +95,7 @@ def resolve_input(loaded: LoadedInput, shape_spec: str = "host",
     check_scx_args(loaded, scx_args)
     if isinstance(loaded.content, LayerConfig):
         return _from_json(loaded.path, loaded.content, scx_args)
-    return _from_profile(loaded.path, loaded.content, shape_spec)
+    return _from_profile(loaded.path, loaded.content, shape)
 
 
 def check_scx_args(loaded: LoadedInput, scx_args: tuple[str, ...]) -> None:
@@ -106,9 +109,10 @@ def check_scx_args(loaded: LoadedInput, scx_args: tuple[str, ...]) -> None:
                          hint="set [scheduler] interval_ms in the profile (docs/profile-schema.md)")
 
 
-def resolve(path: Path, shape_spec: str = "host") -> ResolvedConfig:
-    """The layer config for PROFILE (.toml) or CONFIG (.json), checked by scx_layered's parser."""
-    return resolve_input(load_input(path), shape_spec)
+def resolve(path: Path, shape: Shape | None = None) -> ResolvedConfig:
+    """The layer config for PROFILE (.toml, compiled for `shape`; None: this machine's) or CONFIG
+    (.json), checked by scx_layered's parser."""
+    return resolve_input(load_input(path), shape)
 
 
 def load_input(path: Path) -> LoadedInput:

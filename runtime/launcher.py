@@ -50,6 +50,7 @@ from threadwise.runtime.supervisor import (
 )
 
 if TYPE_CHECKING:
+    from threadwise.shape import Shape
     from threadwise.synthesize.api import LayerConfig
 
 __all__ = ["SchedulerFailure", "StatusReport", "StopReport", "apply_background", "apply_foreground",
@@ -126,10 +127,11 @@ def _preflight(files: RunFiles) -> None:
         )
 
 
-def prepare(path: Path, shape: str, files: RunFiles,
+def prepare(path: Path, shape: Shape | None, files: RunFiles,
             scx_args: tuple[str, ...] = ()) -> config_mod.ResolvedConfig:
-    """Refuse or resolve: the input is read and validated once, the config (checked once by
-    scx_layered's parser, with `scx_args` for a .json config) ends up in files.config."""
+    """Refuse or resolve: the input is read and validated once, the config (a profile compiled for
+    `shape`, None: this machine's; checked once by scx_layered's parser, with `scx_args` for a .json
+    config) ends up in files.config."""
     loaded = config_mod.load_input(path)   # bad input first: it is the user's to fix wherever this runs
     config_mod.check_scx_args(loaded, scx_args)
     _preflight(files)

@@ -15,16 +15,13 @@ from threadwise.errors import (
     InputError,
     UsageError,
 )
+from threadwise.options import Force, Json, MaybeOutput, MaybeShapeSpec, ShapeSpec
 from threadwise.paths import check_new_output, write_output
 from threadwise.scx import SCX_LAYERED_VERSION
 from threadwise.words import plain
 
 if TYPE_CHECKING:
     from threadwise.synthesize.provenance import RecordCheck, RecordNote
-
-SHAPE_HELP = ("Machine shape: host, cores=N,threads-per-core=T[,reserve=R] (tpc=T is short for "
-              "threads-per-core=T), or a JSON/TOML shape file.")
-
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
@@ -45,8 +42,7 @@ def synthesize_command(
     capture: Annotated[Path | None, typer.Argument(help="A capture written by `threadwise observe`.",
                                                    show_default=False)] = None,
     name: Annotated[str | None, typer.Option("--name", "-n", help="Profile name.")] = None,
-    output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="Where to write. Default: profiles/NAME.toml.")] = None,
+    output: MaybeOutput = None,
     request: Annotated[list[str] | None, typer.Option(
         "--request", help="CPU request of a group's pod: PATTERN=MILLICORES (repeatable).")] = None,
     example: Annotated[bool, typer.Option("--example", help="Write a valid sample profile.")] = False,
@@ -55,13 +51,16 @@ def synthesize_command(
         help="Group budget (the workload's catch-all included): idle groups fold, look-alikes merge.")] = 6,
     families: Annotated[Path | None, typer.Option(
         "--families", help="Runtime families file (default: synthesize/data/families-1.toml).")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing profile file.")] = False,
-    shape: Annotated[str | None, typer.Option(
-        "--shape", help="The target machine, when known (train passes its lab's): exclusive groups "
-                        "get at most its cores minus the reserve, sized down or made default "
-                        "otherwise, so `lint` is clean there. " + SHAPE_HELP)] = None,
+    force: Force = False,
+    shape: MaybeShapeSpec = None,
 ) -> None:
-    """Write a profile TOML for a captured workload (or a sample with --example)."""
+    """Write a profile TOML for a captured workload (or a sample with --example).
+
+    The profile goes to profiles/NAME.toml, or to -o FILE. With --shape (the target machine, when
+    known; train passes its lab's) exclusive groups get at most its cores minus the reserve, sized
+    down or made default otherwise, so `lint` is clean there; without it the profile is
+    machine-independent.
+    """
     # deferred: these load pydantic (~80 ms); `threadwise --help` imports this module
     from threadwise.shape import parse_shape
     from threadwise.synthesize.example import example_profile
@@ -140,7 +139,7 @@ def _validate_command(record: RecordCheck | None) -> Callable[..., None]:
 
     def validate_command(
         profile: Annotated[Path, typer.Argument(help="A profile TOML.")],
-        as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+        as_json: Json = False,
     ) -> None:
         """Check a profile against the schema and scx_layered 1.1.4's matchers and limits.
 
@@ -155,16 +154,16 @@ def _validate_command(record: RecordCheck | None) -> Callable[..., None]:
 
 def compile_command(
     profile: Annotated[Path, typer.Argument(help="A profile TOML.")],
-    shape: Annotated[str, typer.Option("--shape", "-s", help=SHAPE_HELP)] = "host",
-    output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="Write the JSON here instead of stdout.")] = None,
+    shape: ShapeSpec = "host",
+    output: MaybeOutput = None,
     check: Annotated[bool, typer.Option(
         "--check", help="Run scx_layered --print-and-exit on the result and compare.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing --output file.")] = False,
+    force: Force = False,
 ) -> None:
     """Compile a profile into an scx_layered JSON layer config for a machine shape.
 
-    With --check, a config scx_layered refuses, or changes, exits 8 (ConfigRefused).
+    The JSON goes to stdout, or to -o FILE. With --check, a config scx_layered refuses, or changes,
+    exits 8 (ConfigRefused).
     """
     # deferred: these load pydantic (~80 ms); `threadwise --help` imports this module
     from threadwise.shape import parse_shape
@@ -198,13 +197,13 @@ def compile_command(
 def lint_command(
     profile: Annotated[Path, typer.Argument(
         help="A profile TOML, or an scx_layered JSON layer config.")],
-    shape: Annotated[str, typer.Option("--shape", "-s", help=SHAPE_HELP)] = "host",
+    shape: ShapeSpec = "host",
     capture: Annotated[Path | None, typer.Option(
         "--capture", help="A capture taken under the profile (observed placement).")] = None,
     smt_threshold: Annotated[float, typer.Option(
         "--smt-threshold", help="Share of the capture two exclusive threads may co-run on "
         "sibling CPUs before smt_collision fires.")] = 0.05,
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    as_json: Json = False,
 ) -> None:
     """Check placement invariants: smt_collision, oversubscribed, uncovered, overlap.
 
@@ -258,8 +257,7 @@ def _diff_command(record: RecordCheck | None) -> Callable[..., None]:
     def diff_command(
         old: Annotated[Path, typer.Argument(help="The profile before (e.g. the base branch's).")],
         new: Annotated[Path, typer.Argument(help="The profile after.")],
-        shape: Annotated[str | None, typer.Option(
-            "--shape", "-s", help="Also compare the compiled layers on this shape. " + SHAPE_HELP)] = None,
+        shape: MaybeShapeSpec = None,
         capture: Annotated[Path | None, typer.Option(
             "--capture", help="Place a capture's threads (default: the profiles' evidence names).")] = None,
         output_format: Annotated[str, typer.Option(
@@ -268,6 +266,7 @@ def _diff_command(record: RecordCheck | None) -> Callable[..., None]:
         """Semantic diff of two profiles: groups, treatments, sizing, threads that change layer.
 
         Threads that leave or join the profile too, and whether its training record measured each profile.
+        With --shape, the layers each compiles to on that machine are compared too.
         """
         # deferred: these load pydantic (~80 ms); `threadwise --help` imports this module
         from threadwise.shape import parse_shape

@@ -48,7 +48,7 @@ class Case:
         return f"{self.kind}-{self.command.replace(' ', '_')}-{' '.join(self.argv[1:])[:60]}"
 
 
-GROUPS = {"workload", "lab", "runtime"}
+GROUPS = {"workload", "lab"}
 CAP, PROF, TEXT, BIN = "capture.duckdb", "profile.toml", "README.md", "random.bin"
 
 CASES = [
@@ -177,7 +177,7 @@ NO_INPUT = {
     "stop": "no arguments but --json; stops only what `apply` started",
     "workload list": "no arguments; lists the bundled workloads",
     "lab kernel": "only --refresh; fetches or reuses the cached kernel",
-    "runtime info": "only --json; reports what this host has",
+    "info": "only --json; reports what this host has",
 }
 
 

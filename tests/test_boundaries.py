@@ -36,7 +36,8 @@ ORDER = ("observe", "analyze", "synthesize", "runtime", "refine")
 # above every stage (the `threadwise` command and the demo, which import the stages).
 BASICS = {"threadwise.errors", "threadwise.paths", "threadwise.scx", "threadwise.durations",
           "threadwise.sqlfiles", "threadwise.procs", "threadwise.topology", "threadwise.shape",
-          "threadwise.givenclock", "threadwise.diagnostics", "threadwise.sourcemap", "threadwise.words"}
+          "threadwise.givenclock", "threadwise.diagnostics", "threadwise.sourcemap", "threadwise.words",
+          "threadwise.options"}
 SHELL = {"threadwise.cli", "threadwise.demo"}
 SOURCES = sorted(p for d in (*STAGES, "threadwise") for p in (ROOT / d).rglob("*.py"))
 

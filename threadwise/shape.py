@@ -54,6 +54,18 @@ class Shape:
         """Cores that exclusive groups may take: all cores minus the reserve."""
         return max(self.cores - self.reserve_cores, 0)
 
+    @property
+    def spec(self) -> str:
+        """The shape as `--shape` takes it, for a command line shown or a record stored: `host` for
+        this machine's, `cores=N,threads-per-core=T` (`,reserve=R` unless the default) for one
+        numbered core by core, else where it came from (its file)."""
+        if self.source == "host" and self.reserve_cores == DEFAULT_RESERVE_CORES:
+            return "host"
+        if self.siblings == synthetic(self.cores, self.threads_per_core, self.reserve_cores).siblings:
+            reserve = "" if self.reserve_cores == DEFAULT_RESERVE_CORES else f",reserve={self.reserve_cores}"
+            return f"cores={self.cores},threads-per-core={self.threads_per_core}{reserve}"
+        return self.source
+
     def describe(self) -> str:
         return (f"{self.cores} cores x {self.threads_per_core} threads ({self.nr_cpus} CPUs), "
                 f"{self.reserve_cores} reserved for the system")

@@ -16,6 +16,7 @@ import typer
 
 from threadwise.errors import UsageError
 from threadwise.observe.interop.trace_io import check_output
+from threadwise.options import Force, MaybeShapeSpec, Output
 
 # (profile path, the capture's (tid, tgid, comm, process comm) threads, its CPU count) ->
 # (tid, tgid) -> layer name: synthesize.placement.thread_layers.
@@ -53,10 +54,9 @@ def _export_command(place_threads: PlaceThreads | None) -> Callable[..., None]:
 
     def export_command(
         capture: Annotated[Path, typer.Argument(help="A capture file (threadwise observe or import).")],
-        output: Annotated[Path, typer.Option(
-            "--output", "-o", help="Trace file to write, e.g. run.pftrace.")],
+        output: Output,
         format_name: Annotated[str, typer.Option("--format", help="Output format: perfetto.")] = "perfetto",
-        force: Annotated[bool, typer.Option("--force", help="Replace an existing output file.")] = False,
+        force: Force = False,
         profile: Annotated[Path | None, typer.Option(
             "--profile", help="The profile applied while the capture was taken: each thread's layer "
                               "becomes a track of the thread named `layer NAME`.")] = None,
@@ -66,7 +66,7 @@ def _export_command(place_threads: PlaceThreads | None) -> Callable[..., None]:
         Per-CPU ftrace bundles of sched_switch and sched_waking (compact_sched
         encoding, full events where the compact form would lose something),
         migrations, thread births, exits and renames, process and thread names, the
-        capture window and its loss.
+        capture window and its loss. The trace goes to -o FILE (e.g. run.pftrace).
 
         Example: threadwise export rolesim.duckdb --format perfetto -o rolesim.pftrace
         """
@@ -77,16 +77,17 @@ def _export_command(place_threads: PlaceThreads | None) -> Callable[..., None]:
 
 def import_command(
     trace: Annotated[Path, typer.Argument(help="A Perfetto trace or a perf.data from `perf sched record`.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Capture file to write.")],
+    output: Output,
     pid: Annotated[int | None, typer.Option("--pid", "-p", help="The target process's pid.")] = None,
     comm: Annotated[str | None, typer.Option(
         "--comm", "-c", help="Target every process whose main thread has this name (15 chars).")] = None,
-    shape: Annotated[str | None, typer.Option(
-        "--shape", help="The recording machine's CPUs when the trace does not say: "
-                        "cores=N,threads-per-core=T (or a shape file). Overrides the trace's.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing capture file.")] = False,
+    shape: MaybeShapeSpec = None,
+    force: Force = False,
 ) -> None:
     """Build a capture from a trace recorded elsewhere, for analyze and synthesize.
+
+    The capture goes to -o FILE. --shape gives the recording machine's CPUs where the trace does not
+    say them (and overrides what it says).
 
     Record where threadwise is not installed, train here:
 

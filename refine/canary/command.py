@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import platform
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
 from threadwise.errors import CanaryRolledBack, MissingTool, UsageError
 from threadwise.refine.canary import record
@@ -25,28 +27,33 @@ from threadwise.refine.measure.workload import Workload, load_workload, resolve_
 from threadwise.runtime.scx import require_sched_ext
 from threadwise.runtime.state import RunFiles
 from threadwise.scx import SCX_LAYERED_VERSION
+from threadwise.shape import Shape
 
 
-@dataclass(frozen=True)
-class CanaryOptions:
+class CanaryOptions(BaseModel):
+    """What a canary was asked to do, typed as the command line's options became (durations in
+    seconds, margins as ratios, the machine shape the profile is compiled for)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
     profile: Path
-    workload: str
-    pid: int | None
-    probe_log: Path | None
-    probe_command: list[str] | None
-    shape: str
-    margin: float
-    max_regression: float | None
+    workload: str  # a workload file or a bundled name
+    shape: InstanceOf[Shape]
+    margin: float  # every metric's, unless `margins` has its own
     max_duration_s: float
-    window_s: float | None
-    warmup_s: float | None
     alpha: float
-    out: Path
-    force: bool
-    command: str
-    windows_per_visit: int = 1
+    out: Path  # the canary's record
+    command: str  # the command line, for the record
+    margins: dict[str, float] = Field(default_factory=dict)
+    pid: int | None = None
+    probe_log: Path | None = None
+    probe_command: list[str] | None = None
+    max_regression: float | None = None
+    window_s: float | None = None
+    warmup_s: float | None = None
+    windows_per_visit: Annotated[int, Field(ge=1)] = 1
     attach_timeout_s: float = 120.0
-    margins: dict[str, float] | None = None  # a metric's own margin over `margin`
+    force: bool = False
 
 
 def find_pid(process: str) -> int:

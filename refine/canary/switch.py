@@ -13,6 +13,7 @@ from threadwise.runtime.config import ResolvedConfig
 from threadwise.runtime.launcher import apply_background, prepare, stop
 from threadwise.runtime.scx import sched_ext_state
 from threadwise.runtime.state import RunFiles, read_state
+from threadwise.shape import Shape
 
 
 @dataclass
@@ -24,7 +25,7 @@ class LayeredSwitch:
     (runtime.launcher.stop raises otherwise)."""
 
     profile: Path
-    shape: str
+    shape: Shape
     files: RunFiles
     attach_timeout_s: float = 120.0   # as `threadwise apply`'s
     _resolved: ResolvedConfig | None = field(default=None, init=False)

@@ -3,11 +3,15 @@
 `threadwise ladder`, the refine loop and `train` all measure through
 `run_ladder`, so every measurement lands in a ladder file the same way.
 Where the cells run decides the shape profiles are compiled for: the lab
-guest (`--cpus N`, one thread per core) or this host (when it has sched_ext).
+guest (`--cpus N`, one thread per core) or this host (when it has sched_ext),
+a typed `Shape` from here on (its text only where a run is stored or shown).
+A profile file becomes an arm through the gate a search's candidates pass,
+synthesize's `vet_profile` (validate, compile, the scx_layered oracle, lint).
 """
 
 from __future__ import annotations
 
+import functools
 import shlex
 import shutil
 import sys
@@ -18,17 +22,17 @@ from pathlib import Path
 
 import duckdb
 
-from threadwise.errors import LadderIncomplete, MissingTool, UsageError
+from threadwise.errors import ConfigRefused, LadderIncomplete, MissingTool, ThreadwiseError, UsageError
 from threadwise.refine.measure import ingest, judge, ladder, stats, store, summary
 from threadwise.refine.measure.bundled import build
 from threadwise.refine.measure.ladder import BASELINE, Arm
 from threadwise.refine.measure.workload import Workload
-from threadwise.runtime.config import resolve
 from threadwise.runtime.lab.agent import Execution
 from threadwise.runtime.scx import sched_ext_state
 from threadwise.scx import SCX_LAYERED_VERSION, scx_layered_path
+from threadwise.shape import Shape, host_shape, synthetic
+from threadwise.synthesize.api import Checked, load_valid, vet_profile
 
-LAB_SHAPE = "cores={cpus},threads-per-core=1"
 # The noisy neighbour's spiky pattern: each spinner busy 50% of every 100 ms (refine/workloads/spin.c).
 SPIKY_BACKGROUND = "--duty 50 --period-ms 100"
 SPIKY_DUTY = 0.5
@@ -51,9 +55,11 @@ class Where:
     # beside a test suite its vCPUs went 20-35% unserved without, 3-4% with (docs/lab.md).
     host_priority: bool = True
 
-    @property
-    def shape(self) -> str:
-        return LAB_SHAPE.format(cpus=self.cpus) if self.lab else "host"
+    @functools.cached_property
+    def shape(self) -> Shape:
+        """The machine the cells run on, which profiles are compiled for: the lab guest (`cpus`
+        vCPUs, one thread per core) or this host."""
+        return synthetic(self.cpus) if self.lab else host_shape()
 
 
 def where(lab: bool, cpus: int, guest: str = "initramfs", *, profiles: bool = True,
@@ -83,13 +89,26 @@ def priority_line(on: bool) -> str:
             "cells it disturbs are measured and left out of the verdicts")
 
 
-def arm_from_file(path: Path, shape: str, name: str | None = None) -> Arm:
-    """A profile file compiled (validated, oracle-checked) for `shape`; the file's text is kept as
-    measured (its header comments too)."""
+def arm_from_file(path: Path, shape: Shape, name: str | None = None) -> Arm:
+    """A profile file as a ladder arm, through the gate a search's candidates pass (vet_profile:
+    validated, compiled for `shape`, checked by scx_layered, linted), built from what was checked;
+    the file's text is kept as measured (its header comments too)."""
     if path.suffix != ".toml":
         raise UsageError(f"{path}: an arm is `baseline` or a profile .toml")
-    resolved = resolve(path, shape)
-    return Arm(ladder.check_arm_name(name or path.stem), path.read_text(), resolved.config, resolved.scx_args)
+    name = ladder.check_arm_name(name or path.stem)
+    answer = vet_profile(load_valid(path), shape)
+    if isinstance(answer, Checked):
+        return Arm(name, path.read_text(), answer.config, answer.args)
+    arm = f"{path} on {shape.spec}"
+    if answer.stage == "lint":
+        raise UsageError(f"{arm}: lint refuses it: {answer.reason}",
+                         hint=f"see each finding with `threadwise lint {path} --shape {shape.spec}`; fix "
+                              "the profile, or measure it where it fits (more --cpus)")
+    if answer.stage == "oracle":
+        raise ConfigRefused(f"{arm}: scx_layered would not apply the compiled config as written: "
+                            f"{answer.reason}", hint="a bug in threadwise compile; nothing was measured")
+    raise ThreadwiseError(f"{arm}: {answer.stage} refused it: {answer.reason}",
+                          hint="this is a bug in threadwise compile; please report it with the profile")
 
 
 @dataclass(frozen=True)
@@ -127,7 +146,7 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
     `trace`: plan the extra trace cells of the blocker evidence (blockers.py) where the policy asks;
     False for a run nothing reads them of (the search's screen: 2 cells per arm it would trace)."""
     plan = ladder.make_plan(workload, arms, levels=levels, repeats=repeats, order=order, seed=seed,
-                            shape=place.shape, workload_toml=workload_toml,
+                            shape=place.shape.spec, workload_toml=workload_toml,
                             background_duty=SPIKY_DUTY if background == SPIKY_BACKGROUND else 1.0)
     scx = scx_layered_path()
     out = keep_raw if keep_raw else Path(tempfile.mkdtemp(prefix="threadwise-ladder-"))

@@ -207,13 +207,14 @@ def test_a_host_without_sched_ext_is_told_where_a_profile_can_be_judged(tmp_path
     from threadwise.errors import MissingTool
     from threadwise.refine.canary.command import CanaryOptions, canary
     from threadwise.runtime import scx
+    from threadwise.shape import synthetic
 
     monkeypatch.setattr(scx, "SCHED_EXT", tmp_path / "no-sched-ext")
     profile = ROOT / "benchmarks" / "data" / "rolesim-worker-nopreempt.toml"
     (tmp_path / "service.log").write_text("")
-    options = CanaryOptions(profile, "rolesim", os.getpid(), tmp_path / "service.log", None,
-                            "cores=2,threads-per-core=1", 0.10, None, 60.0, None, None, 0.05,
-                            tmp_path / "canary.duckdb", False, "pytest")
+    options = CanaryOptions(profile=profile, workload="rolesim", pid=os.getpid(),
+                            probe_log=tmp_path / "service.log", shape=synthetic(2), margin=0.10,
+                            max_duration_s=60.0, alpha=0.05, out=tmp_path / "canary.duckdb", command="pytest")
     with pytest.raises(MissingTool) as refused:
         canary(options)
     assert "has no sched_ext" in refused.value.message

@@ -230,12 +230,13 @@ def test_a_ladder_runs_in_one_initramfs_boot_and_its_raw_files_come_back(tmp_pat
     from threadwise.refine.measure.workload import parse_workload
     from threadwise.runtime.membership import parse_map_dump
     from threadwise.scx import SCX_LAYERED_VERSION, scx_layered_path
+    from threadwise.shape import parse_shape
 
     workload = parse_workload(WORKLOAD)
     profile = tmp_path / "tiny.toml"
     profile.write_text(PROFILE)
-    plan = ladder.make_plan(workload, [Arm(BASELINE), arm_from_file(profile, SHAPE)], levels=[0, 1],
-                            repeats=1, shape=SHAPE, workload_toml=WORKLOAD)
+    arms = [Arm(BASELINE), arm_from_file(profile, parse_shape(SHAPE))]
+    plan = ladder.make_plan(workload, arms, levels=[0, 1], repeats=1, shape=SHAPE, workload_toml=WORKLOAD)
     out = tmp_path / "run"
     out.mkdir()
     script = ladder.plan_script(plan, attach_mode="direct", spin=build("spin"), scx=scx_layered_path(),

@@ -3,7 +3,7 @@
 On copies of the committed records: Redis's profile beats the default scheduler and stays a
 profile; poolservice's does not, so `rejudge` moves it out of the profiles folder into its
 record as a candidate not to apply, with KEEP-DEFAULT.md's reasons per class of candidate, and
-`apply` refuses that file without --force.
+`apply` refuses that file without --ignore-verdict.
 """
 
 from __future__ import annotations
@@ -97,4 +97,4 @@ def test_rejudge_retires_a_losing_profile_and_apply_refuses_it(tmp_path: Path) -
                              capture_output=True, text=True, timeout=120, check=False)
     assert refused.returncode == 2
     assert "keep the default scheduler for this service" in refused.stderr
-    assert "--force" in refused.stderr
+    assert "--ignore-verdict" in refused.stderr

@@ -115,16 +115,37 @@ ECHO_CONFIG = "for a in \"$@\"; do case \"$a\" in f:*) printf 'specs='; cat \"${
 def test_an_arm_compiled_from_a_profile_carries_its_flags(tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from threadwise.refine.measure.run import arm_from_file
+    from threadwise.shape import synthetic
 
     oracle = _executable(tmp_path / "scx_layered", ECHO_CONFIG)
     monkeypatch.setenv("THREADWISE_SCX_LAYERED", str(oracle))
     plain = tmp_path / "plain.toml"
     plain.write_text(PROFILE)
-    assert arm_from_file(plain, "cores=2,threads-per-core=1").scx_args == ("--interval", "5")  # preset
+    assert arm_from_file(plain, synthetic(2)).scx_args == ("--interval", "5")  # preset
     tuned = tmp_path / "tuned.toml"
     tuned.write_text(PROFILE + "[scheduler]\ninterval_ms = 1000\n")
-    arm = arm_from_file(tuned, "cores=2,threads-per-core=1")
+    arm = arm_from_file(tuned, synthetic(2))
     assert (arm.name, arm.scx_args) == ("tuned", ("--interval", "1"))
+
+
+def test_an_arm_passes_the_searchs_gate_and_a_lint_refusal_names_the_file_and_finding(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ladder --arm FILE` is vetted as a search's candidate is: the sample profile's two exclusive
+    worker cores do not fit 2 cores with one reserved, so lint refuses it before anything runs."""
+    from threadwise.errors import UsageError
+    from threadwise.refine.measure.run import arm_from_file
+    from threadwise.shape import synthetic
+    from threadwise.synthesize.example import example_profile
+    from threadwise.synthesize.writer import dumps
+
+    monkeypatch.setenv("THREADWISE_SCX_LAYERED", str(_executable(tmp_path / "scx_layered", ECHO_CONFIG)))
+    sample = tmp_path / "sample.toml"
+    sample.write_text(dumps(example_profile("sample")))
+    with pytest.raises(UsageError) as refused:
+        arm_from_file(sample, synthetic(2))
+    assert str(sample) in refused.value.message and "lint refuses it: oversubscribed" in refused.value.message
+    assert f"threadwise lint {sample} --shape cores=2,threads-per-core=1" in (refused.value.hint or "")
+    assert arm_from_file(sample, synthetic(8)).name == "sample"   # it fits a larger guest
 
 
 # --- the load generator ---------------------------------------------------------------------------

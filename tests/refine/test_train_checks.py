@@ -120,6 +120,7 @@ def test_train_synthesizes_in_process_what_the_synthesize_command_writes(
 
     import threadwise.analyze
     from threadwise.refine.train import synthesize_start
+    from threadwise.shape import parse_shape
     from threadwise.synthesize.build import analysis_from_dict
     from threadwise.synthesize.cli import synthesize_command
     from threadwise.synthesize.reader import load_profile
@@ -134,7 +135,7 @@ def test_train_synthesizes_in_process_what_the_synthesize_command_writes(
     capture.write_bytes(b"a capture")
     shape = "cores=2,threads-per-core=1"
     lines: list[str] = []
-    ours = synthesize_start(capture, "rs", shape, Path("work/synthesized.toml"), lines.append)
+    ours = synthesize_start(capture, "rs", parse_shape(shape), Path("work/synthesized.toml"), lines.append)
     synthesize_command(capture=capture, name="rs", output=Path("work/cli.toml"), request=None,
                        example=False, max_groups=6, families=None, force=False, shape=shape)
     assert ours == load_profile(Path("work/cli.toml"))[0]
@@ -145,13 +146,24 @@ def test_train_synthesizes_in_process_what_the_synthesize_command_writes(
     assert lines[-1].startswith("wrote work/synthesized.toml: ")
 
 
+def test_where_the_cells_run_is_a_typed_shape() -> None:
+    """The lab's shape travels typed (one thread per vCPU) and is text only where it is stored."""
+    from threadwise.refine.measure.run import Where
+    from threadwise.shape import host_shape, synthetic
+
+    lab = Where(lab=True, cpus=2)
+    assert lab.shape == synthetic(2) and lab.shape.spec == "cores=2,threads-per-core=1"
+    assert Where(lab=False, cpus=2).shape == host_shape()
+
+
 def test_a_failed_synthesis_is_a_failed_train_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from threadwise.errors import ThreadwiseError
     from threadwise.refine.train import synthesize_start
+    from threadwise.shape import synthetic
 
-    capture = tmp_path / "capture.duckdb"
+    capture = tmp_path / "capture.duckdb"   # not there
     with pytest.raises(ThreadwiseError, match="train step failed: threadwise synthesize ") as failed:
-        synthesize_start(capture, "rs", "cores=zero", tmp_path / "s.toml", lambda line: None)
+        synthesize_start(capture, "rs", synthetic(2), tmp_path / "s.toml", lambda line: None)
     assert failed.value.exit_code == 1 and not (tmp_path / "s.toml").exists()
 
 

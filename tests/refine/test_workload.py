@@ -433,6 +433,7 @@ def test_the_canary_takes_the_command_lines_probe_else_the_files(tmp_path: Path)
     from threadwise.errors import UsageError
     from threadwise.refine.canary.command import CanaryOptions, probe_of
     from threadwise.refine.canary.probe import CommandProbe, LogProbe
+    from threadwise.shape import synthetic
 
     log = tmp_path / "service.log"
     log.write_text("")
@@ -440,10 +441,9 @@ def test_the_canary_takes_the_command_lines_probe_else_the_files(tmp_path: Path)
     bare = load_workload(write(tmp_path, VALID))
 
     def options(**given: object) -> CanaryOptions:
-        fields = {"profile": tmp_path / "p.toml", "workload": "w", "pid": None, "probe_log": None,
-                  "probe_command": None, "shape": "host", "margin": 0.1, "max_regression": None,
-                  "max_duration_s": 60.0, "window_s": None, "warmup_s": None, "alpha": 0.05,
-                  "out": tmp_path / "c.duckdb", "force": False, "command": "threadwise canary"}
+        fields = {"profile": tmp_path / "p.toml", "workload": "w", "shape": synthetic(2), "margin": 0.1,
+                  "max_duration_s": 60.0, "alpha": 0.05, "out": tmp_path / "c.duckdb",
+                  "command": "threadwise canary"}
         return CanaryOptions(**{**fields, **given})  # type: ignore[arg-type]
 
     from_file = probe_of(options(), named)
@@ -470,11 +470,13 @@ def test_a_canary_margin_can_be_set_per_metric_and_must_name_one(tmp_path: Path)
 def test_a_prometheus_probe_needs_a_series_for_every_objective_metric(tmp_path: Path):
     from threadwise.refine.canary.command import CanaryOptions, probe_of
     from threadwise.refine.canary.probe import PrometheusProbe
+    from threadwise.shape import synthetic
 
     table = '\n[probe]\nprometheus = "http://127.0.0.1:9121/metrics"\n[probe.series]\n'
     one = 'get_rps = { name = "redis_commands_total", labels = { cmd = "get" }, rate = true }\n'
-    options = CanaryOptions(tmp_path / "p.toml", "w", None, None, None, "host", 0.1, None, 60.0, None, None,
-                            0.05, tmp_path / "c.duckdb", False, "threadwise canary")
+    options = CanaryOptions(profile=tmp_path / "p.toml", workload="w", shape=synthetic(2), margin=0.1,
+                            max_duration_s=60.0, alpha=0.05, out=tmp_path / "c.duckdb",
+                            command="threadwise canary")
     # refused where the file is read, at the [probe.series] line, before any canary starts
     refused = fails(tmp_path, VALID + table + one)
     [problem] = refused.diagnostics

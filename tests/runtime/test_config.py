@@ -10,6 +10,7 @@ import pytest
 from threadwise.errors import ConfigRefused, InputError
 from threadwise.runtime.config import resolve, write_config
 from threadwise.scx import scx_layered_path
+from threadwise.shape import parse_shape
 from threadwise.synthesize.example import example_profile
 from threadwise.synthesize.writer import dumps
 
@@ -38,7 +39,7 @@ def _runs(runs: Path) -> int:
 def test_a_profile_is_compiled_and_checked_once(tmp_path, counted):
     profile = tmp_path / "p.toml"
     profile.write_text(dumps(example_profile()))
-    resolved = resolve(profile, "cores=4,threads-per-core=2")
+    resolved = resolve(profile, parse_shape("cores=4,threads-per-core=2"))
     assert _runs(counted) == 1
     assert resolved.kind == "profile" and resolved.config.layer_names()[-1] == "rest"
     written = write_config(resolved, tmp_path / "config.json")
@@ -91,11 +92,11 @@ def test_a_profile_resolves_with_its_scheduler_flags_checked_by_the_parser(tmp_p
 
     plain = tmp_path / "plain.toml"
     plain.write_text(dumps(example_profile()))
-    assert resolve(plain, "cores=4,threads-per-core=2").scx_args == ("--interval", "5")   # the preset
+    assert resolve(plain, parse_shape("cores=4,threads-per-core=2")).scx_args == ("--interval", "5")  # preset
     assert recorded.read_text().splitlines()[:3] == ["--interval", "5", "--print-and-exit"]
     tuned = tmp_path / "tuned.toml"
     tuned.write_text(dumps(example_profile().model_copy(update={"scheduler": Scheduler(interval_ms=1000)})))
-    resolved = resolve(tuned, "cores=4,threads-per-core=2")
+    resolved = resolve(tuned, parse_shape("cores=4,threads-per-core=2"))
     assert resolved.scx_args == ("--interval", "1")
     assert recorded.read_text().splitlines()[:3] == ["--interval", "1", "--print-and-exit"]
 
@@ -125,7 +126,7 @@ def test_apply_reads_and_validates_its_input_once(tmp_path, recorded, monkeypatc
                                                          or real_load(cls, p)))
     monkeypatch.setattr(launcher, "_preflight", lambda files: reads.append("preflight"))
     files = RunFiles(tmp_path / "run")
-    resolved = launcher.prepare(path, "cores=4,threads-per-core=2", files)
+    resolved = launcher.prepare(path, parse_shape("cores=4,threads-per-core=2"), files)
     assert reads == ["profile" if suffix == ".toml" else "json", "preflight"]
     assert json.loads(files.config.read_text()) == resolved.config.to_json_data()
 
@@ -138,7 +139,7 @@ def test_bad_input_is_refused_before_the_host_is_looked_at(tmp_path, monkeypatch
     bad.write_text("schema_version = 1\nname = 'x'\n")
     monkeypatch.setattr(launcher, "_preflight", lambda files: pytest.fail("looked at the host first"))
     with pytest.raises(InputError):
-        launcher.prepare(bad, "host", RunFiles(tmp_path / "run"))
+        launcher.prepare(bad, None, RunFiles(tmp_path / "run"))
 
 
 def test_scx_args_go_with_a_json_config_and_are_refused_for_a_profile(tmp_path: Path) -> None:

@@ -72,4 +72,4 @@ def test_apply_refuses_when_another_scheduler_is_attached(sysfs, files, tmp_path
     config.write_text(compile_profile(example_profile("any"), synthetic(4, 1, 1)).to_json())
     sysfs("enabled", "rusty_1.0")
     with pytest.raises(UsageError, match="another sched_ext scheduler"):
-        launcher.prepare(config, "host", files)
+        launcher.prepare(config, None, files)

@@ -90,6 +90,14 @@ def test_shape_file(tmp_path: Path) -> None:
     path.write_text("siblings = [[0, 4], [1, 5]]\nreserve_cores = 0\n")
     shape = parse_shape(str(path))
     assert (shape.cores, shape.threads_per_core, shape.exclusive_budget) == (2, 2, 2)
+    assert shape.spec == str(path)   # not numbered core by core: the file says it
+
+
+def test_a_shape_is_written_as_the_spec_that_parses_back_to_it() -> None:
+    """What a record stores and a printed command line shows (`run.shape`, `synthesize --shape`)."""
+    for spec in ("cores=2,threads-per-core=1", "cores=4,threads-per-core=2,reserve=0", "host"):
+        assert parse_shape(spec).spec == spec and parse_shape(parse_shape(spec).spec) == parse_shape(spec)
+    assert parse_shape("cores=3,tpc=2,reserve=1").spec == "cores=3,threads-per-core=2"
 
 
 @pytest.mark.scx
