@@ -28,7 +28,7 @@ from typing import Protocol
 
 from threadwise.errors import MetricsError, UsageError
 from threadwise.refine.measure.metrics import PARSER_NAMES, parse_metrics
-from threadwise.refine.measure.workload import Series
+from threadwise.refine.measure.workload_schema import Series
 
 
 class Probe(Protocol):

@@ -15,7 +15,7 @@ import pytest
 
 from threadwise.errors import MetricsError
 from threadwise.refine.canary.probe import PrometheusProbe, parse_exposition
-from threadwise.refine.measure.workload import Series
+from threadwise.refine.measure.workload_schema import Series
 
 EXPOSITION = """# HELP app_requests_total Requests served.
 # TYPE app_requests_total counter

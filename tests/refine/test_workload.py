@@ -17,7 +17,6 @@ from threadwise import givenclock
 from threadwise.errors import InputError, UsageError
 from threadwise.refine.measure.metrics import PARSER_NAMES, parse_metrics
 from threadwise.refine.measure.workload import (
-    ParserName,
     WorkloadError,
     bundled_names,
     bundled_workload_path,
@@ -26,6 +25,7 @@ from threadwise.refine.measure.workload import (
     render_argv,
     resolve_workload,
 )
+from threadwise.refine.measure.workload_schema import ParserName
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
