@@ -137,8 +137,13 @@ class CaptureBuilder:
         self._slices.append((cpu, ts, dur, tid, STATES[end]))
 
     def waking(self, ts: int, waker: int, wakee: int, *, cpu: int = 0, target_cpu: int = 0,
-               is_new: bool = False) -> None:
-        self.events("raw_sched_waking", [(ts, cpu, waker, wakee, target_cpu, is_new)])
+               is_new: bool = False, context: int | None = None, current: int | None = None) -> None:
+        """A wakeup of `wakee` by `waker` (0: an interrupt or the idle task). `context` (0 task,
+        1 softirq, 2 hardirq, 3 NMI: tracers/sched.h) and `current` (the task on the CPU; by
+        default the waker) are what a tracer of migration 7 records; None: not recorded."""
+        if context is not None and current is None:
+            current = waker
+        self.events("raw_sched_waking", [(ts, cpu, waker, wakee, target_cpu, is_new, context, current)])
 
     def periodic(self, tid: int, cpu: int, *, first_ts: int, run_ns: int, period_ns: int,
                  count: int, waker: int | None = None, latency_ns: int = 0) -> None:

@@ -28,7 +28,8 @@ TW_SWITCH, TW_WAKING, TW_MIGRATE, TW_NEW, TW_EXIT, TW_RENAME, TW_SEEN = range(1,
 SWITCH = np.dtype([("kind", "<u4"), ("cpu", "<u4"), ("ts", "<u8"), ("prev_state", "<i8"),
                    ("prev_tid", "<i4"), ("prev_prio", "<i4"), ("next_tid", "<i4"), ("next_prio", "<i4")])
 WAKING = np.dtype([("kind", "<u4"), ("cpu", "<u4"), ("ts", "<u8"), ("waker_tid", "<i4"),
-                   ("wakee_tid", "<i4"), ("target_cpu", "<i4"), ("is_new", "<i4")])
+                   ("wakee_tid", "<i4"), ("target_cpu", "<i4"), ("is_new", "<i4"), ("current_tid", "<i4"),
+                   ("context", "<i4")])
 MIGRATE = np.dtype([("kind", "<u4"), ("cpu", "<u4"), ("ts", "<u8"), ("tid", "<i4"), ("orig_cpu", "<i4"),
                     ("dest_cpu", "<i4"), ("pad", "<i4")])
 TASK = np.dtype([("kind", "<u4"), ("cpu", "<u4"), ("ts", "<u8"), ("tid", "<i4"), ("tgid", "<i4"),
@@ -70,7 +71,7 @@ def decode_waking(recs: np.ndarray) -> dict[str, pa.Table]:
     return {"raw_sched_waking": _table("raw_sched_waking", {
         "ts": recs["ts"], "cpu": recs["cpu"], "waker_tid": recs["waker_tid"],
         "wakee_tid": recs["wakee_tid"], "target_cpu": recs["target_cpu"],
-        "is_new": recs["is_new"] != 0})}
+        "is_new": recs["is_new"] != 0, "context": recs["context"], "current_tid": recs["current_tid"]})}
 
 
 def decode_migrate(recs: np.ndarray) -> dict[str, pa.Table]:

@@ -32,7 +32,7 @@ from threadwise.procs import me
 from threadwise.sqlfiles import identifier, insert_rows, statement
 from threadwise.topology import CpuInfo
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Numbered migrations: version -> description; the step that reaches it from
 # version - 1 is statement `migration_<version>` of sql/migrations.sql.
@@ -45,6 +45,7 @@ MIGRATIONS: dict[int, str] = {
     4: "capture.cgroup_cpu_quota_us, _period_us, _source: the targeted cgroup's CPU limit",
     5: "cpu_steal: each CPU's steal time beside the proc snapshots",
     6: "proc_snapshot.euid, .egid and process.euid, .egid: each target process's effective ids",
+    7: "raw_sched_waking.context, .current_tid and wakeup.context, .current_utid: what woke a thread",
 }
 
 # Raw event tables (schema.RAW_TABLES) are appended as Arrow batches of schema.SCHEMAS;

@@ -27,6 +27,10 @@ _PENDING = re.compile(r"^@pend\[(\d+)\]: \((\d+), (-?\d+), (-?\d+), (-?\d+), (-?
 _NOISE = ("Attaching ", "@pend", "@seen", "@tracer")
 
 
+def _int(text: str | None) -> int | None:
+    return None if text is None else int(text)
+
+
 @dataclass
 class ParsedChunk:
     """What one call to `StreamParser.feed` produced."""
@@ -93,9 +97,12 @@ class StreamParser:
                 self._add("raw_sched_switch", (int(ts), int(cpu), int(prev), int(state), int(pprio),
                                                int(nxt), int(nprio)))
             elif kind in "WN":
-                ts, cpu, waker, wakee, target = line[2:].split(" ")
+                fields = line[2:].split(" ")
+                if len(fields) == 5:   # a stream of a script before the context (migration 7)
+                    fields += [None, None]
+                ts, cpu, waker, wakee, target, context, current = fields
                 self._add("raw_sched_waking", (int(ts), int(cpu), int(waker), int(wakee), int(target),
-                                               kind == "N"))
+                                               kind == "N", _int(context), _int(current)))
             elif kind == "M":
                 ts, cpu, tid, orig, dest = line[2:].split(" ")
                 self._add("raw_sched_migrate", (int(ts), int(cpu), int(tid), int(orig), int(dest)))

@@ -119,7 +119,9 @@ class ImportSink:
                 target_cpu: np.ndarray, is_new: np.ndarray) -> None:
         if len(ts):
             self._span(ts)
-            self._queue("raw_sched_waking", [ts, cpu, waker, wakee, target_cpu, is_new])
+            # perf and Perfetto traces do not say what context a wakeup ran in: NULL (migration 7)
+            unknown = np.full(len(ts), None, dtype=object)
+            self._queue("raw_sched_waking", [ts, cpu, waker, wakee, target_cpu, is_new, unknown, unknown])
 
     def migrations(
             self, ts: np.ndarray, cpu: np.ndarray, tid: np.ndarray, orig: np.ndarray,

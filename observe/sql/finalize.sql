@@ -37,7 +37,8 @@ CREATE TEMP TABLE _tid_first AS
         SELECT prev_tid AS tid, ts FROM raw_sched_switch
         UNION ALL SELECT next_tid, ts FROM raw_sched_switch
         UNION ALL SELECT wakee_tid, ts FROM raw_sched_waking
-        UNION ALL SELECT waker_tid, ts FROM raw_sched_waking
+        -- the task on the CPU is the waker in task context (current_tid NULL: not recorded)
+        UNION ALL SELECT COALESCE(current_tid, waker_tid), ts FROM raw_sched_waking
         UNION ALL SELECT tid, ts FROM raw_sched_migrate
         UNION ALL SELECT tid, ts FROM raw_task_exit
         UNION ALL SELECT tid, ts FROM raw_task_rename
@@ -174,12 +175,19 @@ UPDATE capture SET
 -- ---------------------------------------------------------------------------
 -- wakeup and migration, keyed by utid
 -- ---------------------------------------------------------------------------
+-- One join finds the task on the CPU (current_tid, migration 7), which in task context is the
+-- waker: waker_utid is it unless an interrupt or the idle task woke the thread (waker_tid 0).
+-- context: the raw code as an ENUM (a position in a list, not a string cast per row: see
+-- sched_slice); NULL with current_utid where the tracer did not record them.
 CREATE TABLE wakeup AS
     SELECT w.ts, w.cpu,
            CASE WHEN w.waker_tid = 0 THEN NULL ELSE a.utid END AS waker_utid,
-           b.utid AS wakee_utid, w.target_cpu, w.is_new
+           b.utid AS wakee_utid, w.target_cpu, w.is_new,
+           (['task', 'softirq', 'hardirq', 'nmi']::ENUM('task', 'softirq', 'hardirq', 'nmi')[])[
+               w.context + 1] AS context,
+           CASE WHEN w.current_tid IS NOT NULL THEN a.utid END AS current_utid
     FROM raw_sched_waking w
-    JOIN _instance a ON a.tid = w.waker_tid AND w.ts >= a.born_ts
+    JOIN _instance a ON a.tid = COALESCE(w.current_tid, w.waker_tid) AND w.ts >= a.born_ts
                     AND (a.next_born_ts IS NULL OR w.ts < a.next_born_ts)
     JOIN _instance b ON b.tid = w.wakee_tid AND w.ts >= b.born_ts
                     AND (b.next_born_ts IS NULL OR w.ts < b.next_born_ts)

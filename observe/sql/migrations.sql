@@ -60,6 +60,22 @@ ALTER TABLE proc_snapshot ADD COLUMN IF NOT EXISTS egid BIGINT;
 ALTER TABLE IF EXISTS process ADD COLUMN IF NOT EXISTS euid BIGINT;
 ALTER TABLE IF EXISTS process ADD COLUMN IF NOT EXISTS egid BIGINT;
 
+-- name: migration_7
+-- What woke a thread when no task did (docs/capture.md, docs/analyze.md "Woken by requests"):
+-- raw_sched_waking.context SMALLINT    the context the wakeup ran in: 0 task (the idle task
+--                                      included), 1 softirq, 2 hard interrupt, 3 NMI
+--                                      (tracers/sched.h, enum tw_context); NULL: not recorded (a
+--                                      migrated capture, a trace imported from perf or Perfetto)
+-- raw_sched_waking.current_tid INTEGER the task on the CPU: the waker in task context, else the
+--                                      task the interrupt ran on top of (0: the idle task); NULL:
+--                                      not recorded
+-- wakeup.context, wakeup.current_utid  the same, keyed by utid (finalize.sql); added NULL to an
+--                                      already finalized capture
+ALTER TABLE raw_sched_waking ADD COLUMN IF NOT EXISTS context SMALLINT;
+ALTER TABLE raw_sched_waking ADD COLUMN IF NOT EXISTS current_tid INTEGER;
+ALTER TABLE IF EXISTS wakeup ADD COLUMN IF NOT EXISTS context ENUM('task', 'softirq', 'hardirq', 'nmi');
+ALTER TABLE IF EXISTS wakeup ADD COLUMN IF NOT EXISTS current_utid BIGINT;
+
 -- name: record_migration
 -- Parameters: ? INTEGER version reached, ? TIMESTAMP applied at (UTC), ? VARCHAR description.
 INSERT INTO schema_migrations (version, applied_at, description) VALUES (?, ?, ?);

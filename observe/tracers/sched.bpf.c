@@ -12,6 +12,8 @@
  * reader is woken only when a ring holds `wakeup_bytes` or more; otherwise it polls on a timer.
  * The user side stops a capture by setting `stopped`: from then on nothing is counted or written,
  * so counters and stream cover the same window.
+ * Each wakeup also records the context it ran in (task, softirq, hard interrupt, NMI) and the task
+ * on the CPU, so a thread woken from the network shows what woke it (wake_context below).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -46,13 +48,22 @@ struct {
 	__type(value, struct tw_count);
 } counts SEC(".maps");
 
-/* Interrupt nesting depth per CPU: a wakeup inside an interrupt has no waker task. */
+/* Interrupt nesting per CPU, from the interrupt tracepoints (wake_context). */
+#define TW_HRTIMER_SOFTIRQ 8   /* include/linux/interrupt.h: the softirq that runs "soft" hrtimers */
+
+struct irq_nest {
+	u32 hard;    /* irq_handler_entry: a device interrupt */
+	u32 soft;    /* softirq_entry (softirqs do not nest on a CPU) */
+	u32 vec;     /* the softirq's vector */
+	u32 timer;   /* hrtimer_expire_entry: in the timer interrupt, or in HRTIMER_SOFTIRQ */
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, u32);
-	__type(value, u32);
-} irq_depth SEC(".maps");
+	__type(value, struct irq_nest);
+} irq_nest SEC(".maps");
 
 /* Tasks already described by a TW_SEEN record: task-local storage, one lookup in the task itself
  * per switch (a hash map lookup cost more) and freed with the task. */
@@ -100,6 +111,34 @@ static __always_inline int task_cpu(struct task_struct *p)
 	if (bpf_core_field_exists(p->thread_info.cpu))
 		return BPF_CORE_READ(p, thread_info.cpu);
 	return BPF_CORE_READ((struct task_struct___pre516 *)p, cpu);
+}
+
+/* The context of the code running now: in sched_waking, the waker's. From the interrupt
+ * tracepoints' nesting counts: a device interrupt is innermost when one is open (a softirq never
+ * runs inside one: irq_exit runs it after the handler's exit tracepoint); an hrtimer callback is a
+ * hard interrupt's (the timer interrupt has no tracepoint of irq/) unless it runs in the hrtimer
+ * softirq (HRTIMER_SOFTIRQ, whose callbacks are the "soft" hrtimers); then a softirq. Interrupts
+ * that announce none of these (IPIs such as irq_work) read as task context. sched_stream.bt
+ * (bpftrace) applies the same rule to the same tracepoints: x86's irq_vectors tracepoints, which
+ * would name the timer interrupt, refuse perf's sampling events, the kind bpftrace attaches with
+ * ("perf_event_open(.../irq_vectors/irq_work_exit/id): Operation not permitted").
+ * Not the preempt count, which would be exact (include/linux/preempt.h; bpf_experimental.h's
+ * get_preempt_count reads x86's per-CPU __preempt_count as a typed ksym): the verifier resolves a
+ * ksym's address through kallsyms, which lists per-CPU variables only with CONFIG_KALLSYMS_ALL,
+ * and this host's 6.18 kernel has it off ("ldimm64 failed to find the address for kernel symbol
+ * '__preempt_count'"). */
+static __always_inline int wake_context(void)
+{
+	u32 zero = 0;
+	struct irq_nest *nest = bpf_map_lookup_elem(&irq_nest, &zero);
+
+	if (!nest)
+		return TW_CTX_TASK;
+	if (nest->hard)
+		return TW_CTX_HARDIRQ;
+	if (nest->timer && !(nest->soft && nest->vec == TW_HRTIMER_SOFTIRQ))
+		return TW_CTX_HARDIRQ;
+	return nest->soft ? TW_CTX_SOFTIRQ : TW_CTX_TASK;
 }
 
 static __always_inline struct tw_count *counter(u32 kind)
@@ -158,17 +197,21 @@ static __always_inline void task_record(u32 kind, struct task_struct *p, const c
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	u32 zero = 0, *depth;
+	u32 zero = 0;
+	struct irq_nest *nest;
 	unsigned int state;
 	struct tw_switch *rec;
 	void *ring;
 	u32 prev_tid = prev->pid;
 	u8 *described;
 
-	/* no CPU switches tasks inside an interrupt: a depth left by a missed exit is reset here */
-	depth = bpf_map_lookup_elem(&irq_depth, &zero);
-	if (depth)
-		*depth = 0;
+	/* no CPU switches tasks inside an interrupt: nesting left by a missed exit is reset here */
+	nest = bpf_map_lookup_elem(&irq_nest, &zero);
+	if (nest) {
+		nest->hard = 0;
+		nest->soft = 0;
+		nest->timer = 0;
+	}
 	if (stopped)
 		return 0;
 	if (prev_tid) {
@@ -196,23 +239,28 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 
 static __always_inline int wake(struct task_struct *p, int is_new)
 {
-	u32 zero = 0, *depth;
 	struct tw_waking *rec;
 	void *ring;
+	int context;
+	u32 current_tid;
 
 	if (stopped)
 		return 0;
 	rec = reserve(TW_WAKING, sizeof(*rec), &ring);
 	if (!rec)
 		return 0;
-	depth = bpf_map_lookup_elem(&irq_depth, &zero);
+	/* a new task's first wakeup is its creator's, in task context */
+	context = is_new ? TW_CTX_TASK : wake_context();
+	current_tid = (u32)bpf_get_current_pid_tgid();
 	rec->kind = TW_WAKING;
 	rec->cpu = bpf_get_smp_processor_id();
 	rec->ts = bpf_ktime_get_ns();
-	rec->waker_tid = (!is_new && depth && *depth > 0) ? 0 : (u32)bpf_get_current_pid_tgid();
+	rec->waker_tid = context == TW_CTX_TASK ? current_tid : 0;
 	rec->wakee_tid = p->pid;
 	rec->target_cpu = task_cpu(p);
 	rec->is_new = is_new;
+	rec->current_tid = current_tid;
+	rec->context = context;
 	submit(rec, ring);
 	return 0;
 }
@@ -296,33 +344,72 @@ int BPF_PROG(on_rename, struct task_struct *p, const char *comm)
 	return 0;
 }
 
-static __always_inline int irq_enter(void)
+/* The nesting counts wake_context reads. */
+static __always_inline struct irq_nest *nesting(void)
 {
-	u32 zero = 0, *depth = bpf_map_lookup_elem(&irq_depth, &zero);
+	u32 zero = 0;
 
-	if (depth)
-		*depth += 1;
-	return 0;
-}
-
-static __always_inline int irq_exit(void)
-{
-	u32 zero = 0, *depth = bpf_map_lookup_elem(&irq_depth, &zero);
-
-	if (depth && *depth > 0)
-		*depth -= 1;
-	return 0;
+	return bpf_map_lookup_elem(&irq_nest, &zero);
 }
 
 SEC("tp_btf/irq_handler_entry")
-int BPF_PROG(on_irq_entry) { return irq_enter(); }
+int BPF_PROG(on_irq_entry)
+{
+	struct irq_nest *n = nesting();
+
+	if (n)
+		n->hard++;
+	return 0;
+}
+
 SEC("tp_btf/irq_handler_exit")
-int BPF_PROG(on_irq_exit) { return irq_exit(); }
+int BPF_PROG(on_irq_exit)
+{
+	struct irq_nest *n = nesting();
+
+	if (n && n->hard)
+		n->hard--;
+	return 0;
+}
+
 SEC("tp_btf/softirq_entry")
-int BPF_PROG(on_softirq_entry) { return irq_enter(); }
+int BPF_PROG(on_softirq_entry, unsigned int vec_nr)
+{
+	struct irq_nest *n = nesting();
+
+	if (n) {
+		n->soft++;
+		n->vec = vec_nr;
+	}
+	return 0;
+}
+
 SEC("tp_btf/softirq_exit")
-int BPF_PROG(on_softirq_exit) { return irq_exit(); }
+int BPF_PROG(on_softirq_exit)
+{
+	struct irq_nest *n = nesting();
+
+	if (n && n->soft)
+		n->soft--;
+	return 0;
+}
+
 SEC("tp_btf/hrtimer_expire_entry")
-int BPF_PROG(on_hrtimer_entry) { return irq_enter(); }
+int BPF_PROG(on_hrtimer_entry)
+{
+	struct irq_nest *n = nesting();
+
+	if (n)
+		n->timer++;
+	return 0;
+}
+
 SEC("tp_btf/hrtimer_expire_exit")
-int BPF_PROG(on_hrtimer_exit) { return irq_exit(); }
+int BPF_PROG(on_hrtimer_exit)
+{
+	struct irq_nest *n = nesting();
+
+	if (n && n->timer)
+		n->timer--;
+	return 0;
+}

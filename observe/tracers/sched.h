@@ -31,11 +31,23 @@ struct tw_switch {                 /* 40 bytes */
 	int prev_tid, prev_prio, next_tid, next_prio;
 };
 
-struct tw_waking {                 /* 32 bytes */
+/* The context a wakeup ran in (sched_waking runs in the waker's): what woke a thread when no
+ * task did. Read from the CPU's preempt_count (include/linux/preempt.h: in_nmi, in_hardirq,
+ * in_serving_softirq) where the kernel's BTF has it, else from the interrupt tracepoints. */
+enum tw_context {
+	TW_CTX_TASK = 0,       /* a task woke it (the idle task included) */
+	TW_CTX_SOFTIRQ = 1,    /* serving a softirq (network receive, timer wheel, ...) */
+	TW_CTX_HARDIRQ = 2,    /* a hard interrupt (device, hrtimer expiry) */
+	TW_CTX_NMI = 3,
+};
+
+struct tw_waking {                 /* 40 bytes */
 	unsigned int kind, cpu;
 	unsigned long long ts;
 	int waker_tid;                 /* 0: an interrupt or the idle task woke it */
 	int wakee_tid, target_cpu, is_new;
+	int current_tid;               /* the task on the CPU: the waker, or the one an interrupt ran on */
+	int context;                   /* enum tw_context */
 };
 
 struct tw_migrate {                /* 32 bytes */

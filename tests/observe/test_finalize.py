@@ -40,7 +40,7 @@ def capture(tmp_path):
             (600, 1, 0, 0, 120, 10, 120),
             (800, 1, 10, R_PLUS, 120, 12, 120),
         ],
-        "raw_sched_waking": [(400, 0, 11, 10, 1, False)],
+        "raw_sched_waking": [(400, 0, 11, 10, 1, False, 0, 11)],
         "raw_task_seen": [(300, 10, 10, "alpha"), (800, 10, 10, "alpha")],
         "raw_task_new": [],
     }
@@ -258,3 +258,42 @@ def test_reading_an_old_capture_never_writes_it(tmp_path):
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
     with duckdb.connect(str(path), read_only=True) as con:
         assert con.execute("SELECT max(version) FROM schema_migrations").fetchall() == [(1,)]
+
+
+def _woken_three_ways(path: Path) -> Path:
+    """A (10) is woken by B (11) in task context, by a softirq running on C (12, another
+    process), and by a hard interrupt on the idle CPU; one waking recorded no context."""
+    events = {
+        "raw_sched_switch": [(100, 0, 0, 0, 120, 11, 120), (200, 1, 0, 0, 120, 12, 120)],
+        "raw_sched_waking": [(300, 0, 11, 10, 0, False, 0, 11), (400, 1, 0, 10, 1, False, 1, 12),
+                             (500, 0, 0, 10, 0, False, 2, 0), (600, 0, 0, 10, 0, False, None, None)],
+    }
+    return build(path, end_ts=1000, events=events, target_tgids=(10,))
+
+
+def test_a_wakeup_keeps_its_context_and_the_task_on_the_cpu(tmp_path):
+    with open_capture(_woken_three_ways(tmp_path / "c.duckdb")) as con:
+        rows = con.execute(
+            "SELECT w.ts, w.context::VARCHAR, r.tid, c.tid FROM wakeup w LEFT JOIN thread r "
+            "ON r.utid = w.waker_utid LEFT JOIN thread c ON c.utid = w.current_utid ORDER BY w.ts"
+        ).fetchall()
+    assert rows == [(300, "task", 11, 11), (400, "softirq", None, 12), (500, "hardirq", None, 0),
+                    (600, None, None, None)]
+
+
+def test_a_capture_finalized_before_migration_7_reads_with_null_contexts(tmp_path):
+    from threadwise.observe.store import SCHEMA_VERSION
+
+    path = _woken_three_ways(tmp_path / "old.duckdb")
+    con = duckdb.connect(str(path))
+    for table, columns in (("raw_sched_waking", ("context", "current_tid")),
+                           ("wakeup", ("context", "current_utid"))):
+        for column in columns:
+            con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    con.execute("DELETE FROM schema_migrations WHERE version > 6")
+    con.execute("UPDATE capture SET schema_version = 6")
+    con.close()
+    with open_capture(path) as con:
+        assert con.execute("SELECT schema_version FROM capture").fetchall() == [(SCHEMA_VERSION,)]
+        assert con.execute("SELECT count(*), count(context), count(current_utid), count(waker_utid) "
+                           "FROM wakeup").fetchall() == [(4, 0, 0, 1)]

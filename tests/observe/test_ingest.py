@@ -78,8 +78,8 @@ def _rows_not_in(con, table, columns, a, b):
 
 
 # Columns finalize.sql gained after the reference was frozen (additive; the reference stays
-# verbatim): schema migration 6's effective ids of each process.
-ADDED_SINCE_REFERENCE = {"process": {"euid", "egid"}}
+# verbatim): schema migration 6's effective ids of each process, migration 7's wakeup context.
+ADDED_SINCE_REFERENCE = {"process": {"euid", "egid"}, "wakeup": {"context", "current_utid"}}
 
 
 @pytest.mark.parametrize("table", [*DERIVED, "capture", *RAW_TABLES])

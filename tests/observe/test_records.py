@@ -1,7 +1,8 @@
 """The libbpf tracer's binary records: layouts match sched.h, and recorded files decode.
 
 Fixtures in fixtures/libbpf/ are the first records of a real run of the tracer on this host
-(`threadwise-sched --out DIR` around `hackbench -g 2 -l 500`, cut with `head -c N*size`).
+(`threadwise-sched --out DIR` around `hackbench -g 1 -l 10; hackbench -g 2 -l 500`, so that
+task exits come early, cut with `head -c N*size`; re-recorded for schema migration 7's waking layout).
 """
 
 from __future__ import annotations
@@ -147,3 +148,14 @@ def test_task_follower_reports_births_and_renames_once_and_waits_for_whole_recor
     assert not follower.read()
     # the follower has its own offset: ingest still reads every record
     assert RecordReader(tmp_path).read()["raw_task_new"][0].num_rows == 1
+
+
+def test_a_waking_names_its_context_and_the_task_on_the_cpu():
+    """Schema migration 7: a task wakes in task context and is the task on the CPU; in an interrupt
+    the waker is 0 and the task on the CPU is the one the interrupt ran on (sched.bpf.c)."""
+    waking = RecordReader(FIXTURES).read()["raw_sched_waking"][0].to_pydict()
+    rows = list(zip(waking["waker_tid"], waking["context"], waking["current_tid"], strict=True))
+    assert {context for _, context, _ in rows} <= {0, 1, 2, 3}
+    assert all(waker == current for waker, context, current in rows if context == 0)
+    assert all(waker == 0 for waker, context, _ in rows if context != 0)
+    assert any(context == 0 for _, context, _ in rows) and any(context != 0 for _, context, _ in rows)

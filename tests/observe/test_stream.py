@@ -83,3 +83,16 @@ def test_pending_switch_dumped_at_end_becomes_a_switch():
     rows = chunk.tables["raw_sched_switch"].to_pylist()
     assert rows == [{"ts": 500, "cpu": 1, "prev_tid": 77, "prev_state": 1, "prev_prio": 120,
                      "next_tid": 0, "next_prio": 120}]
+
+
+def test_a_waking_carries_its_context_and_an_older_stream_none():
+    """Migration 7: `W ts cpu waker wakee target context current`; the recorded fixture is of the
+    script before it (five fields), whose wakings read with context and current NULL."""
+    parser = StreamParser()
+    chunk = parser.feed("W 100 1 0 42 0 1 777\nW 200 0 9 42 1 0 9\nN 300 0 9 43 1 0 9\nW 400 1 0 42 0\n")
+    rows = chunk.tables["raw_sched_waking"].to_pylist()
+    assert parser.unparsed == 0
+    assert [(r["waker_tid"], r["context"], r["current_tid"], r["is_new"]) for r in rows] == [
+        (0, 1, 777, False), (9, 0, 9, False), (9, 0, 9, True), (0, None, None, False)]
+    _, tables = _parse_all(FIXTURE.read_text(), chunk=8192)
+    assert tables["raw_sched_waking"].column("context").null_count == tables["raw_sched_waking"].num_rows

@@ -64,7 +64,8 @@ def write_trace(trace: Path, *, end_ts: int = 13_000) -> None:
     trace.mkdir(parents=True)
     switches = [(TW_SWITCH, cpu, ts, state, prev, 120, nxt, 120) for ts, cpu, prev, state, nxt in _switches()]
     np.array(switches, dtype=SWITCH).tofile(trace / "switch.bin")
-    wakings = [(TW_WAKING, cpu, ts, waker, wakee, target, 0) for ts, cpu, waker, wakee, target in WAKINGS]
+    wakings = [(TW_WAKING, cpu, ts, waker, wakee, target, 0, waker, 0 if waker else 2)
+               for ts, cpu, waker, wakee, target in WAKINGS]
     np.array(wakings, dtype=WAKING).tofile(trace / "waking.bin")
     # the tracer names a task at its first switch-out; hot-0 is named only by /proc below
     seen = [(TW_SEEN, 0, 1000, WORKER, ROLESIM, 0, 0, 0, b"worker-0", b""),

@@ -129,6 +129,9 @@ def _bulk_wakings(rng: np.random.Generator, slices: tuple[np.ndarray, ...], *, t
     who = s_idx[sel]
     keep = np.argsort(ts, kind="stable")
     cpu = who % nr_cpus
-    return pa.table({"ts": ts[keep], "cpu": cpu[keep], "waker_tid": wakers[who][keep],
+    waker = wakers[who][keep]
+    # a waker 0 is a hard interrupt on an idle CPU (context 2, the task on the CPU 0), else a task
+    return pa.table({"ts": ts[keep], "cpu": cpu[keep], "waker_tid": waker,
                      "wakee_tid": tids[who][keep], "target_cpu": cpu[keep],
-                     "is_new": np.zeros(len(keep), bool)})
+                     "is_new": np.zeros(len(keep), bool),
+                     "context": np.where(waker == 0, 2, 0).astype(np.int16), "current_tid": waker})

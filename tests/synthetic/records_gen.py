@@ -192,6 +192,9 @@ def write_records(directory: Path, *, events: int, nr_cpus: int = 4, seed: int =
     wk["wakee_tid"] = threads.tid[th[woken]]
     waker = rng.integers(0, len(threads.tid), len(wk))
     wk["waker_tid"] = np.where(rng.random(len(wk)) < 0.2, 0, threads.tid[waker])
+    # a waker 0 is a hard interrupt on an idle CPU (the task on the CPU: 0), else the task woke it
+    wk["current_tid"] = wk["waker_tid"]
+    wk["context"] = np.where(wk["waker_tid"] == 0, 2, 0)
     wk["cpu"] = rng.integers(0, nr_cpus, len(wk))
     wk["target_cpu"] = nxt_cpu[woken]
     moved = has_next & (nxt_cpu != cpu)
@@ -210,6 +213,7 @@ def write_records(directory: Path, *, events: int, nr_cpus: int = 4, seed: int =
     new_wk["ts"] = st[born_inside] - 2_000
     new_wk["wakee_tid"] = threads.tid[th[born_inside]]
     new_wk["waker_tid"] = TARGET_TGID
+    new_wk["current_tid"] = TARGET_TGID
     new_wk["cpu"] = 0
     new_wk["target_cpu"] = cpu[born_inside]
     new_wk["is_new"] = 1
