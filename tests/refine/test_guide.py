@@ -512,7 +512,7 @@ def test_the_committed_rolesim_record_would_have_tried_a_latency_option_first() 
     assert found[0].describe().startswith("worker_lat_p99_us worse at bg=0 (105x vs baseline")
     choices = order(start, all_mutations(start, parse_shape(shape)), found)
     assert names(choices)[0] == "hot:preempt=false"
-    assert choices[0].because.startswith("worker_lat_p99_us worse at bg=0 (105x vs baseline, floor x2.03): "
+    assert choices[0].because.startswith("worker_lat_p99_us worse at bg=0 (105x vs baseline, floor x7.93): "
                                          "hot's preempt: a preempting exclusive task is not preempted")
 
 
