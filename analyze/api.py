@@ -21,6 +21,7 @@ import polars as pl
 import threadwise.analyze.features as ft
 import threadwise.analyze.groups as gr
 import threadwise.analyze.names as nm
+import threadwise.analyze.requests as rq
 import threadwise.analyze.wakegraph as wg
 from threadwise.analyze.model import GROUP_SCHEMA, Analysis
 from threadwise.errors import InputError
@@ -89,7 +90,7 @@ def analyze_capture(path: str | Path, *, memory_limit: str = DUCKDB_MEMORY_LIMIT
 def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
     info = ft.capture_info(con)
     caveats: list[str] = []
-    threads = ft.thread_features(con, info, only_target=True)
+    threads = rq.with_request_evidence(ft.thread_features(con, info, only_target=True), ft.wake_sources(con))
     rivals = ft.cpu_rivals(con)
     edges_raw = ft.wake_edges(con)
     utids = sorted(set(threads["utid"].to_list()) | set(rivals["other_utid"].to_list())
@@ -214,6 +215,9 @@ def _caveats(con: duckdb.DuckDBPyConnection, info: ft.CaptureInfo, threads: pl.D
                    "event: the analysis window ends at the last event")
     if info.duration_ns < 2_000_000_000:
         out.append(f"short capture ({info.duration_ns / 1e9:.2f} s): rates and periodicity are rough")
+    missing = rq.missing_context_caveat(threads)
+    if missing:
+        out.append(missing)
     unnamed = threads.filter(pl.col("name") == "?").height
     if unnamed:
         out.append(f"{unnamed} target thread(s) have no known name ('?'): no prefix can select them")

@@ -70,7 +70,7 @@ class Role(StrEnum):
     """The role analysis infers for a group (the contract's `role` column)."""
 
     COMPUTE = "compute"            # hot, long slices, always runnable
-    LATENCY = "latency"            # in a wake chain, short slices, frequent wakeups
+    LATENCY = "latency"            # in a wake chain or woken by requests, short slices, frequent wakeups
     HOUSEKEEPING = "housekeeping"  # low duty, periodic
     BATCH = "batch"                # long bursts nobody waits on
     DEFAULT = "default"            # too little activity to say
@@ -153,6 +153,8 @@ class GroupRow:
     #                                      they differ within its comm; empty when titles played no part
     uid: int | None = None               # effective uid its processes run as: scx_layered UIDEquals, set
     #                                      when a title split separated it from a group of another uid
+    request_evidence: str | None = None  # its most request-driven thread in words (requests.py): woken
+    #                                      from outside the workload, irregularly, for short runs
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "role", Role(self.role))   # unknown role names fail here

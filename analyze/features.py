@@ -124,6 +124,11 @@ def wake_edges(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     return query(con, "wake_edges")
 
 
+def wake_sources(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """What woke each target thread, by the waker's context (wake_sources.sql, requests.py)."""
+    return query(con, "wake_sources")
+
+
 def smt_corun(con: duckdb.DuckDBPyConnection, *, smt: bool, min_ns: int = 1_000_000) -> pl.DataFrame:
     if not smt:
         return pl.DataFrame(schema={"utid": pl.Int64, "other_utid": pl.Int64, "corun_ns": pl.Int64})

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 import threadwise.analyze.names as nm
+import threadwise.analyze.requests as rq
 from threadwise.analyze.contract import HOT_SHARE, MIN_LIFE_NS, is_hot, is_poller, near_hot, poller_text
 from threadwise.analyze.model import GROUP_SCHEMA
 from threadwise.analyze.roles import RoleClusterer, group_feature_matrix
@@ -68,6 +69,8 @@ def aggregate(threads: pl.DataFrame, key_of: dict[int, str], *, duration_ns: int
     """One row per group key (pattern column = the key), approximate percentiles unless `exact`."""
     if threads.is_empty():
         return pl.DataFrame(schema={"pattern": pl.String})
+    if "request_driven" not in threads.columns:   # thread features without wake sources
+        threads = threads.with_columns(request_driven=pl.lit(None, pl.Float64))
     t = threads.with_columns(
         pattern=pl.col("utid").replace_strict(key_of, return_dtype=pl.String),
         in_chain=pl.col("utid").is_in(list(chain_utids)),
@@ -87,6 +90,7 @@ def aggregate(threads: pl.DataFrame, key_of: dict[int, str], *, duration_ns: int
         wakeups=pl.col("wakeups").sum().cast(pl.Int64),
         life_ns=pl.col("life_ns").fill_null(0).max().cast(pl.Int64),   # its longest-lived thread
         in_wake_chain=pl.col("in_chain").any(),
+        request_driven=rq.group_request_driven(),
         demand=pl.col("demand").fill_null(0.0).max(),
         wake_interval_cv=pl.col("periodic_cv").median(),
         slices=pl.col("slices").sum().cast(pl.Int64),
@@ -102,6 +106,9 @@ def aggregate(threads: pl.DataFrame, key_of: dict[int, str], *, duration_ns: int
         .then(pl.col("wait_other_ns") / pl.col("wait_ns")),
         poller_evidence=pl.col("pattern").replace_strict(_poller_evidence(t), default=None,
                                                          return_dtype=pl.String),
+        request_evidence=pl.col("pattern").replace_strict(
+            rq.group_evidence(t) if "request_share" in t.columns else {}, default=None,
+            return_dtype=pl.String),
     ).drop("wait_ns", "wait_other_ns")
     if exact is not None and not exact.is_empty():
         out = out.drop("slice_p50_ns", "slice_p99_ns", "rq_latency_p50_ns", "rq_latency_p99_ns").join(

@@ -48,6 +48,7 @@ EVIDENCE_SCHEMA: dict[str, PolarsType] = {
     "group_id": pl.Int64, "demand": pl.Float64, "involuntary_frac": pl.Float64,
     "wake_interval_cv": pl.Float64, "wait_behind_other_share": pl.Float64,
     "slices": pl.Int64, "involuntary": pl.Int64, "wakeups": pl.Int64, "note": pl.String,
+    "request_driven": pl.Float64,
 }
 GROUP_SCHEMA = {**CONTRACT_SCHEMA, **EVIDENCE_SCHEMA}
 

@@ -63,6 +63,11 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("pollers", f"threads of the group that stay busy with few wakeups (>= {POLLER_SHARE} CPU and >= "
                 f"{POLLER_CPU_PER_WAKEUP_NS / 1e6:g} ms of CPU per wakeup received: they spin between "
                 "wakeups), the busiest named below the table; synthesize gives them no preempt"),
+    ("requests", "how far the group is woken by requests from outside the workload, 0..1: a softirq "
+                 "or another process woke it, irregularly (wake-cv >= 0.5), for short runs (slice p50 "
+                 "<= 1 ms), weighted by its threads' wakeups; the role model reads it as latency "
+                 "evidence beside wake chains, the busiest such thread named below the table; - when "
+                 "the capture did not record what woke its threads"),
     ("names", "the observed thread names (comm, as the kernel truncates them to 15 characters)"),
     ("busiest wake chains", "the most frequent paths of causal wake edges between patterns, with their "
                             "rate and wake-to-run latency"),
@@ -138,11 +143,14 @@ def render(analysis: Analysis, *, top_edges: int = 10) -> str:
                    f"{g['wake_interval_cv']:.2f}" if g["wake_interval_cv"] is not None else "-",
                    f"{g['wait_behind_other_share']:.2f}" if g["wait_behind_other_share"] is not None
                    else "-", str(g.get("poller_threads") or "-"),   # absent: stored before issue 23
+                   f"{g['request_driven']:.2f}" if g.get("request_driven") is not None else "-",
                    ", ".join(g["names"][:4]) + (" ..." if len(g["names"]) > 4 else "")])
-    lines += _table(["pattern", "demand", "preempted", "wake-cv", "rq-behind-other", "pollers", "names"], ev,
-                    right={1, 2, 3, 4, 5})
+    lines += _table(["pattern", "demand", "preempted", "wake-cv", "rq-behind-other", "pollers", "requests",
+                     "names"], ev, right={1, 2, 3, 4, 5, 6})
     lines += [f"  poller in {g['pattern']}: {g['poller_evidence']}" for g in a.groups.iter_rows(named=True)
               if g.get("poller_evidence")]
+    lines += [f"  requests wake {g['pattern']}: {g['request_evidence']}"
+              for g in a.groups.iter_rows(named=True) if g.get("request_evidence")]
     chains = a.pattern_chains.filter(pl.col("busiest")) if not a.pattern_chains.is_empty() \
         else a.pattern_chains
     lines += ["", "busiest wake chains (by pattern):"]

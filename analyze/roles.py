@@ -12,7 +12,9 @@ Approach: soft clustering anchored on role prototypes. Each group is a point
 in a small feature space built from scale-free evidence (`demand`: running or
 runnable share of its life, which stays ~1 for a spinner however much CPU is
 stolen; involuntary-switch fraction; log slice length; log wakeups per
-thread; wake-chain membership; periodicity). Responsibilities are a softmax
+thread; latency evidence, the larger of wake-chain membership (0 or 1) and
+being woken by requests from outside the workload (0..1, requests.py: a
+thread woken from the network is in no wake chain); periodicity). Responsibilities are a softmax
 of weighted squared distances to the prototypes (`temperature`); `n_iter`
 EM-style steps move each prototype towards its members, pulled back by
 `anchor` pseudo-points at the prior, so a workload can shift a prototype but
@@ -36,11 +38,11 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from threadwise.analyze.contract import ROLES
 
-FEATURES = ("demand", "involuntary_frac", "log_slice_us", "log_wakeups_per_thread", "in_chain",
+FEATURES = ("demand", "involuntary_frac", "log_slice_us", "log_wakeups_per_thread", "chain_or_requests",
             "periodicity", "log_share_per_thread")
 # Prior prototypes, one row per role in ROLES, columns as FEATURES.
 PROTOTYPES = np.array([
-    #  demand invol  log10 slice us  log10(1+wake/s)  chain  periodic  log10(1+1000*share)
+    #  demand invol  log10 slice us  log10(1+wake/s)  chain/req  periodic  log10(1+1000*share)
     [0.98,   0.95,  3.3,            0.2,             0.0,   0.0,      2.6],   # compute
     [0.15,   0.30,  1.9,            2.2,             1.0,   0.3,      1.2],   # latency
     [0.02,   0.20,  2.2,            1.0,             0.0,   0.9,      0.6],   # housekeeping
@@ -61,12 +63,15 @@ def group_feature_matrix(groups: pl.DataFrame) -> np.ndarray:
     wakes = groups["wakeups_per_s"].cast(pl.Float64).fill_null(0.0).to_numpy()
     cv = groups["wake_interval_cv"].cast(pl.Float64).fill_null(np.inf).to_numpy()
     share = groups["cpu_share"].cast(pl.Float64).fill_null(0.0).to_numpy()
+    chain = groups["in_wake_chain"].cast(pl.Float64).to_numpy()
+    requests = (groups["request_driven"].cast(pl.Float64).fill_null(0.0).to_numpy()
+                if "request_driven" in groups.columns else np.zeros(len(groups)))
     return np.column_stack([
         groups["demand"].cast(pl.Float64).fill_null(0.0).to_numpy(),
         np.divide(invol, slices, out=np.full_like(invol, 0.5), where=slices > 0),
         np.log10(1.0 + slice_us),
         np.log10(1.0 + wakes / threads),
-        groups["in_wake_chain"].cast(pl.Float64).to_numpy(),
+        np.maximum(chain, requests),
         np.clip(1.0 - np.where(np.isfinite(cv), cv, 1.0), 0.0, 1.0) * (wakes / threads >= 0.5),
         np.log10(1.0 + 1000.0 * share / threads),
     ])

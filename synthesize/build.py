@@ -217,7 +217,10 @@ def _group(row: GroupRow, taken: set[str], requests: dict[str, int],
     # a role read from little evidence (analyze lowered its confidence): the reviewer sees it
     rests = f"decided on thin evidence: {row.thin_evidence}" if row.thin_evidence else None
     poller = no_preempt(row, treatment)   # after the family: it may have asked for latency
-    notes = [x for x in (why, poller, rests, near_hot_cutoff(row)) if x]
+    # no wake chain shows a thread woken from the network: the reviewer sees what did (requests.py)
+    woken = (f"woken by requests from outside the workload: {row.request_evidence}"
+             if row.request_evidence and row.role is Role.LATENCY else None)
+    notes = [x for x in (why, poller, rests, woken, near_hot_cutoff(row)) if x]
     sizing: dict[str, Any] = {"hot_threads": row.hot_threads}
     if poller is not None:
         sizing["preempt"] = False
