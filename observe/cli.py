@@ -59,17 +59,10 @@ def observe_command(
     from threadwise.observe.target import Target
 
     if recover is not None:
-        # deferred: loads duckdb, numpy and pyarrow; `threadwise --help` imports this module
-        from threadwise.observe.recover import recover as rebuild
-
         if command or pid or comm or cgroup or duration:
             raise UsageError("--recover takes no target or duration: it traces nothing",
                              hint="threadwise observe --recover PATH [-o OUT.duckdb]")
-        done = rebuild(recover, output, force=force, progress=lambda m: typer.echo(m, err=True))
-        typer.echo(f"recovered {done.path}: {done.events:,} events from {done.source}; "
-                   f"marked recovered (loss beyond switch-chain gaps unknown)")
-        for path in done.removed:
-            typer.echo(f"removed {path}", err=True)
+        _recover(recover, output, force)
         return
 
     seconds = optional_duration(duration)
@@ -87,6 +80,18 @@ def observe_command(
                f"({result.events_per_s:,.0f}/s), {result.events_lost:,} lost "
                f"({result.switch_gaps:,} switch-chain gaps), "
                f"{result.target_threads} target threads, ended by {result.end_reason}")
+
+
+def _recover(leftover: Path, output: Path | None, force: bool) -> None:
+    """observe --recover: a capture rebuilt from what a killed observe left."""
+    # deferred: loads duckdb, numpy and pyarrow; `threadwise --help` imports this module
+    from threadwise.observe.recover import recover
+
+    done = recover(leftover, output, force=force, progress=lambda m: typer.echo(m, err=True))
+    typer.echo(f"recovered {done.path}: {done.events:,} events from {done.source}; "
+               f"marked recovered (loss beyond switch-chain gaps unknown)")
+    for path in done.removed:
+        typer.echo(f"removed {path}", err=True)
 
 
 def show_command(

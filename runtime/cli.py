@@ -168,7 +168,7 @@ def apply(
     scx_arg: Annotated[
         list[str] | None,
         typer.Option("--scx-arg", help="An scx_layered flag for a .json config, e.g. --scx-arg=--interval "
-                     "--scx-arg=5 (repeatable; a profile's come from its [scheduler] table).")
+                     "--scx-arg=5 (repeatable; a profile's come from its \\[scheduler] table).")
     ] = None,
     rematch: Annotated[
         bool,
@@ -209,7 +209,14 @@ def apply(
     if duration_s and not foreground:
         _timed(resolved, files, duration_s=duration_s, attach_timeout_s=attach_timeout_s, rematch=rematch,
                as_json=as_json)
-        return
+    else:
+        _attach(resolved, files, foreground=foreground, duration_s=duration_s,
+                attach_timeout_s=attach_timeout_s, rematch=rematch, as_json=as_json)
+
+
+def _attach(resolved: ResolvedConfig, files: RunFiles, *, foreground: bool, duration_s: float | None,
+            attach_timeout_s: float, rematch: bool, as_json: bool) -> None:
+    """apply, attached in the foreground (until Ctrl-C or --duration) or left to its supervisor."""
     if foreground:
         _err(f"applying {resolved.source} ({len(resolved.config)} layers) in the foreground")
         state = launcher.apply_foreground(resolved, files, attach_timeout_s=attach_timeout_s,
