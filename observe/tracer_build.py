@@ -129,10 +129,10 @@ def build(cache: Path | None = None, *, force: bool = False,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build threadwise's libbpf tracer (cached by source hash).")
     parser.add_argument("--cache", type=Path, help="cache directory (default ~/.cache/threadwise)")
-    parser.add_argument("--force", action="store_true", help="rebuild even if a build is cached")
+    parser.add_argument("--rebuild", action="store_true", help="rebuild even if a build is cached")
     args = parser.parse_args(argv)
     try:
-        path = build(args.cache, force=args.force, progress=lambda m: print(m, file=sys.stderr))
+        path = build(args.cache, force=args.rebuild, progress=lambda m: print(m, file=sys.stderr))
     except (MissingTool, TracerError) as error:
         print(f"error: {error.message}", file=sys.stderr)
         if error.hint:
