@@ -25,6 +25,7 @@ from threadwise.refine.cli_options import (
     SearchFlags,
     Seed,
     Window,
+    WorkloadSpec,
     parse_levels,
     search_options,
 )
@@ -334,9 +335,7 @@ def _percent(text: str, option: str) -> float:
 def canary_command(
     profile: Annotated[Path, typer.Argument(help="The trained profile (.toml) to judge.",
                                             show_default=False)],
-    workload: Annotated[str, typer.Option("--workload", help="The workload file the profile was trained "
-                                          "with: its target process, objective and parser.",
-                                          show_default=False)],
+    workload: WorkloadSpec,
     pid: Annotated[int | None, typer.Option("--pid", help="The service's pid (default: the one process "
                                             "named as the workload's target).")] = None,
     probe_log: Annotated[Path | None, typer.Option("--probe-log", help="Read each window's metrics from "
@@ -374,7 +373,8 @@ def canary_command(
     the kernel's default scheduler, and after every pair an anytime-valid confidence sequence per
     metric decides: worse beyond --margin rolls back (exit 13), better with no metric worse beyond
     its margin keeps the profile applied (exit 0), no decision by --max-duration rolls back ("no
-    measurable benefit", exit 13). Ctrl-C and SIGTERM roll back first. Every window goes to the
+    measurable benefit", exit 13). Ctrl-C and SIGTERM roll back first. --workload is the one the
+    profile was trained with: its target process, objective and parser. Every window goes to the
     canary's record (-o). Needs root and a kernel with sched_ext; half the windows run on the
     default scheduler (docs/canary.md).
 

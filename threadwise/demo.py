@@ -32,6 +32,7 @@ from typing import Annotated
 import typer
 
 from threadwise.errors import FindingsReported, KeepDefault, ThreadwiseError, UsageError
+from threadwise.refine.cli_options import Budget, Levels, Repeats
 
 # Steps whose findings are results for this machine: only the findings code
 # (errors.py) goes on; any other non-zero status, 1 included, is a failure.
@@ -87,10 +88,9 @@ def _demo_command(run: Runner) -> Callable[..., None]:
     def demo_command(
         out: Annotated[Path, typer.Option(help="Directory for the demo's outputs.")] = OUT,
         window: Annotated[float, typer.Option(help="Seconds per ladder window.", min=0.1)] = 10.0,
-        repeats: Annotated[int, typer.Option(help="Repeats per arm and level.", min=1)] = 3,
-        levels: Annotated[str, typer.Option(help="Background spinner counts, comma-separated.")] = "0,2",
-        budget: Annotated[int, typer.Option(help="Mutations to measure after the synthesized profile "
-                                            "(0: that profile against the default only).", min=0)] = 0,
+        repeats: Repeats = 3,
+        levels: Levels = "0,2",
+        budget: Budget = 0,   # 0: the synthesized profile against the default only
     ) -> None:
         """Train a profile for the bundled workload in the lab, then validate, compile and lint it."""
         if out.exists() and not out.is_dir():
