@@ -329,7 +329,8 @@ def main() -> None:
         shown = args.pool.resolve().relative_to(Path.cwd())
     except ValueError:
         shown = args.pool
-    lines = [f"Pool: `{shown}`; the judge: `{stats.METHOD}`, alpha {stats.ALPHA} two-sided.", "",
+    lines = [f"Pool: `{shown}`; the judge: `{stats.METHOD}`, alpha {stats.ALPHA} two-sided, shared by an arm "
+             "pair's K comparisons (each at alpha / K, K = levels x metrics).", "",
              *(f"{note}." for note in notes)]
     for pool, n in _runs(pools, [args.n, *(int(v) for v in args.also_n.split(",") if v)]):
         result = calibrate(pool, n=n, limit=args.draws, seed=args.seed,
