@@ -19,11 +19,14 @@ where that implication would be wrong:
   that CPU with that priority (the chain the compact form implies); else
   (the first switch of a CPU, a switch-chain gap) it is a full FtraceEvent,
   and a gap marks its bundle `lost_events`;
-- a sched_waking is compact when its waker is the task running on the CPU
-  (compact wakings name no waker: it is the running task) or the capture says
-  the waking came from interrupt context (waker 0: written with the hard-IRQ
-  flag in `waking_common_flags`); any other waker, and every
-  sched_wakeup_new, is a full FtraceEvent whose `pid` is the waker.
+- a sched_waking is compact when the capture recorded its context (migration 7)
+  and the task on the CPU then is the one the switches say runs there (compact
+  wakings name no waker: the running task, or none when `waking_common_flags`
+  say interrupt context); its context goes into those flags as the kernel's
+  trace events carry it (hard IRQ 0x08, softirq 0x10, NMI 0x40). Any other
+  waking, and every sched_wakeup_new, is a full FtraceEvent: `pid` the task on
+  the CPU and `common_flags` the context where recorded, else `pid` the waker
+  and no flags (an importer then knows no context, as in the capture).
 So every event comes back with its timestamp, CPU, tids, prev_state and
 priorities (import_perfetto.py decodes both forms). Migrations, births,
 exits and renames follow as full events in their own bundles. Names go in one
@@ -54,8 +57,9 @@ from threadwise.observe.interop.trace_io import atomic_output, check_output, wri
 from threadwise.observe.store import open_capture
 from threadwise.sqlfiles import statement
 
-# Kernel trace flags (common_flags): a waking from hard-IRQ context.
-TRACE_FLAG_HARDIRQ = 0x08
+# Kernel trace flags (common_flags) of each wake context code (tracers/sched.h: task, softirq,
+# hardirq, NMI).
+CONTEXT_FLAGS = np.array([0, 0x10, 0x08, 0x40], np.uint32)
 UNKNOWN_WAKEE_PRIO = 120
 
 
@@ -262,13 +266,19 @@ class _SchedStream:
         running = np.where(latest >= 0, sw["tid_b"][np.maximum(latest, 0)] if len(sw["ts"]) else -1,
                            before[0] if before else -1)
         waker, wakee, is_new = wk["tid_a"], wk["tid_b"], wk["state"] != 0
-        from_irq = (waker == 0) & (running != 0)
-        compact = ~is_new & ((waker == running) | from_irq)
+        known = wk["context"] >= 0
+        current = wk["current"]
+        flags = CONTEXT_FLAGS[np.where(known, wk["context"], 0)]
+        compact = ~is_new & known & (current == running)
         self.result.wakings += count
         self.result.compact_wakings += int(compact.sum())
         events = bundle.packet.ftrace_events.event
         for index in np.flatnonzero(~compact).tolist():
-            event = events.add(timestamp=int(wk["ts"][index]), pid=int(waker[index]))
+            if known[index]:
+                event = events.add(timestamp=int(wk["ts"][index]), pid=int(current[index]),
+                                   common_flags=int(flags[index]))
+            else:
+                event = events.add(timestamp=int(wk["ts"][index]), pid=int(waker[index]))
             body = event.sched_wakeup_new if is_new[index] else event.sched_waking
             body.pid = int(wakee[index])
             body.comm = self.name(int(wakee[index]))
@@ -280,7 +290,7 @@ class _SchedStream:
             bundle.waking_pid.append(wakee[compact])
             bundle.waking_target.append(wk["prio_a"][compact])
             bundle.waking_comm.append(bundle.comm_indexes(wakee[compact], self.name))
-            bundle.waking_flags.append(np.where(from_irq[compact], TRACE_FLAG_HARDIRQ, 0).astype(np.uint32))
+            bundle.waking_flags.append(flags[compact])
 
 
 def _numpy(batch) -> dict[str, np.ndarray]:  # noqa: ANN001 - pyarrow RecordBatch

@@ -15,8 +15,11 @@ timestamp, and each compact switch takes its prev (tid, prio, comm) from the
 previous switch on that CPU, carried across bundles; a CPU's first switch,
 when compact, has an unknown prev (counted in the notes, taken as idle).
 Compact wakings take the running task as waker (0 in interrupt context);
-full ones their event's `pid`. sched_wakeup is used only in a trace without
-sched_waking (both describe the same wakeups). ProcessTree packets name
+full ones their event's `pid` (0 too when their common_flags say interrupt context). common_flags
+also give each waking's context (migration 7: the innermost of NMI, hard IRQ, softirq, else task)
+and the running task, or `pid`, the task on the CPU; a waking without flags (a full event that
+carries none, a compact bundle without waking_common_flags) has neither (NULL). sched_wakeup is
+used only in a trace without sched_waking (both describe the same wakeups). ProcessTree packets name
 threads and processes, task_newtask/sched_process_exit/task_rename give
 births, exits and renames, FtraceStats START/END give the window and the
 loss (overrun + dropped events, END minus START), SystemInfo and CpuInfo the
@@ -38,7 +41,15 @@ from threadwise.observe.interop.trace_io import read_packets
 from threadwise.topology import synthetic_topology
 
 # common_flags bits that mean "not in task context": hard IRQ, soft IRQ, NMI.
-INTERRUPT_FLAGS = 0x08 | 0x10 | 0x40
+TRACE_FLAG_HARDIRQ, TRACE_FLAG_SOFTIRQ, TRACE_FLAG_NMI = 0x08, 0x10, 0x40
+INTERRUPT_FLAGS = TRACE_FLAG_HARDIRQ | TRACE_FLAG_SOFTIRQ | TRACE_FLAG_NMI
+
+
+def context_of(flags: np.ndarray) -> np.ndarray:
+    """The wake context code (tracers/sched.h: 0 task, 1 softirq, 2 hardirq, 3 NMI) of kernel
+    common_flags: the innermost context they name (a hard IRQ that interrupted a softirq sets both)."""
+    return np.select([flags & TRACE_FLAG_NMI != 0, flags & TRACE_FLAG_HARDIRQ != 0,
+                      flags & TRACE_FLAG_SOFTIRQ != 0], [3, 2, 1], 0).astype(np.int16)
 
 
 @dataclass
@@ -57,13 +68,27 @@ class _Wakeups:
     wakee: list[int] = field(default_factory=list)
     target: list[int] = field(default_factory=list)
     is_new: list[bool] = field(default_factory=list)
+    flags: list[int | None] = field(default_factory=list)   # common_flags, None: the event has none
 
-    def add(self, ts: int, waker: int, wakee: int, target: int, is_new: bool) -> None:
-        self.ts.append(ts)
-        self.waker.append(waker)
-        self.wakee.append(wakee)
-        self.target.append(target)
+    def add(self, event, body, is_new: bool) -> None:  # noqa: ANN001 - FtraceEvent and its body
+        self.ts.append(event.timestamp)
+        self.waker.append(event.pid)
+        self.wakee.append(body.pid)
+        self.target.append(body.target_cpu)
         self.is_new.append(is_new)
+        self.flags.append(event.common_flags if event.HasField("common_flags") else None)
+
+    def columns(self, cpu: int) -> tuple[np.ndarray, ...]:
+        """The sink's waking columns: a full event's pid is the task on the CPU, the waker unless
+        its flags say interrupt context."""
+        known = np.array([f is not None for f in self.flags], bool)
+        flags = np.array([f or 0 for f in self.flags], np.uint32)
+        pid = np.array(self.waker, np.int32)
+        context = np.where(known, context_of(flags).astype(object), None)
+        current = np.where(known, pid.astype(object), None)
+        return (np.array(self.ts, np.int64), np.full(len(self.ts), cpu, np.int32),
+                np.where(flags & INTERRUPT_FLAGS, 0, pid).astype(np.int32), np.array(self.wakee, np.int32),
+                np.array(self.target, np.int32), np.array(self.is_new, bool), context, current)
 
 
 class _Decoder:
@@ -132,14 +157,11 @@ class _Decoder:
                                     sw.prev_comm, sw.next_comm))
             elif kind == "sched_waking":
                 self.saw_waking = True
-                body = event.sched_waking
-                wakeups.add(ts, event.pid, body.pid, body.target_cpu, False)
+                wakeups.add(event, event.sched_waking, False)
             elif kind == "sched_wakeup_new":
-                body = event.sched_wakeup_new
-                wakeups.add(ts, event.pid, body.pid, body.target_cpu, True)
+                wakeups.add(event, event.sched_wakeup_new, True)
             elif kind == "sched_wakeup":
-                body = event.sched_wakeup
-                plain.add(ts, event.pid, body.pid, body.target_cpu, False)
+                plain.add(event, event.sched_wakeup, False)
             elif kind == "sched_migrate_task":
                 body = event.sched_migrate_task
                 migrations.append((ts, body.pid, body.orig_cpu, body.dest_cpu))
@@ -202,21 +224,24 @@ class _Decoder:
         if w_count:
             self.saw_waking = True
             w_ts = np.cumsum(np.array(compact.waking_timestamp, dtype=np.uint64)).astype(np.int64)
-            flags = (np.array(compact.waking_common_flags, np.uint32) if len(compact.waking_common_flags)
+            has_flags = len(compact.waking_common_flags) == w_count
+            flags = (np.array(compact.waking_common_flags, np.uint32) if has_flags
                      else np.zeros(w_count, np.uint32))
             latest = np.searchsorted(ts, w_ts, side="right") - 1
             running = np.where(latest >= 0, nxt[np.maximum(latest, 0)] if len(ts) else 0,
                                before.tid if before else 0)
             waker = np.where(flags & INTERRUPT_FLAGS, 0, running).astype(np.int32)
+            # the running task is on the CPU in any context; without flags nothing is known
+            context = context_of(flags).astype(object) if has_flags else None
+            current = running.astype(np.int32).astype(object) if has_flags else None
             self.sink.wakings(w_ts, np.full(w_count, cpu, np.int32), waker,
                               np.array(compact.waking_pid, np.int32),
-                              np.array(compact.waking_target_cpu, np.int32), np.zeros(w_count, bool))
+                              np.array(compact.waking_target_cpu, np.int32), np.zeros(w_count, bool),
+                              context, current)
         for found, into_sink in ((wakeups, True), (plain, False)):
             if not found.ts:
                 continue
-            columns = (np.array(found.ts, np.int64), np.full(len(found.ts), cpu, np.int32),
-                       np.array(found.waker, np.int32), np.array(found.wakee, np.int32),
-                       np.array(found.target, np.int32), np.array(found.is_new, bool))
+            columns = found.columns(cpu)
             if into_sink:
                 self.sink.wakings(*columns)
             else:

@@ -116,12 +116,17 @@ class ImportSink:
 
     def wakings(  # noqa: PLR0917 - a raw row's columns, in order
             self, ts: np.ndarray, cpu: np.ndarray, waker: np.ndarray, wakee: np.ndarray,
-                target_cpu: np.ndarray, is_new: np.ndarray) -> None:
+                target_cpu: np.ndarray, is_new: np.ndarray, context: np.ndarray | None = None,
+                current: np.ndarray | None = None) -> None:
+        """sched_waking rows; `context` and `current` (object arrays, None where unknown) are
+        what the trace says of the waker's context and the task on the CPU (migration 7), NULL
+        when it says nothing (perf's text; a Perfetto waking without common_flags)."""
         if len(ts):
             self._span(ts)
-            # perf and Perfetto traces do not say what context a wakeup ran in: NULL (migration 7)
             unknown = np.full(len(ts), None, dtype=object)
-            self._queue("raw_sched_waking", [ts, cpu, waker, wakee, target_cpu, is_new, unknown, unknown])
+            self._queue("raw_sched_waking", [ts, cpu, waker, wakee, target_cpu, is_new,
+                                             unknown if context is None else context,
+                                             unknown if current is None else current])
 
     def migrations(
             self, ts: np.ndarray, cpu: np.ndarray, tid: np.ndarray, orig: np.ndarray,

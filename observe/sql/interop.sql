@@ -55,11 +55,15 @@ SELECT pid, COALESCE(name, '') AS name, cmdline FROM process WHERE upid <> 0 ORD
 --   state BIGINT        switch: prev_state; waking: 1 for sched_wakeup_new, else 0
 --   prio_a INTEGER      switch: prev_prio; waking: target_cpu
 --   prio_b INTEGER      switch: next_prio; waking: 0
+--   context SMALLINT    waking: its context (0 task, 1 softirq, 2 hardirq, 3 NMI; migration 7), -1
+--                       unknown; switch: -1
+--   current INTEGER     waking: the task on the CPU (migration 7), -1 unknown; switch: -1
 SELECT ts, 0::TINYINT AS kind, cpu, prev_tid AS tid_a, next_tid AS tid_b, prev_state AS state,
-       prev_prio AS prio_a, next_prio AS prio_b
+       prev_prio AS prio_a, next_prio AS prio_b, -1::SMALLINT AS context, -1 AS current
 FROM raw_sched_switch
 UNION ALL
-SELECT ts, 1::TINYINT, cpu, waker_tid, wakee_tid, is_new::BIGINT, target_cpu, 0
+SELECT ts, 1::TINYINT, cpu, waker_tid, wakee_tid, is_new::BIGINT, target_cpu, 0,
+       COALESCE(context, -1), COALESCE(current_tid, -1)
 FROM raw_sched_waking
 ORDER BY ts, kind;
 

@@ -290,3 +290,35 @@ def test_import_refuses_a_truncated_trace(synthetic, tmp_path, capsys):
     code, err = _run(capsys, "import", str(cut), "--comm", "app", "-o", str(tmp_path / "c.duckdb"))
     assert code == 2 and "truncated" in err and "hint:" in err and "Traceback" not in err
     assert not (tmp_path / "c.duckdb").exists()
+
+
+def test_wake_contexts_go_through_perfetto_as_the_kernels_common_flags(tmp_path):
+    """Migration 7's context and task on the CPU survive export and import: as compact wakings'
+    flags where that task is the one running, as full events' common_flags and pid otherwise; a
+    waking whose context was not recorded comes back without one."""
+    start = 1_000 * MS
+    b = CaptureBuilder(start_ts=start, duration_ns=50 * MS, nr_cpus=2, target_tgids=[100])
+    b.thread(100, 100, "app")
+    b.thread(101, 100, "hot-0")
+    b.thread(102, 100, "worker")
+    b.thread(200, 200, "client")
+    for i in range(20):
+        t = start + i * 2 * MS
+        b.slice(101, 0, t, 2 * MS - 1000, "R+")                                   # hot-0 owns CPU 0
+        b.slice(102, 1, t + 500_000, 100_000, "S")                                # CPU 1 idles between
+        b.waking(t + 100_000, 0, 102, cpu=0, target_cpu=1, context=1, current=101)   # softirq on hot-0
+        b.waking(t + 200_000, 0, 102, cpu=1, target_cpu=1, context=2, current=0)     # hard IRQ on idle
+        b.waking(t + 300_000, 101, 102, cpu=0, target_cpu=1, context=0)              # hot-0 itself
+        b.waking(t + 400_000, 0, 102, cpu=0, target_cpu=1, context=1, current=200)   # not the running task
+        b.waking(t + 450_000, 200, 102, cpu=1, target_cpu=1, context=0)              # a task not running
+    b.waking(start + 45 * MS, 0, 102, cpu=1, target_cpu=1)                         # not recorded
+    capture = b.write(tmp_path / "contexts.duckdb")
+    trace = tmp_path / "contexts.pftrace"
+    result = export_perfetto(capture, trace)
+    # three a round are compact, but CPU 0's first: no switch before it says who runs there
+    assert result.compact_wakings == 3 * 20 - 1 and result.wakings == 5 * 20 + 1, result
+    back = import_trace(trace, tmp_path / "back.duckdb", comm="app").path
+    assert _raw(back, "raw_sched_waking") == _raw(capture, "raw_sched_waking")
+    with open_capture(back) as con:
+        assert con.execute("SELECT count(*) FILTER (WHERE context IS NULL), count(DISTINCT context) "
+                           "FROM raw_sched_waking").fetchone() == (1, 3)
