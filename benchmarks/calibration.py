@@ -14,8 +14,8 @@ Approach: a pool is a ladder file of lab runs (benchmarks/lab_busy.py --calibrat
 arms train measures plus known ones, many repeats, rotated order: `baseline`, `baseline-aa` (the
 default scheduler again: the run's noise, as in every train step), `baseline-aa2` (a third
 identical arm: the candidate of the false-verdict draws), `exclusive`
-(artifacts/rolesim/rolesim.not-a-profile.toml: hot-0 on a CPU of its own, a known effect on
-the primary under background) and `bad`
+(rolesim's record of 2026-11-26, tests/refine/fixtures/records/: hot-0 on a CPU of its own, a
+known effect on the primary under background) and `bad`
 (benchmarks/data/rolesim-worker-nopreempt.toml: workers that starve, a known loss on the
 secondary). Each draw is what train judges at n repeats: n distinct repeats of the pool, with
 every arm's cells of those repeats, judged by the real `stats.compare_arms` with

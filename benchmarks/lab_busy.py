@@ -8,9 +8,10 @@ the lab's measurements steady beside other work, and what does it cost when two 
 Each run is one ladder with three arms, as the first calibration pool's
 (research/2026-12-host-noise/lab_modes.py): `baseline`, `baseline-aa` (the default scheduler
 again: the A/A floors) and `exclusive`
-(artifacts/rolesim/rolesim.not-a-profile.toml for the lab shape: a known effect, hot-0 on a CPU
-of its own), in ABBA order, stored in one ladder file (`-o`, committed under benchmarks/data/ so the judge's
-calibration re-runs on it without a VM: `benchmarks/calibration.py --pool FILE`). What ran
+(rolesim's record of 2026-11-26, tests/refine/fixtures/records/, for the lab shape: a known
+effect, hot-0 on a CPU of its own), in ABBA order, stored in one ladder file (`-o`, committed
+under benchmarks/data/ so the judge's calibration re-runs on it without a VM:
+`benchmarks/calibration.py --pool FILE`). What ran
 beside it (`--beside`):
 
 - `quiet`: nothing (the session's own tools only);
@@ -64,6 +65,9 @@ from threadwise.runtime.lab import hostload, hostpriority, initramfs
 
 EXCLUSIVE, TWIN, BAD = "exclusive", "baseline-aa2", "bad"
 ROOT = Path(__file__).resolve().parents[1]
+# rolesim's record of 2026-11-26: its final profile is the calibration pools' `exclusive` arm
+OLD_ROLESIM_PROFILE = ROOT / "tests" / "refine" / "fixtures" / "records" / "rolesim-2026-11-26" / \
+    "rolesim.not-a-profile.toml"
 # A known loss on the worker p99 (the workers wait for a CPU instead of preempting hot-0):
 # the veto's power in benchmarks/calibration.py.
 BAD_PROFILE = ROOT / "benchmarks" / "data" / "rolesim-worker-nopreempt.toml"
@@ -267,7 +271,7 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=3.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", type=Path,
-                        default=ROOT / "artifacts" / "rolesim" / "rolesim.not-a-profile.toml")
+                        default=OLD_ROLESIM_PROFILE)
     parser.add_argument("-o", "--output", type=Path, default=ROOT / "build" / "bench" / "lab-busy.duckdb")
     parser.add_argument("--calibration", action="store_true",
                         help=f"also {TWIN} (a third identical arm) and {BAD} ({BAD_PROFILE.name}): the "

@@ -297,8 +297,23 @@ def next_line(written: Path, report: Path, workload: Path, *, sched_ext: bool | 
     bundled = workload.stem in bundled_names() and bundled_workload_path(workload.stem) == workload
     spec = workload.stem if bundled else str(workload)
     return (f"next: review {written} and {report}; this kernel has no sched_ext, so try the profile in "
-            f"the lab VM: threadwise lab run -- threadwise apply {written} --duration 30, "
+            f"the lab VM: {lab_apply_line(written)}, "
             f"or measure it again there: threadwise ladder {spec} --arm {written} --lab")
+
+
+def lab_apply_line(profile: Path) -> str:
+    """`threadwise lab run -- threadwise apply PROFILE`, with the set-up step it needs first where this
+    machine lacks the vng lab (`make demo` sets up the self-contained guest only, not vng)."""
+    # deferred: the lab's modules, which `threadwise --help` does without
+    from threadwise.errors import MissingTool
+    from threadwise.runtime.lab.vng import find_vng
+
+    command = f"threadwise lab run -- threadwise apply {profile} --duration 30"
+    try:
+        find_vng()
+    except MissingTool:
+        return f"scripts/setup-lab.sh (the vng lab, once), then {command}"
+    return command
 
 
 def rejudge_command(

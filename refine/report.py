@@ -23,10 +23,11 @@ import duckdb
 import numpy as np
 
 from threadwise.errors import ThreadwiseError
-from threadwise.refine import plots, screen_report
+from threadwise.refine import plots
 from threadwise.refine.measure import blockers, judge, stats, store, summary
 from threadwise.refine.measure.plan import BASELINE
 from threadwise.refine.measure.store import sql
+from threadwise.refine.search import screen_report
 from threadwise.refine.search.diagnose import sql as search_sql
 from threadwise.refine.search.loop import START
 

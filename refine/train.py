@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING, TypeVar
 
 from threadwise.errors import KeepDefault, LabError, NothingMeasured, ThreadwiseError, UsageError
 from threadwise.paths import write_output
-from threadwise.refine import outcome, report, screening
+from threadwise.refine import outcome, report
 from threadwise.refine.measure import judge, stats, store, summary
 from threadwise.refine.measure.ladder import AA_ARM, BASELINE, Arm
 from threadwise.refine.measure.rows import StepRow, TrainingRow
 from threadwise.refine.measure.run import LadderRun, Where, run_ladder
 from threadwise.refine.measure.service import RunningService
 from threadwise.refine.measure.workload import Workload, load_workload, render_argv
-from threadwise.refine.search import loop
+from threadwise.refine.search import loop, screening
 from threadwise.refine.search.diagnose import load_blockers, load_silences
 from threadwise.refine.search.screen import NULL_ARM
 from threadwise.runtime.lab.agent import TCG_PATCHING_OOPS

@@ -12,6 +12,10 @@ from threadwise.diagnostics import Diagnostic, ProfileError
 from threadwise.synthesize.reader import parse_profile
 
 DATA = Path(__file__).resolve().parent / "data"
+# rolesim's record of 2026-11-26 (its final profile: hot-0 exclusive, workers and feeder latency,
+# 5 groups), kept when rolesim was retrained: the profile the lab's signal and blocker tests hold
+OLD_ROLESIM = Path(__file__).resolve().parent / "refine" / "fixtures" / "records" / "rolesim-2026-11-26"
+OLD_ROLESIM_PROFILE = OLD_ROLESIM / "rolesim.not-a-profile.toml"
 
 
 def text(name: str) -> str:

@@ -143,13 +143,15 @@ def _check(run: Runner, profile: Path, config: Path) -> None:
 def _closing(profile: Path, kept: bool, out: Path, levels: str) -> None:
     """What the demo made, and what to do next: each suggestion a command that works on what this
     run produced (tests/test_demo.py)."""
+    # deferred: the lab's vng lookup, which `threadwise --help` (importing this module) does without
+    from threadwise.refine.cli import lab_apply_line
+
     record = out / "artifacts" / NAME
     what = "profile" if kept else "keep the default scheduler; rejected candidate"
     typer.echo(f"\ndemo done: {what} {profile}, record {record}/REPORT.md, "
                f"scx_layered config {out / 'rolesim.layered.json'}, capture {CAPTURE}")
     if kept:
-        trial = ("apply the profile in the lab: threadwise lab run -- threadwise apply "
-                 f"{profile} --duration 30")
+        trial = f"apply the profile in the lab: {lab_apply_line(profile)}"
     else:   # `apply` refuses a rejected candidate; measuring it again is what can be done with it
         trial = ("measure the rejected candidate again: threadwise ladder rolesim "
                  f"--arm {profile} --lab --levels {levels}")

@@ -1,7 +1,7 @@
 """Who blocked whom, for real: a short rolesim ladder in the initramfs guest traces one extra cell.
 
 One boot (TCG, 2 vCPUs): `baseline` and rolesim's trained candidate
-(artifacts/rolesim/rolesim.not-a-profile.toml: latency groups `worker` and `feeder`), one level
+(its record of 2026-11-26, tests/refine/fixtures/records/: latency groups `worker` and `feeder`), one level
 (bg=1), one repeat, 3-s windows. The profile arm's turn ends with a trace cell: the libbpf
 tracer, packed into the initramfs with its libraries, is live over its window,
 its records come back over the serial console, and ingest stores the blockers of both latency
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import datafiles
 from threadwise.observe import tracer_build
 from threadwise.refine.measure import blockers, store
 from threadwise.refine.measure.bundled import build
@@ -23,7 +24,7 @@ from threadwise.refine.measure.ladder import BASELINE, Arm
 from threadwise.refine.measure.run import Where, arm_from_file, run_ladder
 from threadwise.refine.measure.workload import bundled_workload_path, parse_workload
 
-PROFILE = Path(__file__).parents[2] / "artifacts" / "rolesim" / "rolesim.not-a-profile.toml"
+PROFILE = datafiles.OLD_ROLESIM_PROFILE
 pytestmark = pytest.mark.timeout(1800)   # with a wait for its turn beside another lab
 
 

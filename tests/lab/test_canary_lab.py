@@ -30,6 +30,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from tests import datafiles
 from tests.lab.labrun import run_guest_script
 from threadwise.refine.measure.bundled import build
 
@@ -37,7 +38,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD = ROOT / "benchmarks" / "data" / "rolesim-worker-nopreempt.toml"
-GOOD = ROOT / "artifacts" / "rolesim" / "rolesim.not-a-profile.toml"   # what the signal cases hold
+GOOD = datafiles.OLD_ROLESIM_PROFILE   # what the signal cases hold
 REDIS = ROOT / "profiles" / "redis.toml"
 CATCH_ALL = ROOT / "tests" / "data" / "lab" / "canary-catch-all.toml"
 

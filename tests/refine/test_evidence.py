@@ -22,6 +22,7 @@ from threadwise.synthesize.reader import load_profile, parse_profile
 from threadwise.words import plain
 
 ROOT = Path(__file__).resolve().parents[2]
+OLD_ROLESIM = ROOT / "tests" / "refine" / "fixtures" / "records" / "rolesim-2026-11-26"
 
 
 def tw(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -31,15 +32,15 @@ def tw(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
-    """A scratch repository holding the committed rolesim profile and its record, the record brought
+    """A scratch repository holding rolesim's record of 2026-11-26 (its final profile, refined by two
+    kept steps, and the ladder file: tests/refine/fixtures/records/), the record brought
     to this threadwise's ladder schema (opened writable once, as `threadwise rejudge` would)."""
     root = tmp_path_factory.mktemp("repo")
     (root / "profiles").mkdir()
     (root / "artifacts" / "rolesim").mkdir(parents=True)
-    shutil.copyfile(ROOT / "artifacts" / "rolesim" / "rolesim.not-a-profile.toml",
-                    root / "profiles" / "rolesim.toml")
+    shutil.copyfile(OLD_ROLESIM / "rolesim.not-a-profile.toml", root / "profiles" / "rolesim.toml")
     record = root / "artifacts" / "rolesim" / "ladder.duckdb"
-    shutil.copyfile(ROOT / "artifacts" / "rolesim" / "ladder.duckdb", record)
+    shutil.copyfile(OLD_ROLESIM / "ladder.duckdb", record)
     store.open_ladder(record).close()
     return root
 

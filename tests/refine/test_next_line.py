@@ -9,7 +9,7 @@ from threadwise.refine.cli import next_line
 from threadwise.refine.measure.workload import bundled_workload_path
 from threadwise.runtime.scx import sched_ext_state
 
-PROFILE, REPORT = Path("artifacts/rolesim/rolesim.not-a-profile.toml"), Path("artifacts/rolesim/REPORT.md")
+PROFILE, REPORT = Path("profiles/rolesim.toml"), Path("artifacts/rolesim/REPORT.md")
 
 
 def test_with_sched_ext_it_suggests_apply():

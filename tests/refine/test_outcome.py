@@ -1,7 +1,8 @@
 """No committed loser: where a training's profile goes, decided by the record's own verdict.
 
-On copies of the committed records: Redis's profile beats the default scheduler and stays a
-profile; poolservice's does not, so `rejudge` moves it out of the profiles folder into its
+On copies of records: Redis's committed profile beats the default scheduler and stays a
+profile; poolservice's of 2026-11-29 (tests/refine/fixtures/records/) does not, so `rejudge`
+moves it out of the profiles folder into its
 record as a candidate not to apply, with KEEP-DEFAULT.md's reasons per class of candidate, and
 `apply` refuses that file without --ignore-verdict.
 """
@@ -21,18 +22,23 @@ from threadwise.synthesize.provenance import KEEP_DEFAULT_MARK, says_keep_defaul
 ROOT = Path(__file__).parents[2]
 
 
+# poolservice's record of 2026-11-29 (levels 0,1,2,4, 3 repeats, budget 3: steps of three classes)
+RECORDS = {"redis": ROOT / "artifacts" / "redis",
+           "poolservice": ROOT / "tests" / "refine" / "fixtures" / "records" / "poolservice-2026-11-29"}
+
+
 def _copy(name: str, root: Path) -> tuple[Path, Path]:
-    """A scratch copy of a committed record, and its profile as train wrote it to profiles/: the
-    committed one, or the rejected candidate without the two lines the rule put atop it."""
+    """A scratch copy of a record, and its profile as train wrote it to profiles/: the committed
+    one, or the rejected candidate without the two lines the rule put atop it."""
     record = root / "artifacts" / name
-    shutil.copytree(ROOT / "artifacts" / name, record)
+    shutil.copytree(RECORDS[name], record)
     (root / "profiles").mkdir(exist_ok=True)
     profile = root / "profiles" / f"{name}.toml"
     committed = ROOT / "profiles" / f"{name}.toml"
     if committed.is_file():
         shutil.copyfile(committed, profile)
     else:
-        text = candidate_path(ROOT / "artifacts" / name, name).read_text()
+        text = candidate_path(RECORDS[name], name).read_text()
         profile.write_text(text.removeprefix(outcome.keep_default_header()))
         (record / f"{name}.not-a-profile.toml").unlink()
         (record / "KEEP-DEFAULT.md").unlink()

@@ -39,7 +39,9 @@ def test_a_run_without_a_valid_cell_plots_without_warnings(tmp_path):
     _plot(ladder, 1, tmp_path / "run1.png")
 
 
-POOLSERVICE = LADDER.parents[1] / "poolservice" / "ladder.duckdb"
+# poolservice's record of 2026-11-29: four runs, insufficient verdicts and invalid cells to draw
+POOLSERVICE = Path(__file__).resolve().parent / "fixtures" / "records" / "poolservice-2026-11-29" / \
+    "ladder.duckdb"
 
 
 def _current(ladder: Path, directory: Path) -> Path:

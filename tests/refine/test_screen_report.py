@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from tests.refine.recompute import recompute_ladder_file
-from threadwise.refine import report, screen_report
+from threadwise.refine import report
 from threadwise.refine.measure import judge, store
 from threadwise.refine.measure.plan import AA_ARM, BASELINE
 from threadwise.refine.measure.rows import ScreenRow, StepRow, TrainingRow
-from threadwise.refine.search import screen
+from threadwise.refine.search import screen, screen_report
 
 LEVELS = (0, 4)
 PRIMARY, SECONDARY = "rps", "p99_us"

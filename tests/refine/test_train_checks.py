@@ -74,7 +74,8 @@ def test_the_trained_profile_names_its_capture_relative_to_its_own_folder() -> N
     from threadwise.refine.train import _capture_relative_to
     from threadwise.synthesize.reader import load_profile
 
-    trained = Path(__file__).parents[2] / "artifacts" / "rolesim" / "rolesim.not-a-profile.toml"
+    record = Path(__file__).parent / "fixtures" / "records" / "rolesim-2026-11-26"
+    trained = record / "rolesim.not-a-profile.toml"
     profile, _ = load_profile(trained)
     assert profile.source is not None
     synthesized = profile.model_copy(update={"source": profile.source.model_copy(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import datafiles
 from threadwise.errors import ConfigRefused, InputError
 from threadwise.runtime.config import resolve, write_config
 from threadwise.scx import scx_layered_path
@@ -148,7 +149,7 @@ def test_scx_args_go_with_a_json_config_and_are_refused_for_a_profile(tmp_path: 
     from threadwise.errors import UsageError
     from threadwise.runtime.config import check_scx_args, load_input
 
-    profile = Path(__file__).parents[2] / "artifacts" / "rolesim" / "rolesim.not-a-profile.toml"
+    profile = datafiles.OLD_ROLESIM_PROFILE
     with pytest.raises(UsageError, match=r"--scx-arg is for a \.json layer config"):
         check_scx_args(load_input(profile), ("--interval", "5"))
     check_scx_args(load_input(profile), ())
