@@ -1,5 +1,5 @@
 -- screen.sql: what REPORT.md reads of a training's screen, its null arm and its lab minutes
--- (refine/screen_report.py). Ladder schema 6; an older file has no screen rows.
+-- (refine/search/screen_report.py). Ladder schema 6; an older file has no screen rows.
 
 -- name: screen_rows
 -- Every candidate of the screen, ranked ones first by rank, then the refused ones.
