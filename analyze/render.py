@@ -8,6 +8,7 @@ import polars as pl
 
 from threadwise.analyze.contract import POLLER_CPU_PER_WAKEUP_NS, POLLER_SHARE
 from threadwise.analyze.model import Analysis
+from threadwise.analyze.requests import IRREGULAR_CV, SHORT_RUN_NS
 
 
 def _us(ns: Any) -> str:
@@ -64,10 +65,10 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
                 f"{POLLER_CPU_PER_WAKEUP_NS / 1e6:g} ms of CPU per wakeup received: they spin between "
                 "wakeups), the busiest named below the table; synthesize gives them no preempt"),
     ("requests", "how far the group is woken by requests from outside the workload, 0..1: a softirq "
-                 "or another process woke it, irregularly (wake-cv >= 0.5), for short runs (slice p50 "
-                 "<= 1 ms), weighted by its threads' wakeups; the role model reads it as latency "
-                 "evidence beside wake chains, the busiest such thread named below the table; - when "
-                 "the capture did not record what woke its threads"),
+                 f"or another process woke it, irregularly (wake-cv >= {IRREGULAR_CV}), for short runs "
+                 f"(slice p50 <= {SHORT_RUN_NS / 1e6:g} ms), weighted by its threads' wakeups; the role "
+                 "model reads it as latency evidence beside wake chains, the busiest such thread named "
+                 "below the table; - when the capture did not record what woke its threads"),
     ("names", "the observed thread names (comm, as the kernel truncates them to 15 characters)"),
     ("busiest wake chains", "the most frequent paths of causal wake edges between patterns, with their "
                             "rate and wake-to-run latency"),

@@ -4,7 +4,7 @@ Problem: a thread that serves requests from the network (memcached's `mc-worker`
 connection threads) is woken by the packet, not by another thread of its workload, so the
 capture shows it in no wake chain, the role model's strongest latency evidence. Such threads
 read as housekeeping or batch, and the profile built on that lost to the default scheduler
-(docs/refine.md, "memcached" and "MariaDB").
+(docs/bundled-workloads.md, "memcached" and "MariaDB").
 Approach: the tracer records the context of every wakeup and the task on the CPU (schema
 migration 7; wake_sources.sql classes them). Per thread, three pieces of evidence, each 0..1,
 multiplied into `request_driven`:
@@ -16,9 +16,12 @@ multiplied into `request_driven`:
   timers expiring (hrtimer), not work sent to it: memcached's `mc-lrumaint`, which sleeps on an
   adaptive timer, had 99% of 1,507 wakeups from hard interrupts with a wake CV of 0.84.
 - irregular in time: a request stream is, a timer is not. `wake_interval_cv` (the lower of the
-  CVs of the gaps between wakeups and of the sleeps they end; thread_features.sql) is 0 below
-  PERIODIC_CV and 1 from IRREGULAR_CV up, linear between: the thresholds the rest of analyze
-  uses (`wake-cv` < 0.3 periodic; the wake graph's pool rule reads >= 0.5 as not periodic).
+  CVs of the gaps between wakeups and of the sleeps they end; thread_features.sql) counts 0 up to
+  PERIODIC_CV and 1 from IRREGULAR_CV, linear between. Measured here (docs/analyze.md, "Woken by
+  requests"): timers read 0.19 (rolesim's feeder, nanosleep 2 ms, quiet host) and a single
+  closed-loop client pausing a fixed 10 ms between requests 0.21 (indistinguishable from a
+  heartbeat: no evidence); memcached with one mcload connection per worker 0.37 (0.85 of the
+  evidence), two per worker 0.69-1.83, MariaDB's connection threads under sysbench 3.2-4.1.
 - short runs: slice p50 up to SHORT_RUN_NS counts fully, nothing from LONG_RUN_NS, log-linear
   between; a thread that computes for long after each request is batch work, whoever sent it.
 A thread with fewer than MIN_WAKEUPS wakeups has no evidence (0); one whose wakeups have no
@@ -35,8 +38,8 @@ import math
 
 import polars as pl
 
-PERIODIC_CV = 0.3          # wake CV at or below this: periodic, no request evidence
-IRREGULAR_CV = 0.5         # at or above: irregular, full evidence
+PERIODIC_CV = 0.2          # wake CV at or below this: periodic, no request evidence
+IRREGULAR_CV = 0.4         # at or above: irregular, full evidence
 SHORT_RUN_NS = 1_000_000   # slice p50 up to this: short runs
 LONG_RUN_NS = 10_000_000   # from this: long runs, no request evidence
 MIN_WAKEUPS = 10           # fewer wakeups: nothing to judge (groups.MIN_WAKEUPS)
