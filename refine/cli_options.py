@@ -43,10 +43,10 @@ __all__ = [
 
 SPEC_HELP = "A workload TOML file, or the name of a bundled one (see `threadwise workload list`)."
 
-# A search step's repeats. 8: the fewest measured at which a real 1.3x change of the primary is
-# called in at least 80% of steps (90.8%) with at most 5% false verdicts (1.2%); at 3 it was
-# called in 35% (docs/refine.md "Sample size and power"). A step that is clearly losing stops
-# after 3 (--early-stop). `ladder` keeps 3: one comparison to look at, not a search's decision.
+# A search step's repeats. 8: a real 1.3x change of the primary is called in 100% of draws at
+# 10-s windows and in 88.7% beside a fast tier, where 3 repeats call it in 35.6%, with at most
+# 1.9% false verdicts per comparison on every pool (docs/judge.md "Sample size and power"). A step
+# that is clearly losing stops after 3 (--early-stop). `ladder` keeps 3: one comparison to look at.
 SEARCH_REPEATS = 8
 # Candidates the screen measures beside the start (docs/search.md "Width and time"): at 12, a
 # 4-level training's screen and its confirmation at 8 repeats fit in about 30 lab minutes.

@@ -306,7 +306,7 @@ def write_report(con: duckdb.DuckDBPyConnection, directory: Path, *, head: list[
               "lived, scx_layered was attached at the window's start and end (profile cells) or nothing "
               "was (baseline cells), and every target thread sat in the layer its group names "
               "(scx_layered's tid -> layer map).",
-              "- Verdicts (docs/refine.md \"Statistics\"): the cells of one level and repeat of two arms "
+              "- Verdicts (docs/judge.md \"Statistics\"): the cells of one level and repeat of two arms "
               "ran close together (the arms' order rotates every repeat) and form a pair; the ratio is "
               "exp(mean of the pairs' log ratios); its 95% interval is Student's t over the pooled noise "
               "of one pair: the pairs' own spread and the same level's A/A pairs of the same run (the "

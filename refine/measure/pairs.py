@@ -5,7 +5,7 @@ Problem: a comparison's interval is only as honest as the noise it is given. The
 schema 5 (`paired-v4`) paired the candidate with the baseline arm alone and pooled the pairs'
 residuals with the A/A pairs (baseline-aa against the same baseline cells) at n - 1 + m degrees
 of freedom. Two things were measured against it (benchmarks/RESULTS.md, calibration sections of
-2026-12-05; docs/refine.md "Statistics"): the A/A pairs share their baseline cell with the
+2026-12-05; docs/judge.md "Why paired-v5"): the A/A pairs share their baseline cell with the
 comparison's pairs (correlated, so the m A/A degrees of freedom are not all new information),
 and the default scheduler is measured twice per repeat while a comparison used one of the two.
 

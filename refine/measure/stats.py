@@ -12,7 +12,7 @@ passed as noise. The verdicts must be valid at the sample sizes the lab affords,
 the run really met, and one function must give every verdict that a report, the README,
 `threadwise ladder` and the refine loop show.
 
-Approach (docs/refine.md "Statistics", calibrated by benchmarks/calibration.py; judge `paired-v5`):
+Approach (docs/judge.md "Statistics", calibrated by benchmarks/calibration.py; judge `paired-v5`):
 - **Pairs and noise** (pairs.py): every arm runs each level once per repeat, in an order that
   rotates (plan.py); a comparison pairs the two sides' cells of one level and repeat, which
   cancels the host's slow drift, and leaves out a pair the host denied unequally. The default
@@ -29,7 +29,7 @@ Approach (docs/refine.md "Statistics", calibrated by benchmarks/calibration.py; 
   hold together at 1 - ALPHA (Bonferroni), because the ladder verdict and the keep rule read
   them together, and one false `better` among K is a false answer. (paired-v4 put each
   interval at ALPHA alone: 8.9-10.8% false per comparison at n = 8 on the 2026-12-02 mixed
-  pool, docs/refine.md.) `better` when the interval lies wholly on the objective's good side of
+  pool, docs/judge.md.) `better` when the interval lies wholly on the objective's good side of
   1, `worse` when wholly on the bad side, else `within_noise`; fewer than MIN_PAIRS pairs or
   fewer than MIN_DF degrees of freedom: `insufficient`. An estimate within RESOLUTION (5%) of 1
   is `within_noise` whatever its interval: identical arms at different places in the rotation
@@ -99,7 +99,7 @@ EARLY_ALPHA = 0.001  # one-sided, per comparison and look: stopping a step early
 # the first at bg=0 in 7 of 8 repeats, while the A/A arm, at another place, read 0.5% below;
 # pairs spread 1.3-1.4% there, so an interval that excludes 1 named a 2% artefact "worse" in
 # 20-57% of draws. The A/A arm carries the noise of its own place, not the offset of another's.
-# Differences under RESOLUTION are "within noise" whatever their interval (docs/refine.md).
+# Differences under RESOLUTION are "within noise" whatever their interval (docs/judge.md).
 RESOLUTION = 0.05
 DEFAULT_SCALE = 0.75  # a pair against both default cells varies 1.5 s_c^2, an A/A pair 2 s_c^2 (pairs.py)
 DIRECTIONS: tuple[Direction, ...] = ("higher", "lower")

@@ -35,7 +35,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
 
 def test_the_inference_threads_are_selected_by_a_group_of_their_own_evidence(trained: Trained):
     """ORT names no thread: the pool thread, the thread its import starts and the inferring main
-    thread all carry the process's comm, `onnxload` (docs/refine.md "ONNX Runtime"). So every
+    thread all carry the process's comm, `onnxload` (docs/bundled-workloads.md "ONNX Runtime"). So every
     group of the profile matches `onnxload` (split by behaviour, scx_layered AvgRuntime, where the
     capture shows two kinds), and the first one to select them is built from their evidence,
     not the catch-all."""

@@ -5,7 +5,7 @@ two of its neighbours in one boot, the screen's top confirmed against the defaul
 beside the null arm, then one deliberately bad candidate: rolesim's hot threads given
 housekeeping treatment with weight 1) in the sched_ext lab VM (TCG, 2 vCPUs), each step's
 ladder with its own interleaved A/A arm (schema 5), levels 0 and 2, 3 repeats (three pairs per
-level: the judge's paired intervals need them on a busy host, docs/refine.md), short windows.
+level: the judge's paired intervals need them on a busy host, docs/judge.md), short windows.
 Every check reads the ladder file the training wrote, never the training's memory.
 """
 

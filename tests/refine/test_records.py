@@ -94,6 +94,6 @@ def test_a_missing_marker_is_an_error_that_says_what_to_add() -> None:
 
 
 def test_the_training_at_10s_windows_docs_cite_recomputes() -> None:
-    """docs/refine.md "Sample size and power" cites benchmarks/data/rolesim-w10 (train at 8 repeats,
+    """docs/judge.md "Sample size and power" cites benchmarks/data/rolesim-w10 (train at 8 repeats,
     10-s windows): every verdict it stored must be what the judge gives again."""
     assert recompute_ladder_file(ROOT / "benchmarks" / "data" / "rolesim-w10" / "ladder.duckdb") > 0
