@@ -89,6 +89,20 @@ def test_screen_candidates_take_each_class_of_change_in_turn_busiest_group_first
     assert screen.screen_candidates(profile, SHAPE, 0) == []
 
 
+def test_within_a_class_each_operator_takes_its_turn() -> None:
+    """A screen's option slots go to different operators (the catch-all's among them), not to
+    every option of the busiest group first."""
+    from threadwise.refine.search.mutate import mutations_by_operator
+
+    profile = rolesim()
+    operator_of = {c.name: op for op, found in mutations_by_operator(profile, SHAPE).items() for c in found}
+    options = [op for op in screen.CLASSES[2] if any(o == op for o in operator_of.values())]
+    assert "catch_all" in options, options
+    chosen = [c.name for c in screen.screen_candidates(profile, SHAPE, 3 * len(options))]
+    taken = [operator_of[name] for name in chosen if operator_of[name] in screen.CLASSES[2]]
+    assert taken[:len(options)] == options, (taken, options)   # each once before any twice
+
+
 def test_the_null_arm_is_the_catch_all_alone_with_the_profiles_flags() -> None:
     seen = []
     arm = screen.null_arm(rolesim(), check=lambda config, args: seen.append((config, args)) or [])
