@@ -120,7 +120,7 @@ def generate(directory: Path, events: int, *, seed: int = 0) -> dict[str, int]:
     return info
 
 
-def main() -> int:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--sizes", default="1000000,10000000", help="events per capture, comma-separated")
     parser.add_argument("--baseline", action="store_true", help="also time the pre-issue-10 path")
@@ -137,6 +137,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.threads < 0:
         parser.error(f"--threads {args.threads}: give 1 or more, or 0 for DuckDB's default")
+    return args
+
+
+def main() -> int:
+    args = _arguments()
     if args.child:
         records, out, way = args.child
         print(json.dumps(build_capture(Path(records), Path(out), way=way, threads=args.threads)))
@@ -147,7 +152,7 @@ def main() -> int:
     header = stamp("flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/ingest.py "
                    + " ".join(sys.argv[1:]))
     workdir = Path(tempfile.mkdtemp(prefix="tw-ingest-", dir=args.out))
-    rows = []
+    rows: list[dict] = []
     try:
         for size in sizes:
             records = workdir / f"records-{size}"
@@ -155,57 +160,72 @@ def main() -> int:
             size_mb = sum(f.stat().st_size for f in records.glob("*.bin")) / 2**20
             for rnd in range(args.rounds):
                 for way in ways:
-                    capture = workdir / f"capture-{size}-{way}.duckdb"
-                    argv = [sys.executable, __file__, "--child", str(records), str(capture), way,
-                            "--threads", str(args.threads)]
-                    wall, rss, code, out = child(argv)
-                    if code != 0:
-                        print(f"build failed ({way}, {size}): exit {code}", file=sys.stderr)
+                    row = _build(records, workdir / f"capture-{size}-{way}.duckdb", way, size=size,
+                                 threads=args.threads)
+                    if row is None:
                         return 1
-                    phases = json.loads(out.strip().splitlines()[-1])
-                    rate = phases["events"] / phases["total_s"]
-                    row = {"size": size, "way": way, "round": rnd + 1, "rss": rss, "wall": wall,
-                           "rate": rate, "load": os.getloadavg()[0], "mb": size_mb, **phases,
-                           "switches": info["switch.bin"]}
-                    rows.append(row)
-                    print(f"{way:5} {phases['events']:>11,} events ({size_mb:,.0f} MB of records): "
-                          f"{phases['total_s']:6.2f} s (ingest {phases['ingest_s']:.2f}, finalize "
-                          f"{phases['finalize_s']:.2f}) = {rate / 1e6:.2f} M events/s, peak RSS "
-                          f"{rss:,.0f} MB, child wall {wall:.2f} s, load {row['load']:.1f}", flush=True)
-                    capture.unlink(missing_ok=True)
+                    rows.append({"size": size, "way": way, "round": rnd + 1, "mb": size_mb,
+                                 "switches": info["switch.bin"], **row})
+                    _say(rows[-1])
             shutil.rmtree(records, ignore_errors=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     if args.write_results:
-        lines = [
-            "## Ingest: tracer records -> finished capture (issue 10, item 4)", "", header,
-            f"Target: >= {TARGET_EVENTS_PER_S / 1e6:.0f}M events/s end to end, <= {TARGET_RSS_MB:,.0f} MB "
-            "peak RSS. `new` = observe/ingest.py + observe/sql/finalize.sql; `old` = the path before "
-            "issue 10 (256 MB reads, an INSERT + CHECKPOINT per read, the ASOF-join finalize in "
-            "tests/observe/fixtures/finalize_asof.sql), run interleaved with `new` on the same files; "
-            "`noraw` = `new` with raw_sched_switch and raw_sched_waking kept in memory (temporary "
-            "tables): not a shippable capture, the bound for one that stored no raw events. "
-            "Records: tests/synthetic/records_gen.py, 4 CPUs. Time is first read -> capture renamed into "
-            "place, inside the child; peak RSS is the child's (os.wait4).", "",
-            "| events | switches | records MB | way | round | ingest s | finalize s | total s | "
-            "events/s | peak RSS MB | load (1 min) |",
-            "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        lines += [f"| {r['events']:,} | {r['switches']:,} | {r['mb']:,.0f} | {r['way']} | {r['round']} | "
-                  f"{r['ingest_s']:.2f} | {r['finalize_s']:.2f} | {r['total_s']:.2f} | "
-                  f"{r['rate'] / 1e6:.2f}M | {r['rss']:,.0f} | {r['load']:.1f} |" for r in rows]
-        lines += ["", "Median over the rounds (range), against the target:", ""]
-        for size in sizes:
-            for way in ways:
-                rates = sorted(r["rate"] for r in rows if r["size"] == size and r["way"] == way)
-                peak = max(r["rss"] for r in rows if r["size"] == size and r["way"] == way)
-                verdict = ("meets" if statistics.median(rates) >= TARGET_EVENTS_PER_S
-                           and peak <= TARGET_RSS_MB else "misses")
-                lines.append(f"- {size:,} events, {way}: {statistics.median(rates) / 1e6:.2f}M events/s "
-                             f"({rates[0] / 1e6:.2f}-{rates[-1] / 1e6:.2f}M), peak RSS {peak:,.0f} MB: "
-                             f"{verdict} the target")
-        print(f"wrote {write_section('ingest', chr(10).join(lines))}")
+        print(f"wrote {write_section('ingest', chr(10).join(_results(header, rows, sizes, ways)))}")
     return 0
+
+
+def _build(records: Path, capture: Path, way: str, *, size: int, threads: int) -> dict | None:
+    """One build of `records` into `capture` the named way, in its own child: its phases, rate, peak
+    RSS, wall and the load as it ended (None: the child failed, said on stderr)."""
+    argv = [sys.executable, __file__, "--child", str(records), str(capture), way, "--threads", str(threads)]
+    wall, rss, code, out = child(argv)
+    if code != 0:
+        print(f"build failed ({way}, {size}): exit {code}", file=sys.stderr)
+        return None
+    capture.unlink(missing_ok=True)
+    phases = json.loads(out.strip().splitlines()[-1])
+    return {"rss": rss, "wall": wall, "rate": phases["events"] / phases["total_s"],
+            "load": os.getloadavg()[0], **phases}
+
+
+def _say(row: dict) -> None:
+    print(f"{row['way']:5} {row['events']:>11,} events ({row['mb']:,.0f} MB of records): "
+          f"{row['total_s']:6.2f} s (ingest {row['ingest_s']:.2f}, finalize "
+          f"{row['finalize_s']:.2f}) = {row['rate'] / 1e6:.2f} M events/s, peak RSS "
+          f"{row['rss']:,.0f} MB, child wall {row['wall']:.2f} s, load {row['load']:.1f}", flush=True)
+
+
+def _results(header: str, rows: list[dict], sizes: list[int], ways: list[str]) -> list[str]:
+    """RESULTS.md's section: every build, then the median per size and way against the target."""
+    lines = [
+        "## Ingest: tracer records -> finished capture (issue 10, item 4)", "", header,
+        f"Target: >= {TARGET_EVENTS_PER_S / 1e6:.0f}M events/s end to end, <= {TARGET_RSS_MB:,.0f} MB "
+        "peak RSS. `new` = observe/ingest.py + observe/sql/finalize.sql; `old` = the path before "
+        "issue 10 (256 MB reads, an INSERT + CHECKPOINT per read, the ASOF-join finalize in "
+        "tests/observe/fixtures/finalize_asof.sql), run interleaved with `new` on the same files; "
+        "`noraw` = `new` with raw_sched_switch and raw_sched_waking kept in memory (temporary "
+        "tables): not a shippable capture, the bound for one that stored no raw events. "
+        "Records: tests/synthetic/records_gen.py, 4 CPUs. Time is first read -> capture renamed into "
+        "place, inside the child; peak RSS is the child's (os.wait4).", "",
+        "| events | switches | records MB | way | round | ingest s | finalize s | total s | "
+        "events/s | peak RSS MB | load (1 min) |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    lines += [f"| {r['events']:,} | {r['switches']:,} | {r['mb']:,.0f} | {r['way']} | {r['round']} | "
+              f"{r['ingest_s']:.2f} | {r['finalize_s']:.2f} | {r['total_s']:.2f} | "
+              f"{r['rate'] / 1e6:.2f}M | {r['rss']:,.0f} | {r['load']:.1f} |" for r in rows]
+    lines += ["", "Median over the rounds (range), against the target:", ""]
+    for size in sizes:
+        for way in ways:
+            rates = sorted(r["rate"] for r in rows if r["size"] == size and r["way"] == way)
+            peak = max(r["rss"] for r in rows if r["size"] == size and r["way"] == way)
+            verdict = ("meets" if statistics.median(rates) >= TARGET_EVENTS_PER_S
+                       and peak <= TARGET_RSS_MB else "misses")
+            lines.append(f"- {size:,} events, {way}: {statistics.median(rates) / 1e6:.2f}M events/s "
+                         f"({rates[0] / 1e6:.2f}-{rates[-1] / 1e6:.2f}M), peak RSS {peak:,.0f} MB: "
+                         f"{verdict} the target")
+    return lines
 
 
 if __name__ == "__main__":

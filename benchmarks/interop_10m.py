@@ -41,7 +41,19 @@ def _events(text: str) -> int:
     return int(match.group(1).replace(",", ""))
 
 
-def main() -> int:
+class _Failed(Exception):
+    """A measured step failed (a command's exit status, or the import's count): what to show."""
+
+
+def _measured(argv: list[str]) -> tuple[float, float, str]:
+    """One command as its own child: wall s, peak RSS MB, output; a failure raises _Failed."""
+    wall, rss, code, out = run_child(argv)
+    if code != 0:
+        raise _Failed(out)
+    return wall, rss, out
+
+
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--events", type=int, default=10_000_000, help="sched_switch events to generate")
     parser.add_argument("--out", type=Path, help="directory for the files (default: a temp dir)")
@@ -50,7 +62,11 @@ def main() -> int:
     parser.add_argument("--write-results", action="store_true",
                         help="write its section of benchmarks/RESULTS.md")
     parser.add_argument("--generate-only", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = _arguments()
     if args.generate_only:
         timings: dict[str, float] = {}
         bulk_capture(args.generate_only, switches=args.events, timings=timings)
@@ -62,58 +78,11 @@ def main() -> int:
     stamped = stamp(started_as)   # date and load average as the run starts
     threadwise = shutil.which("threadwise", path=str(Path(sys.executable).parent)) or "threadwise"
     workdir = Path(tempfile.mkdtemp(prefix="tw-interop-bench-", dir=args.out))
-    lines: list[str] = []
     try:
-        capture, trace, back = workdir / "bulk.duckdb", workdir / "bulk.pftrace", workdir / "back.duckdb"
-        wall, rss, code, out = run_child([sys.executable, __file__, "--events", str(args.events),
-                                          "--generate-only", str(capture)])
-        if code != 0:
-            print(out, file=sys.stderr)
-            return 1
-        print(f"generate  {args.events:,} switches: {wall:.1f} s wall, peak RSS {rss:,.0f} MB "
-              f"(capture {capture.stat().st_size / 1e6:,.0f} MB)")
-
-        wall, rss, code, out = run_child([threadwise, "export", str(capture), "--format", "perfetto",
-                                          "-o", str(trace)])
-        if code != 0:
-            print(out, file=sys.stderr)
-            return 1
-        exported = _events(out)
-        row = (f"| export (capture -> Perfetto) | {exported:,} | {wall:.1f} | {exported / wall:,.0f} | "
-               f"{rss:,.0f} | {trace.stat().st_size / 1e6:,.0f} MB trace |")
-        print(row)
-        lines.append(row)
-
-        wall, rss, code, out = run_child([threadwise, "import", str(trace), "--pid", str(BULK_TGID),
-                                          "-o", str(back)])
-        if code != 0:
-            print(out, file=sys.stderr)
-            return 1
-        imported = _events(out)
-        if imported != exported:
-            print(f"import gave {imported:,} events, export wrote {exported:,}", file=sys.stderr)
-            return 1
-        row = (f"| import (Perfetto -> capture, finalize.sql included) | {imported:,} | {wall:.1f} | "
-               f"{imported / wall:,.0f} | {rss:,.0f} | {back.stat().st_size / 1e6:,.0f} MB capture |")
-        print(row)
-        lines.append(row)
-
-        if args.perf_data:
-            perf_back = workdir / "perf.duckdb"
-            wall, rss, code, out = run_child([threadwise, "import", str(args.perf_data), "--comm",
-                                              args.perf_comm, "-o", str(perf_back)])
-            if code != 0:
-                print(out, file=sys.stderr)
-                return 1
-            events = _events(out)
-            header = subprocess.run(["perf", "report", "--header-only", "-i", str(args.perf_data)],
-                                    capture_output=True, text=True, check=False).stdout
-            recorded = next((line.split(":", 1)[1].strip() for line in header.splitlines()
-                             if line.startswith("# cmdline")), "unknown")
-            row = (f"| import (perf.data via perf script) | {events:,} | {wall:.1f} | {events / wall:,.0f} | "
-                   f"{rss:,.0f} | {args.perf_data.stat().st_size / 1e6:,.0f} MB perf.data of `{recorded}` |")
-            print(row)
-            lines.append(row)
+        lines = _rows(args, threadwise, workdir)
+    except _Failed as failed:
+        print(failed.args[0], file=sys.stderr)
+        return 1
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -128,6 +97,48 @@ def main() -> int:
             "| step | events | wall s | events/s | peak RSS MB | output |",
             "|---|---|---|---|---|---|", *lines]))
     return 0
+
+
+def _rows(args: argparse.Namespace, threadwise: str, workdir: Path) -> list[str]:
+    """Generate the capture, export it, import it back (and the perf.data if given): one table row
+    per command, each printed as it is measured."""
+    capture, trace, back = workdir / "bulk.duckdb", workdir / "bulk.pftrace", workdir / "back.duckdb"
+    wall, rss, _ = _measured([sys.executable, __file__, "--events", str(args.events),
+                              "--generate-only", str(capture)])
+    print(f"generate  {args.events:,} switches: {wall:.1f} s wall, peak RSS {rss:,.0f} MB "
+          f"(capture {capture.stat().st_size / 1e6:,.0f} MB)")
+    lines: list[str] = []
+
+    wall, rss, out = _measured([threadwise, "export", str(capture), "--format", "perfetto", "-o", str(trace)])
+    exported = _events(out)
+    lines.append(f"| export (capture -> Perfetto) | {exported:,} | {wall:.1f} | {exported / wall:,.0f} | "
+                 f"{rss:,.0f} | {trace.stat().st_size / 1e6:,.0f} MB trace |")
+    print(lines[-1])
+
+    wall, rss, out = _measured([threadwise, "import", str(trace), "--pid", str(BULK_TGID), "-o", str(back)])
+    imported = _events(out)
+    if imported != exported:
+        raise _Failed(f"import gave {imported:,} events, export wrote {exported:,}")
+    lines.append(f"| import (Perfetto -> capture, finalize.sql included) | {imported:,} | {wall:.1f} | "
+                 f"{imported / wall:,.0f} | {rss:,.0f} | {back.stat().st_size / 1e6:,.0f} MB capture |")
+    print(lines[-1])
+
+    if args.perf_data:
+        lines.append(_perf_row(threadwise, args.perf_data, args.perf_comm, workdir / "perf.duckdb"))
+        print(lines[-1])
+    return lines
+
+
+def _perf_row(threadwise: str, perf_data: Path, comm: str, perf_back: Path) -> str:
+    """The perf.data import's row, naming the command perf recorded (from its header)."""
+    wall, rss, out = _measured([threadwise, "import", str(perf_data), "--comm", comm, "-o", str(perf_back)])
+    events = _events(out)
+    header = subprocess.run(["perf", "report", "--header-only", "-i", str(perf_data)],
+                            capture_output=True, text=True, check=False).stdout
+    recorded = next((line.split(":", 1)[1].strip() for line in header.splitlines()
+                     if line.startswith("# cmdline")), "unknown")
+    return (f"| import (perf.data via perf script) | {events:,} | {wall:.1f} | {events / wall:,.0f} | "
+            f"{rss:,.0f} | {perf_data.stat().st_size / 1e6:,.0f} MB perf.data of `{recorded}` |")
 
 
 if __name__ == "__main__":

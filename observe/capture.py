@@ -141,8 +141,52 @@ def observe(target: Target, output: Path, *, duration_s: float | None, force: bo
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class _Live:
+    """Tracing gone live: when (CLOCK_MONOTONIC ns, the capture's start_ts, and wall time), and the
+    /proc snapshotter that took the start snapshot."""
+
+    live_ts: int
+    start_wall: dt.datetime
+    snapper: _Snapshotter
+
+
+@dataclass
+class _Traced:
+    """What the tracing loop counted, and why it ended."""
+
+    events: int = 0
+    lost_reported: int = 0
+    end_reason: str = "duration"
+    warnings: list[str] = field(default_factory=list)
+
+
 def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir: Path, *,
          duration_s: float | None, progress: Progress) -> CaptureResult:
+    live = _go_live(target, writer, backend, workdir, duration_s=duration_s, progress=progress)
+    # Ctrl-C is a flag the loop reads between steps, not an exception: raised inside
+    # a DuckDB append (a Python callback reading the Arrow batch) it came out as a
+    # DuckDB error, the capture was lost and observe exited 1.
+    interrupted: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: interrupted.append(signum))
+    try:
+        traced = _trace(target, writer, backend, live.live_ts, duration_s=duration_s, progress=progress,
+                        snapper=live.snapper, interrupted=interrupted)
+    finally:
+        # From here on the capture must complete: a second Ctrl-C would lose it.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if interrupted:
+        traced.end_reason = "interrupted"
+        progress("observe: interrupted; finishing the capture (keeps what was recorded) ...")
+    try:
+        return _stop(target, writer, backend, live, traced, progress=progress)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _go_live(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir: Path, *,
+             duration_s: float | None, progress: Progress) -> _Live:
+    """Tracing live first, then the launched command, then the start snapshot (the module's order)."""
     _write_topology(writer)
     start_wall = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     progress(f"observe: attaching {backend.name} (target {target.kind} {target.spec}) ...")
@@ -163,11 +207,15 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
     # numbers never look like a contradiction (a newcomer saw "0 lost", then "659 lost").
     progress("observe: live progress counts the losses the tracer reports while it runs; the "
              "final figure adds its drop counters read at stop and gaps in the switch sequence")
+    return _Live(live_ts, start_wall, snapper)
 
-    lost_reported = 0
-    events = 0
-    end_reason = "duration"
-    warnings: list[str] = []
+
+def _trace(target: Target, writer: CaptureWriter, backend: TracerBackend, live_ts: int, *,
+           duration_s: float | None, progress: Progress, snapper: _Snapshotter,
+           interrupted: list[int]) -> _Traced:
+    """Poll and ingest until the duration passes, Ctrl-C (`interrupted`), or the tracer or the
+    target ends; scan /proc for new threads when the tracer saw task activity (or a backstop)."""
+    traced = _Traced()
     started = time.monotonic()
     deadline = _deadline(live_ts, duration_s)
     next_scan = next_report = started
@@ -175,62 +223,53 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
     # one scan first in any case: processes that joined between choosing the target and tracing
     # going live left no birth record
     scan_wanted = True
-    # Ctrl-C is a flag the loop reads between steps, not an exception: raised inside
-    # a DuckDB append (a Python callback reading the Arrow batch) it came out as a
-    # DuckDB error, the capture was lost and observe exited 1.
-    interrupted: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, _frame: interrupted.append(signum))
-    try:
-        while not interrupted:
-            time.sleep(_pause(deadline))
-            if deadline is not None and time.monotonic() >= deadline:
-                break   # before this round's work: ingest and scans can take seconds on a busy host
-            chunk = backend.poll()
-            events += _ingest(writer, chunk)
-            lost_reported += sum(chunk.lost)
-            activity = backend.task_activity()
-            scan_wanted = scan_wanted or activity is None or target.may_have_grown(activity)
-            now = time.monotonic()
-            if now >= next_scan and (scan_wanted or now >= next_backstop):
-                target.refresh()
-                snapper.take(target.tgids, "scan", only_new=True)
-                scan_wanted = False
-                next_scan = now + SCAN_INTERVAL_S
-                next_backstop = now + SCAN_BACKSTOP_S
-            if now >= next_report + 5:
-                next_report = now
-                progress(f"observe: {now - live_ts / 1e9:5.1f} s, {events + backend.pending():,} events, "
-                         f"{lost_reported:,} reported lost so far")
-            if not backend.alive():
-                end_reason = "tracer-failed"
-                warnings.append("the tracer stopped unexpectedly; the capture keeps what it recorded")
-                break
-            if not target.alive():
-                end_reason = "target-exited"
-                break
-    finally:
-        # From here on the capture must complete: a second Ctrl-C would lose it.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if interrupted:
-        end_reason = "interrupted"
-        progress("observe: interrupted; finishing the capture (keeps what was recorded) ...")
-    try:
-        snapper.take(target.tgids, "end")
-        progress(f"observe: stopping {backend.name} and draining its buffers ...")
-        chunk, report = backend.stop()
-        events += _ingest(writer, chunk)
-        events += backend.drain_into(writer)   # a backend that deferred ingest hands over the rest
-        progress(f"observe: {events:,} events; building thread, slice and state tables ...")
-        lost_reported += sum(chunk.lost)
-        target.refresh()
-        _name_silent_tasks(writer)
-        target.stop_launched()
-        return _finish(writer, backend, target, report=report, live_ts=live_ts,
-                       start_wall=start_wall, events=events, lost_reported=lost_reported,
-                       end_reason=end_reason, warnings=warnings,
-                       target_threads=len(snapper.seen_tids))
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    while not interrupted:
+        time.sleep(_pause(deadline))
+        if deadline is not None and time.monotonic() >= deadline:
+            break   # before this round's work: ingest and scans can take seconds on a busy host
+        chunk = backend.poll()
+        traced.events += _ingest(writer, chunk)
+        traced.lost_reported += sum(chunk.lost)
+        activity = backend.task_activity()
+        scan_wanted = scan_wanted or activity is None or target.may_have_grown(activity)
+        now = time.monotonic()
+        if now >= next_scan and (scan_wanted or now >= next_backstop):
+            target.refresh()
+            snapper.take(target.tgids, "scan", only_new=True)
+            scan_wanted = False
+            next_scan = now + SCAN_INTERVAL_S
+            next_backstop = now + SCAN_BACKSTOP_S
+        if now >= next_report + 5:
+            next_report = now
+            progress(f"observe: {now - live_ts / 1e9:5.1f} s, {traced.events + backend.pending():,} events, "
+                     f"{traced.lost_reported:,} reported lost so far")
+        if not backend.alive():
+            traced.end_reason = "tracer-failed"
+            traced.warnings.append("the tracer stopped unexpectedly; the capture keeps what it recorded")
+            break
+        if not target.alive():
+            traced.end_reason = "target-exited"
+            break
+    return traced
+
+
+def _stop(target: Target, writer: CaptureWriter, backend: TracerBackend, live: _Live, traced: _Traced, *,
+          progress: Progress) -> CaptureResult:
+    """The end snapshot while tracing is live, then the tracer stopped and drained, then the file."""
+    live.snapper.take(target.tgids, "end")
+    progress(f"observe: stopping {backend.name} and draining its buffers ...")
+    chunk, report = backend.stop()
+    events = traced.events + _ingest(writer, chunk)
+    events += backend.drain_into(writer)   # a backend that deferred ingest hands over the rest
+    progress(f"observe: {events:,} events; building thread, slice and state tables ...")
+    lost_reported = traced.lost_reported + sum(chunk.lost)
+    target.refresh()
+    _name_silent_tasks(writer)
+    target.stop_launched()
+    return _finish(writer, backend, target, report=report, live_ts=live.live_ts,
+                   start_wall=live.start_wall, events=events, lost_reported=lost_reported,
+                   end_reason=traced.end_reason, warnings=traced.warnings,
+                   target_threads=len(live.snapper.seen_tids))
 
 
 def _deadline(live_ts: int, duration_s: float | None) -> float | None:

@@ -14,6 +14,12 @@ keep-only-wins loop (`loop.py`) whose every measurement is one ladder run
 last and atomically: `profiles/NAME.toml` (the best profile, with a header
 naming the command, the date and the record) and `artifacts/NAME/`
 (REPORT.md, plots, the ladder file), all generated from the ladder file.
+
+`train()` reads as its steps, each a function of the options and one explicit `Training` context
+(search/step_ladders.py) with a typed result: `observe_and_synthesize` -> the start Profile,
+`screen_start` -> the ScreenChoice step 0 confirms, `confirm` -> `Searched` (the loop's result and
+the ladder run of each measured step), `record` -> the profile path, through `write_record` ->
+`Recorded` and `publish`.
 """
 
 from __future__ import annotations
@@ -26,33 +32,29 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, NamedTuple
 
-from threadwise.errors import KeepDefault, LabError, NothingMeasured, ThreadwiseError, UsageError
+from threadwise.errors import KeepDefault, ThreadwiseError, UsageError
 from threadwise.paths import write_output
 from threadwise.refine import outcome, report
-from threadwise.refine.measure import judge, stats, store, summary
-from threadwise.refine.measure.ladder import AA_ARM, BASELINE, Arm
+from threadwise.refine.measure import judge, stats, store
 from threadwise.refine.measure.rows import StepRow, TrainingRow
-from threadwise.refine.measure.run import LadderRun, Where, run_ladder
+from threadwise.refine.measure.run import Where
 from threadwise.refine.measure.service import RunningService
 from threadwise.refine.measure.workload import Workload, load_workload, render_argv
 from threadwise.refine.search import loop, screening
 from threadwise.refine.search.diagnose import load_blockers, load_silences
-from threadwise.refine.search.screen import NULL_ARM
-from threadwise.runtime.lab.agent import TCG_PATCHING_OOPS
+from threadwise.refine.search.loop import RefineResult, Step
+from threadwise.refine.search.step_ladders import StepLadders, Training
 from threadwise.runtime.lab.turns import host_slots, take_turn
 from threadwise.shape import Shape
 from threadwise.synthesize.api import dumps, load_profile, synthesize_capture, toml_text
-
-Loaded = TypeVar("Loaded")  # a row type the loop reads of the last ladder (blockers, silences)
 
 if TYPE_CHECKING:   # the profile model loads with synthesize, inside train()
     import duckdb
 
     from threadwise.analyze import Analysis
     from threadwise.refine.search.candidate import Candidate
-    from threadwise.refine.search.loop import RefineResult
     from threadwise.synthesize.api import Profile
 
 
@@ -173,22 +175,6 @@ def synthesize_start(capture: Path, name: str, shape: Shape, out: Path,
     return profile
 
 
-def once_more_after_tcg_oops(ladder: Callable[[str], LadderRun], step: int,
-                             progress: Callable[[str], None]) -> LadderRun:
-    """Step `step`'s ladder (`ladder(raw folder)`), run once more in a new boot when the guest died
-    of multi-threaded TCG's code-patching race (docs/lab.md: an `int3` oops while static keys are
-    patched, seen when sched_ext is enabled or disabled), which is the emulator's, not the
-    candidate's. The partial run stays in the ladder file; any other failure is raised."""
-    try:
-        return ladder(f"raw-step{step}")
-    except LabError as error:
-        if TCG_PATCHING_OOPS not in error.message:
-            raise
-        progress(f"train: the lab guest oopsed ({TCG_PATCHING_OOPS}: TCG's code-patching race, "
-                 f"docs/lab.md); step {step}'s ladder runs once more in a new boot")
-        return ladder(f"raw-step{step}-again")
-
-
 def store_steps(con: duckdb.DuckDBPyConnection, result: RefineResult, runs: list[int], *,
                 repeats: int, primary: str) -> None:
     """The loop's steps, with the ladder run that measured each (rejected and failed steps have
@@ -209,154 +195,181 @@ def store_steps(con: duckdb.DuckDBPyConnection, result: RefineResult, runs: list
     store.insert(con, "step", rows)
 
 
+class Outputs(NamedTuple):
+    """Where a training's committed results go: the profile, and the record folder."""
+
+    profile: Path   # profiles/NAME.toml
+    record: Path    # artifacts/NAME/
+
+
+class Searched(NamedTuple):
+    """What the search found, with the ladder run of each measured step in step order."""
+
+    result: RefineResult
+    runs: list[int]
+
+
+class Recorded(NamedTuple):
+    """What the record's ladder file decided: where the profile goes, and the record's words on it."""
+
+    chosen: outcome.Outcome
+    verdict: str       # the profile header's sentence (report.verdict_sentence)
+    head: list[str]    # REPORT.md's head: the verdict and the final table
+
+
 def train(options: TrainOptions, progress: Callable[[str], None] = print,
           show: Callable[[str], None] | None = None) -> Path:
     """Run the whole pipeline; returns the written profile path. `show` is handed the record's
     result (REPORT.md's head: the verdict and the final table) once it is written, also when the
     answer is keep the default scheduler (KeepDefault is raised after)."""
-    profile_path = options.profiles_dir / f"{options.name}.toml"
-    record = options.artifacts_dir / options.name
-    for existing in (profile_path, record):
-        if existing.exists() and not options.force:
-            raise UsageError(f"{existing} exists", hint="pass --force to retrain and replace it")
+    outputs = free_outputs(options)
     check_options(options)
     workload = load_workload(options.workload_path).with_window(options.window_s)
-    workload_toml = options.workload_path.read_text()
-    # Work in build/train/NAME: a failed or interrupted training keeps what it measured there. The
-    # previous one moves to NAME.previous (only the one before is kept), never erased unseen.
-    work = Path("build") / "train" / options.name
+    training = Training(workload=workload, workload_toml=options.workload_path.read_text(),
+                        place=options.place, levels=options.levels, repeats=options.repeats,
+                        seed=options.seed, command=options.command, work=fresh_work(options.name, progress),
+                        early_stop=options.early_stop, progress=progress)
+    started = time.monotonic()
+    start = observe_and_synthesize(options, training)
+    choice = screen_start(start, options, training)
+    searched = confirm(choice, options, training)
+    return record(searched, options, training, outputs, started=started, show=show)
+
+
+def free_outputs(options: TrainOptions) -> Outputs:
+    """The training's outputs, refused if either exists already and --force was not given."""
+    outputs = Outputs(options.profiles_dir / f"{options.name}.toml", options.artifacts_dir / options.name)
+    for existing in outputs:
+        if existing.exists() and not options.force:
+            raise UsageError(f"{existing} exists", hint="pass --force to retrain and replace it")
+    return outputs
+
+
+def fresh_work(name: str, progress: Callable[[str], None]) -> Path:
+    """build/train/NAME, new and empty. A failed or interrupted training keeps what it measured
+    there, so the previous one moves to NAME.previous (only the one before is kept), never
+    erased unseen."""
+    work = Path("build") / "train" / name
     if work.exists():
-        previous = work.with_name(f"{options.name}.previous")
+        previous = work.with_name(f"{name}.previous")
         shutil.rmtree(previous, ignore_errors=True)
         work.rename(previous)
         progress(f"train: the last training's work directory is now {previous}")
     work.mkdir(parents=True)
-    ladder_file = work / "ladder.duckdb"
-    started = time.monotonic()
-    if options.start_profile is not None:  # `threadwise refine`: start from a given profile
+    return work
+
+
+def observe_and_synthesize(options: TrainOptions, training: Training) -> Profile:
+    """The start profile: observed on this host and synthesized (train), or the one given
+    (`threadwise refine`), renamed to the training's name."""
+    progress = training.progress
+    if options.start_profile is not None:
         progress(f"refine: starting from {options.start_profile}")
         start, _ = load_profile(options.start_profile)
-        start = start.model_copy(update={"name": options.name})
-    else:
-        capture, synthesized = work / "capture.duckdb", work / "synthesized.toml"
-        progress(f"train 1/4 observe: {workload.name} for {options.observe_s:g} s on this host")
-        observe_workload(workload, capture, options.observe_s, work, progress)
-        progress("train 2/4 analyze + synthesize")
-        analysis = analyze_once(capture, progress)
-        # sized for the shape it is measured on (the lab's), so lint is clean there
-        start = synthesize_start(capture, options.name, options.place.shape, synthesized, progress,
-                                 analysis=analysis)
-    shape = options.place.shape
-    choice = screening.screen_step(
-        start, shape, screening.ScreenPlan(options.screen_width, screening.screen_levels(options.levels),
-                                           options.screen_repeats),
-        workload=workload, workload_toml=workload_toml, place=options.place, ladder_file=ladder_file,
-        work=work, seed=options.seed, command=options.command, progress=progress)
-    runs: list[int] = []
+        return start.model_copy(update={"name": options.name})
+    capture, synthesized = training.work / "capture.duckdb", training.work / "synthesized.toml"
+    progress(f"train 1/4 observe: {training.workload.name} for {options.observe_s:g} s on this host")
+    observe_workload(training.workload, capture, options.observe_s, training.work, progress)
+    progress("train 2/4 analyze + synthesize")
+    analysis = analyze_once(capture, progress)
+    # sized for the shape it is measured on (the lab's), so lint is clean there
+    return synthesize_start(capture, options.name, options.place.shape, synthesized, progress,
+                            analysis=analysis)
 
-    primary = (workload.objective.primary.metric, workload.objective.primary.direction)
-    secondary = [(s.metric, s.direction) for s in workload.objective.secondary]
 
-    def lost_early(measured: stats.Measured) -> str | None:
-        return stats.early_loss(measured, baseline=BASELINE, best=loop.BEST, candidate=loop.CANDIDATE,
-                                twins=(BASELINE, AA_ARM), primary=primary, secondary=secondary)
+def screen_start(start: Profile, options: TrainOptions, training: Training) -> screening.ScreenChoice:
+    """What step 0 confirms: the start, or the neighbour a screen of `--screen` candidates chose."""
+    plan = screening.ScreenPlan(options.screen_width, screening.screen_levels(options.levels),
+                                options.screen_repeats)
+    return screening.screen_step(
+        start, options.place.shape, plan, workload=training.workload, workload_toml=training.workload_toml,
+        place=options.place, ladder_file=training.ladder_file, work=training.work, seed=options.seed,
+        command=options.command, progress=training.progress)
 
-    def measure(arms: list[Arm]) -> judge.Judged:
-        step = len(runs)
-        names = {arm.name for arm in arms}
-        searching = {loop.BEST, loop.CANDIDATE} <= names
-        stepping = options.early_stop and searching
-        # the profile against the null arm: which part of a loss is the profile's (report.py)
-        beside_null = [(NULL_ARM, loop.START)] if {NULL_ARM, loop.START} <= names else []
 
-        def ladder(raw: str) -> LadderRun:
-            return run_ladder(workload, workload_toml, arms,
-                              ladder_file=ladder_file, place=options.place, levels=options.levels,
-                              repeats=options.repeats, seed=options.seed + 1 + step,
-                              purpose=f"refine-step-{step}", command=options.command,
-                              progress=progress, keep_raw=work / raw,
-                              stop_when=lost_early if stepping else None,
-                              also_judge=[(loop.BEST, loop.CANDIDATE)] if searching else beside_null)
-
-        result = once_more_after_tcg_oops(ladder, step, progress)
-        runs.append(result.run_id)
-        if not result.ingested.completed:
-            progress(f"train: step {step}'s ladder {result.ingested.stopped_reason}")
-        if step == 0:
-            _require_pairs(work, ladder_file, result.run_id, workload.objective.primary.metric)
-            progress(f"train: the run's own A/A floors at {options.repeats} pairs (the default scheduler "
-                     "against itself, interleaved): " + "; ".join(
-                         f"{metric} {result.floors.margin(metric, options.repeats)}" for metric in metrics))
-        return result.judged
-
-    def last_ladder(load: Callable[[duckdb.DuckDBPyConnection, int, str], list[Loaded]],
-                    ) -> Callable[[str], list[Loaded]]:
-        """What the loop reads of the last measured ladder per arm, `load(con, run, arm)`: its blocker
-        rows (none where no cell was traced) and its windows per level with those the service left
-        without a report line (none unless its load is read from its own output)."""
-        def read(arm: str) -> list[Loaded]:
-            con = store.open_ladder(ladder_file)
-            try:
-                return load(con, runs[-1], arm)
-            finally:
-                con.close()
-        return read
-
-    metrics = [workload.objective.primary.metric, *(s.metric for s in workload.objective.secondary)]
+def confirm(choice: screening.ScreenChoice, options: TrainOptions, training: Training) -> Searched:
+    """The keep-only-wins loop from the chosen start, each step one ladder (search/step_ladders.py)."""
+    progress = training.progress
+    ladders = StepLadders(training)
     progress(f"train 3/4 refine: the start profile against the default scheduler, then up to "
              f"{options.budget} measured mutations (levels {options.levels}, {options.repeats} repeats, "
              + ("in the lab, TCG" if options.place.lab else "on this host") + ")")
     offered = _Skipping(options.candidates or loop.all_mutations, options.skip)
-    result = loop.refine(choice.profile, shape=choice.shape, measure=measure, primary=primary,
-                         secondary=secondary, budget=options.budget,
+    result = loop.refine(choice.profile, shape=choice.shape, measure=ladders.measure,
+                         primary=training.primary, secondary=training.secondary, budget=options.budget,
                          references=[choice.null] if options.null_arm else [], start_because=choice.because,
-                         candidates=offered, blockers=last_ladder(load_blockers),
-                         silences=last_ladder(load_silences),
-                         on_step=lambda step: progress(f"train: step {step.index} {step.candidate} "
-                                                       f"(chosen because {step.chosen_because}): "
-                                                       f"{step.decision.value}: {step.reason}"))
+                         candidates=offered, blockers=ladders.last_ladder(load_blockers),
+                         silences=ladders.last_ladder(load_silences),
+                         on_step=lambda step: progress(step_line(step)))
     unmatched = [name for name in options.skip if name not in offered.skipped]
     if unmatched:
         progress("train: --skip named no candidate the search was offered: " + ", ".join(unmatched)
                  + " (names as the record's steps print them)")
-    progress("train 4/4 record: the profile, REPORT.md, plots, data")
-    staging = work / "record"
+    return Searched(result, ladders.runs)
+
+
+def step_line(step: Step) -> str:
+    """A decided step as train prints it the moment the loop decides it."""
+    return (f"train: step {step.index} {step.candidate} (chosen because {step.chosen_because}): "
+            f"{step.decision.value}: {step.reason}")
+
+
+def record(searched: Searched, options: TrainOptions, training: Training, outputs: Outputs, *,
+           started: float, show: Callable[[str], None] | None) -> Path:
+    """The record (artifacts/NAME/) and the profile, from the ladder file; KeepDefault when no
+    profile beat the default scheduler (the best candidate then stays in the record only)."""
+    training.progress("train 4/4 record: the profile, REPORT.md, plots, data")
+    staging = training.work / "record"
     staging.mkdir()
-    con = store.open_ladder(ladder_file)
+    con = store.open_ladder(training.ladder_file)
     try:
-        store_steps(con, result, runs, repeats=options.repeats, primary=workload.objective.primary.metric)
-        # a profile goes to the profiles folder only if it beat the default scheduler (outcome.py)
-        chosen = outcome.decide(con, profile_path, record, options.name)
-        store.insert(con, "training", [TrainingRow(
-            name=options.name, workload=workload.name, command=options.command,
-            profile_path=str(chosen.path), wall_s=time.monotonic() - started,
-            limitations=json.dumps(limitations(options, workload)))])
-        con.execute("CHECKPOINT")
-        verdict = report.verdict_sentence(con)
-        head = report.result_lines(con)
-        report.write_report(con, staging, head=head)
+        recorded = write_record(con, searched, options, training, outputs=outputs, staging=staging,
+                                started=started)
     finally:
         con.close()
-    shutil.copy2(ladder_file, staging / "ladder.duckdb")
-    header = outcome.profile_header(options.command, record, verdict)
-    options.profiles_dir.mkdir(parents=True, exist_ok=True)
-    options.artifacts_dir.mkdir(parents=True, exist_ok=True)
-    if record.exists():
-        shutil.rmtree(record)
-    staging.rename(record)
-    written_in = options.start_profile.parent if options.start_profile is not None else work
-    best = _capture_relative_to(result.best, written_in, chosen.path.parent)
-    outcome.write(chosen, header, toml_text(best), profile_path)
+    shutil.copy2(training.ladder_file, staging / "ladder.duckdb")
+    publish(searched.result.best, recorded, options, work=training.work, outputs=outputs, staging=staging)
     took = f"{(time.monotonic() - started) / 60:.1f} min"
     if show is not None:
-        show("\n".join(head))
-    if not chosen.wins:
-        raise KeepDefault(outcome.message(chosen),
-                          hint=f"the record is in {record}/ (REPORT.md, KEEP-DEFAULT.md, ladder.duckdb), the "
-                               f"best candidate in {chosen.path} for review, not to apply; no "
-                               f"{profile_path} was written ({took})")
-    progress(f"train: wrote {profile_path} and {record}/ in {took}")
-    return profile_path
+        show("\n".join(recorded.head))
+    if not recorded.chosen.wins:
+        raise KeepDefault(outcome.message(recorded.chosen),
+                          hint=f"the record is in {outputs.record}/ (REPORT.md, KEEP-DEFAULT.md, "
+                               f"ladder.duckdb), the best candidate in {recorded.chosen.path} for review, "
+                               f"not to apply; no {outputs.profile} was written ({took})")
+    training.progress(f"train: wrote {outputs.profile} and {outputs.record}/ in {took}")
+    return outputs.profile
+
+
+def write_record(con: duckdb.DuckDBPyConnection, searched: Searched, options: TrainOptions,
+                 training: Training, *, outputs: Outputs, staging: Path, started: float) -> Recorded:
+    """The steps and the training row into the ladder file, then REPORT.md and plots in `staging`."""
+    store_steps(con, searched.result, searched.runs, repeats=options.repeats,
+                primary=training.workload.objective.primary.metric)
+    # a profile goes to the profiles folder only if it beat the default scheduler (outcome.py)
+    chosen = outcome.decide(con, outputs.profile, outputs.record, options.name)
+    store.insert(con, "training", [TrainingRow(
+        name=options.name, workload=training.workload.name, command=options.command,
+        profile_path=str(chosen.path), wall_s=time.monotonic() - started,
+        limitations=json.dumps(limitations(options, training.workload)))])
+    con.execute("CHECKPOINT")
+    recorded = Recorded(chosen, report.verdict_sentence(con), report.result_lines(con))
+    report.write_report(con, staging, head=recorded.head)
+    return recorded
+
+
+def publish(best: Profile, recorded: Recorded, options: TrainOptions, *, work: Path, outputs: Outputs,
+            staging: Path) -> None:
+    """Move the staged record into place and write the profile (or the kept candidate) beside it."""
+    header = outcome.profile_header(options.command, outputs.record, recorded.verdict)
+    options.profiles_dir.mkdir(parents=True, exist_ok=True)
+    options.artifacts_dir.mkdir(parents=True, exist_ok=True)
+    if outputs.record.exists():
+        shutil.rmtree(outputs.record)
+    staging.rename(outputs.record)
+    written_in = options.start_profile.parent if options.start_profile is not None else work
+    relative = _capture_relative_to(best, written_in, recorded.chosen.path.parent)
+    outcome.write(recorded.chosen, header, toml_text(relative), outputs.profile)
 
 
 def _capture_relative_to(profile: Profile, written_in: Path, folder: Path) -> Profile:
@@ -381,34 +394,6 @@ def check_options(options: TrainOptions) -> None:
     if options.window_s is not None and options.window_s <= 0:
         raise UsageError(f"--window {options.window_s:g}: a window is some seconds long",
                          hint="e.g. --window 5")
-
-
-def _require_pairs(work: Path, ladder_file: Path, run_id: int, primary: str) -> None:
-    """Fail the training unless the start profile has MIN_PAIRS valid pairs with the baseline at
-    one level at least (else no verdict about it can be more than `insufficient`)."""
-    con = store.open_ladder(ladder_file, read_only=True)
-    try:
-        best = con.execute(store.sql("most_pairs"), [run_id, BASELINE, "start", primary]).fetchone()[0]
-    finally:
-        con.close()
-    if (best or 0) < stats.MIN_PAIRS:
-        _fail(work, ladder_file, run_id, f"the start profile has {best or 0} valid pairs with the baseline "
-              f"at its best level ({stats.MIN_PAIRS} needed for any verdict)")
-
-
-def _fail(work: Path, ladder_file: Path, run_id: int, why: str) -> None:
-    """Stop the training: no profile, no record; FAILED.md in the work directory says why."""
-    con = store.open_ladder(ladder_file, read_only=True)
-    try:
-        counts = summary.invalid_summary(con, run_id)
-        cells = summary.invalid_cells(con, run_id)
-    finally:
-        con.close()
-    (work / "FAILED.md").write_text("\n".join([f"# Training failed: {why}", "", f"Run {run_id}: {counts}.",
-                                               "", *cells, ""]))
-    raise NothingMeasured(f"nothing valid enough to train on: {why}; {counts}",
-                          hint=f"no profile was written; what was measured is in {work}/ (FAILED.md, "
-                               "ladder.duckdb, raw-*/): fix the cause named above, then train again")
 
 
 class _Skipping:

@@ -32,6 +32,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -91,6 +92,71 @@ class _Wakeups:
                 np.array(self.target, np.int32), np.array(self.is_new, bool), context, current)
 
 
+# a full sched_switch: ts, prev tid, prev state, prev prio, next tid, next prio, prev comm, next comm
+_FullSwitch = tuple[int, int, int, int, int, int, str, str]
+
+
+@dataclass
+class _FullEvents:
+    """One bundle's full events that are merged with its compact ones or handed on as columns."""
+
+    switches: list[_FullSwitch] = field(default_factory=list)
+    wakeups: _Wakeups = field(default_factory=_Wakeups)  # sched_waking and sched_wakeup_new
+    plain: _Wakeups = field(default_factory=_Wakeups)    # sched_wakeup: used only without sched_waking
+    migrations: list[tuple[int, int, int, int]] = field(default_factory=list)
+
+
+class _Switched(NamedTuple):
+    """A bundle's switches in time order (what its compact wakings' wakers are read from)."""
+
+    ts: np.ndarray
+    nxt: np.ndarray
+    before: _Running | None  # the task on the CPU before the bundle's first switch
+
+
+class _SwitchColumns(NamedTuple):
+    """A bundle's switches, full and compact, as columns sorted by time; a compact switch's prev
+    columns are zero (`is_full` False) until carried from the switch before it."""
+
+    ts: np.ndarray
+    is_full: np.ndarray
+    nxt: np.ndarray
+    next_prio: np.ndarray
+    state: np.ndarray
+    next_comm: np.ndarray
+    prev: np.ndarray
+    prev_prio: np.ndarray
+    prev_comm: np.ndarray
+
+
+def _merged_switches(compact, full_switch: list[_FullSwitch]) -> _SwitchColumns:  # noqa: ANN001
+    """The compact columns decoded (cumulative timestamps, interned comms) and merged with the full
+    switches by timestamp (stable: a full switch before a compact one at the same time)."""
+    c_count = len(compact.switch_timestamp) if compact is not None else 0
+    f_count = len(full_switch)
+    intern = np.array([*compact.intern_table, ""], dtype=object) if compact is not None else None
+    f_cols = list(zip(*full_switch, strict=True)) if f_count else [()] * 8
+    c_ts = (np.cumsum(np.array(compact.switch_timestamp, dtype=np.uint64)).astype(np.int64)
+            if c_count else np.zeros(0, np.int64))
+    columns = _SwitchColumns(
+        ts=np.concatenate((np.array(f_cols[0], np.int64), c_ts)),
+        is_full=np.concatenate((np.ones(f_count, bool), np.zeros(c_count, bool))),
+        nxt=np.concatenate((np.array(f_cols[4], np.int32),
+                            np.array(compact.switch_next_pid, np.int32) if c_count else [])),
+        next_prio=np.concatenate((np.array(f_cols[5], np.int32),
+                                  np.array(compact.switch_next_prio, np.int32) if c_count else [])),
+        state=np.concatenate((np.array(f_cols[2], np.int64),
+                              np.array(compact.switch_prev_state, np.int64) if c_count else [])),
+        next_comm=np.concatenate((np.array(f_cols[7], dtype=object),
+                                  intern[np.array(compact.switch_next_comm_index, np.int64)]
+                                  if c_count else np.zeros(0, object))),
+        prev=np.concatenate((np.array(f_cols[1], np.int32), np.zeros(c_count, np.int32))),
+        prev_prio=np.concatenate((np.array(f_cols[3], np.int32), np.zeros(c_count, np.int32))),
+        prev_comm=np.concatenate((np.array(f_cols[6], dtype=object), np.zeros(c_count, object))))
+    order = np.argsort(columns.ts, kind="stable")
+    return _SwitchColumns(*(column[order] for column in columns))
+
+
 class _Decoder:
     def __init__(self, sink: ImportSink) -> None:
         from perfetto.protos.perfetto.trace import perfetto_trace_pb2
@@ -145,26 +211,45 @@ class _Decoder:
         cpu = bundle.cpu
         if bundle.lost_events:
             self.lost_bundles += 1
-        full_switch: list[tuple[int, int, int, int, int, int, str, str]] = []
-        wakeups, plain = _Wakeups(), _Wakeups()
-        migrations: list[tuple[int, int, int, int]] = []
+        full = self._full_events(bundle)
+        compact = bundle.compact_sched if bundle.HasField("compact_sched") else None
+        switched = self._switches(cpu, compact, full.switches)
+        self._compact_wakings(cpu, compact, switched)
+        for found, into_sink in ((full.wakeups, True), (full.plain, False)):
+            if not found.ts:
+                continue
+            columns = found.columns(cpu)
+            if into_sink:
+                self.sink.wakings(*columns)
+            else:
+                self.plain_wakeups.append(columns)
+        if full.migrations:
+            m_ts, m_tid, m_orig, m_dest = (np.array(column) for column in zip(*full.migrations, strict=True))
+            self.sink.migrations(m_ts.astype(np.int64), np.full(len(m_ts), cpu, np.int32),
+                                 m_tid.astype(np.int32), m_orig.astype(np.int32), m_dest.astype(np.int32))
+
+    def _full_events(self, bundle) -> _FullEvents:  # noqa: ANN001
+        """The bundle's full events: switches, wakeups and migrations kept as columns for the
+        bundle's merge; births, exits and renames handed to the sink as they come."""
+        cpu = bundle.cpu
+        full = _FullEvents()
         for event in bundle.event:
             kind = event.WhichOneof("event")
             ts = event.timestamp
             if kind == "sched_switch":
                 sw = event.sched_switch
-                full_switch.append((ts, sw.prev_pid, sw.prev_state, sw.prev_prio, sw.next_pid, sw.next_prio,
-                                    sw.prev_comm, sw.next_comm))
+                full.switches.append((ts, sw.prev_pid, sw.prev_state, sw.prev_prio, sw.next_pid, sw.next_prio,
+                                      sw.prev_comm, sw.next_comm))
             elif kind == "sched_waking":
                 self.saw_waking = True
-                wakeups.add(event, event.sched_waking, False)
+                full.wakeups.add(event, event.sched_waking, False)
             elif kind == "sched_wakeup_new":
-                wakeups.add(event, event.sched_wakeup_new, True)
+                full.wakeups.add(event, event.sched_wakeup_new, True)
             elif kind == "sched_wakeup":
-                plain.add(event, event.sched_wakeup, False)
+                full.plain.add(event, event.sched_wakeup, False)
             elif kind == "sched_migrate_task":
                 body = event.sched_migrate_task
-                migrations.append((ts, body.pid, body.orig_cpu, body.dest_cpu))
+                full.migrations.append((ts, body.pid, body.orig_cpu, body.dest_cpu))
             elif kind == "task_newtask":
                 body = event.task_newtask
                 self.sink.birth(ts, cpu, event.pid, body.pid, body.clone_flags, body.comm)
@@ -174,82 +259,53 @@ class _Decoder:
             elif kind == "task_rename":
                 body = event.task_rename
                 self.sink.rename(ts, cpu, body.pid, body.oldcomm, body.newcomm)
+        return full
 
-        compact = bundle.compact_sched if bundle.HasField("compact_sched") else None
-        intern = np.array([*compact.intern_table, ""], dtype=object) if compact is not None else None
-        # --- switches: compact and full, merged by time ---
-        c_count = len(compact.switch_timestamp) if compact is not None else 0
-        f_count = len(full_switch)
-        if c_count or f_count:
-            f_cols = list(zip(*full_switch, strict=True)) if f_count else [()] * 8
-            c_ts = (np.cumsum(np.array(compact.switch_timestamp, dtype=np.uint64)).astype(np.int64)
-                    if c_count else np.zeros(0, np.int64))
-            ts = np.concatenate((np.array(f_cols[0], np.int64), c_ts))
-            is_full = np.concatenate((np.ones(f_count, bool), np.zeros(c_count, bool)))
-            nxt = np.concatenate((np.array(f_cols[4], np.int32),
-                                  np.array(compact.switch_next_pid, np.int32) if c_count else []))
-            next_prio = np.concatenate((np.array(f_cols[5], np.int32),
-                                        np.array(compact.switch_next_prio, np.int32) if c_count else []))
-            state = np.concatenate((np.array(f_cols[2], np.int64),
-                                    np.array(compact.switch_prev_state, np.int64) if c_count else []))
-            next_comm = np.concatenate((np.array(f_cols[7], dtype=object),
-                                        intern[np.array(compact.switch_next_comm_index, np.int64)]
-                                        if c_count else np.zeros(0, object)))
-            prev = np.concatenate((np.array(f_cols[1], np.int32), np.zeros(c_count, np.int32)))
-            prev_prio = np.concatenate((np.array(f_cols[3], np.int32), np.zeros(c_count, np.int32)))
-            prev_comm = np.concatenate((np.array(f_cols[6], dtype=object), np.zeros(c_count, object)))
-            order = np.argsort(ts, kind="stable")
-            ts, is_full, nxt, next_prio, state, next_comm, prev, prev_prio, prev_comm = (
-                column[order] for column in (ts, is_full, nxt, next_prio, state, next_comm, prev,
-                                             prev_prio, prev_comm))
-            before = self.running.get(cpu)
-            if before is None and not is_full[0]:
-                self.unknown_prev += 1
-                before = _Running(0, 120, "swapper")
-            carried_tid = np.concatenate(([before.tid if before else 0], nxt[:-1]))
-            carried_prio = np.concatenate(([before.prio if before else 120], next_prio[:-1]))
-            carried_comm = np.concatenate((np.array([before.comm if before else ""], dtype=object),
-                                           next_comm[:-1]))
-            prev = np.where(is_full, prev, carried_tid).astype(np.int32)
-            prev_prio = np.where(is_full, prev_prio, carried_prio).astype(np.int32)
-            prev_comm = np.where(is_full, prev_comm, carried_comm)
-            self.running[cpu] = _Running(int(nxt[-1]), int(next_prio[-1]), str(next_comm[-1]))
-            self.sink.switches(ts, np.full(len(ts), cpu, np.int32), prev, state, prev_prio, nxt, next_prio,
-                               prev_comm, next_comm)
-        else:
-            before = self.running.get(cpu)
-            ts = nxt = np.zeros(0, np.int64)
-        # --- wakings ---
+    def _switches(self, cpu: int, compact, full_switch: list[_FullSwitch]) -> _Switched:  # noqa: ANN001
+        """The bundle's switches, compact and full merged by time, to the sink; a compact switch's
+        prev is the CPU's previous next, carried across bundles."""
+        before = self.running.get(cpu)
+        if not full_switch and (compact is None or not compact.switch_timestamp):
+            return _Switched(np.zeros(0, np.int64), np.zeros(0, np.int64), before)
+        sw = _merged_switches(compact, full_switch)
+        if before is None and not sw.is_full[0]:
+            self.unknown_prev += 1
+            before = _Running(0, 120, "swapper")
+        carried_tid = np.concatenate(([before.tid if before else 0], sw.nxt[:-1]))
+        carried_prio = np.concatenate(([before.prio if before else 120], sw.next_prio[:-1]))
+        carried_comm = np.concatenate((np.array([before.comm if before else ""], dtype=object),
+                                       sw.next_comm[:-1]))
+        prev = np.where(sw.is_full, sw.prev, carried_tid).astype(np.int32)
+        prev_prio = np.where(sw.is_full, sw.prev_prio, carried_prio).astype(np.int32)
+        prev_comm = np.where(sw.is_full, sw.prev_comm, carried_comm)
+        self.running[cpu] = _Running(int(sw.nxt[-1]), int(sw.next_prio[-1]), str(sw.next_comm[-1]))
+        self.sink.switches(sw.ts, np.full(len(sw.ts), cpu, np.int32), prev, sw.state, prev_prio, sw.nxt,
+                           sw.next_prio, prev_comm, sw.next_comm)
+        return _Switched(sw.ts, sw.nxt, before)
+
+    def _compact_wakings(self, cpu: int, compact, switched: _Switched) -> None:  # noqa: ANN001
+        """The bundle's compact wakings to the sink: the waker is the task running on the CPU at the
+        time (0 in interrupt context), known from the bundle's switches."""
         w_count = len(compact.waking_timestamp) if compact is not None else 0
-        if w_count:
-            self.saw_waking = True
-            w_ts = np.cumsum(np.array(compact.waking_timestamp, dtype=np.uint64)).astype(np.int64)
-            has_flags = len(compact.waking_common_flags) == w_count
-            flags = (np.array(compact.waking_common_flags, np.uint32) if has_flags
-                     else np.zeros(w_count, np.uint32))
-            latest = np.searchsorted(ts, w_ts, side="right") - 1
-            running = np.where(latest >= 0, nxt[np.maximum(latest, 0)] if len(ts) else 0,
-                               before.tid if before else 0)
-            waker = np.where(flags & INTERRUPT_FLAGS, 0, running).astype(np.int32)
-            # the running task is on the CPU in any context; without flags nothing is known
-            context = context_of(flags).astype(object) if has_flags else None
-            current = running.astype(np.int32).astype(object) if has_flags else None
-            self.sink.wakings(w_ts, np.full(w_count, cpu, np.int32), waker,
-                              np.array(compact.waking_pid, np.int32),
-                              np.array(compact.waking_target_cpu, np.int32), np.zeros(w_count, bool),
-                              context, current)
-        for found, into_sink in ((wakeups, True), (plain, False)):
-            if not found.ts:
-                continue
-            columns = found.columns(cpu)
-            if into_sink:
-                self.sink.wakings(*columns)
-            else:
-                self.plain_wakeups.append(columns)
-        if migrations:
-            m_ts, m_tid, m_orig, m_dest = (np.array(column) for column in zip(*migrations, strict=True))
-            self.sink.migrations(m_ts.astype(np.int64), np.full(len(m_ts), cpu, np.int32),
-                                 m_tid.astype(np.int32), m_orig.astype(np.int32), m_dest.astype(np.int32))
+        if not w_count:
+            return
+        self.saw_waking = True
+        ts, nxt, before = switched
+        w_ts = np.cumsum(np.array(compact.waking_timestamp, dtype=np.uint64)).astype(np.int64)
+        has_flags = len(compact.waking_common_flags) == w_count
+        flags = (np.array(compact.waking_common_flags, np.uint32) if has_flags
+                 else np.zeros(w_count, np.uint32))
+        latest = np.searchsorted(ts, w_ts, side="right") - 1
+        running = np.where(latest >= 0, nxt[np.maximum(latest, 0)] if len(ts) else 0,
+                           before.tid if before else 0)
+        waker = np.where(flags & INTERRUPT_FLAGS, 0, running).astype(np.int32)
+        # the running task is on the CPU in any context; without flags nothing is known
+        context = context_of(flags).astype(object) if has_flags else None
+        current = running.astype(np.int32).astype(object) if has_flags else None
+        self.sink.wakings(w_ts, np.full(w_count, cpu, np.int32), waker,
+                          np.array(compact.waking_pid, np.int32),
+                          np.array(compact.waking_target_cpu, np.int32), np.zeros(w_count, bool),
+                          context, current)
 
     def finish(self, path: Path) -> TraceSource:
         if not self.saw_waking:

@@ -46,6 +46,9 @@ Approach (docs/refine.md "Refinement"):
   on the samples only (the A/A arm's are among them), and the samples are kept in the Step,
   so every interval,
   verdict and decision can be recomputed from the record.
+- `refine()` reads as its steps over one `Search` (the measurement, the objective, the callbacks,
+  the steps so far): `measure_start` (step 0) -> the first `Best`, then per guided choice
+  `try_candidate` -> `Tried` (the best after it and its step), each callable alone (tests).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from threadwise.errors import ThreadwiseError
 from threadwise.refine.measure.judge import Judged
@@ -154,6 +158,65 @@ def _key(profile: Profile, shape: Shape) -> tuple[str, int]:
     return toml_text(profile), shape.reserve_cores
 
 
+class Diagnosis(NamedTuple):
+    """What the best fails against the baseline, worst first (its silent windows first), and its
+    blocker rows: what the guide orders the next candidates by."""
+
+    failures: list[Failure]
+    blocking: list[Blocker]
+
+
+class Best(NamedTuple):
+    """The current best: its profile, the shape it was kept on, its arm (compiled once, when it was
+    vetted) and its diagnosis from the last ladder that measured it."""
+
+    profile: Profile
+    shape: Shape
+    arm: Arm
+    diagnosis: Diagnosis
+
+
+@dataclass
+class Search:
+    """What every step of one search shares: the measurement, the objective, the callbacks, and the
+    steps recorded so far."""
+
+    measure: Measure
+    primary: Metric
+    secondary: Sequence[Metric]
+    blockers: Blockers | None
+    silences: Silences | None
+    on_step: Callable[[Step], None] | None
+    steps: list[Step] = dataclasses.field(default_factory=list)
+
+    def record(self, step: Step) -> None:
+        self.steps.append(step)
+        if self.on_step is not None:
+            self.on_step(step)
+
+    def run(self, arms: list[Arm]) -> Judged:
+        found = self.measure(arms)
+        return found if isinstance(found, Judged) else Judged(found, {})
+
+    def compare(self, run: Judged, reference: str, candidate: str) -> LadderComparison:
+        """The comparison the judge stored for the run; computed here only where the measurement
+        stored none (a measure function without a ladder file: tests, benchmarks)."""
+        stored = run.comparisons.get((reference, candidate))
+        if stored is not None:
+            return stored
+        twins = (BASELINE, AA_ARM) if AA_ARM in run.measured else None  # the run's own A/A noise
+        return compare_arms(run.measured, reference, candidate, primary=self.primary,
+                            secondary=self.secondary, twins=twins)
+
+    def diagnose(self, arm: str, vs_baseline: LadderComparison) -> Diagnosis:
+        """The failures of the best (`arm`) against the baseline (its silent windows first), and
+        its blocker rows."""
+        silent = (silent_failures(self.silences(arm), arm, primary=self.primary)
+                  if self.silences is not None else [])
+        ratios = diagnose(rows_of(vs_baseline), primary=self.primary, secondary=self.secondary)
+        return Diagnosis(silent + ratios, list(self.blockers(arm)) if self.blockers is not None else [])
+
+
 def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
            secondary: Sequence[Metric] = (), budget: int,
            candidates: Candidates = all_mutations, vet: Vet = default_vet, guide: Guide = order,
@@ -166,34 +229,53 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
     `start_because`: why the start is measured (the screen's choice, when a screen chose it)."""
     if budget < 0:
         raise ValueError(f"budget is a number of measured candidates, got {budget}")
-    steps: list[Step] = []
+    search = Search(measure, primary, secondary, blockers, silences, on_step)
+    best = measure_start(search, start, shape, vet=vet, references=references, because=start_because)
+    tried = {_key(start, shape)}
+    used, index = 0, 1
+    while used < budget:
+        pool = [c for c in candidates(best.profile, best.shape)
+                if _key(c.profile, c.shape_for(best.shape)) not in tried]
+        kept = False
+        while pool and used < budget:
+            choice = guide(best.profile, pool, *best.diagnosis)[0]
+            pool = [c for c in pool if c is not choice.candidate]
+            key = _key(choice.candidate.profile, choice.candidate.shape_for(best.shape))
+            if key in tried:
+                continue  # another operator's candidate made the same profile
+            tried.add(key)
+            best, step = try_candidate(search, best, choice, vet=vet, index=index)
+            if step.decision is Decision.FAILED:
+                break   # the lab failed: the steps so far stand (try_candidate)
+            index += 1
+            if step.measured_run:
+                used += 1
+            kept = step.decision is Decision.KEPT
+            if kept:
+                break
+        if not kept:
+            break  # every candidate of this best was tried, the budget is spent, or the lab failed
+    return RefineResult(best.profile, best.shape, tuple(search.steps))
 
-    def record(step: Step) -> None:
-        steps.append(step)
-        if on_step is not None:
-            on_step(step)
 
-    def ladder(run: Judged, reference: str, candidate: str) -> LadderComparison:
-        """The comparison the judge stored for the run; computed here only where the measurement
-        stored none (a measure function without a ladder file: tests, benchmarks)."""
-        stored = run.comparisons.get((reference, candidate))
-        if stored is not None:
-            return stored
-        twins = (BASELINE, AA_ARM) if AA_ARM in run.measured else None  # the run's own A/A noise
-        return compare_arms(run.measured, reference, candidate, primary=primary, secondary=secondary,
-                            twins=twins)
+class StartVetted(NamedTuple):
+    """The start's vetting, what it compiled to (also when lint refused it), and a note for step 0."""
 
-    def measured_run(arms: list[Arm]) -> Judged:
-        found = measure(arms)
-        return found if isinstance(found, Judged) else Judged(found, {})
+    checked: Vetted | Rejected
+    compiled: Vetted
+    note: str
 
-    def diagnosis(arm: str, vs_baseline: LadderComparison) -> tuple[list[Failure], list[Blocker]]:
-        """The failures of the best (`arm`) against the baseline (its silent windows first), and
-        its blocker rows."""
-        silent = silent_failures(silences(arm), arm, primary=primary) if silences is not None else []
-        return (silent + diagnose(rows_of(vs_baseline), primary=primary, secondary=secondary),
-                list(blockers(arm)) if blockers is not None else [])
 
+class Tried(NamedTuple):
+    """A search step's outcome: the best after it, and the step as recorded."""
+
+    best: Best
+    step: Step
+
+
+def vet_start(start: Profile, shape: Shape, vet: Vet) -> StartVetted:
+    """The start's vetting, what it compiled to, and a note for its step: a start refused by lint
+    alone is measured anyway (it is the profile being trained), any other refusal is an error."""
     checked = vet(Candidate(START, "the start profile", start), shape)
     note = ""
     if isinstance(checked, Rejected):
@@ -206,73 +288,67 @@ def refine(start: Profile, *, shape: Shape, measure: Measure, primary: Metric,
     # refused by lint alone (above), the start compiled: it is measured from what vet compiled
     compiled = checked if isinstance(checked, Vetted) else checked.compiled
     assert compiled is not None, "vet keeps the compiled profile of a lint refusal"
+    return StartVetted(checked, compiled, note)
+
+
+def measure_start(search: Search, start: Profile, shape: Shape, *, vet: Vet, references: Sequence[Arm],
+                  because: str) -> Best:
+    """Step 0: the start against the baseline (and `references`); it is the first best by definition."""
+    checked, compiled, note = vet_start(start, shape, vet)
     start_arm = compiled.arm(START)
-    run = measured_run([Arm(BASELINE), Arm(AA_ARM), *references, start_arm])
-    vs_baseline = ladder(run, BASELINE, START)
-    record(Step(
+    run = search.run([Arm(BASELINE), Arm(AA_ARM), *references, start_arm])
+    vs_baseline = search.compare(run, BASELINE, START)
+    search.record(Step(
         0, START, "the start profile", toml_diff(None, start, "/dev/null", f"{START}.toml"),
         Decision.KEPT, f"the start profile is the first best (step 0 keeps it by definition){note}"
         f"; against the baseline it {vs_baseline.reason}", shape.reserve_cores,
         vs_baseline=vs_baseline, measured=run.measured,
         config=checked.config if isinstance(checked, Vetted) else None,
-        notes=checked.notes if isinstance(checked, Vetted) else (), chosen_because=start_because))
-    failures, blocking = diagnosis(START, vs_baseline)
+        notes=checked.notes if isinstance(checked, Vetted) else (), chosen_because=because))
+    return Best(start, shape, start_arm, search.diagnose(START, vs_baseline))
 
-    best, best_shape, best_arm = start, shape, start_arm   # the best's arm: compiled once, when vetted
-    tried = {_key(start, shape)}
-    used, index = 0, 1
-    while used < budget:
-        pool = [c for c in candidates(best, best_shape)
-                if _key(c.profile, c.shape_for(best_shape)) not in tried]
-        kept = False
-        while pool and used < budget:
-            choice = guide(best, pool, failures, blocking)[0]
-            candidate = choice.candidate
-            pool = [c for c in pool if c is not candidate]
-            cand_shape = candidate.shape_for(best_shape)
-            if _key(candidate.profile, cand_shape) in tried:
-                continue  # another operator's candidate made the same profile
-            tried.add(_key(candidate.profile, cand_shape))
-            diff = toml_diff(best, candidate.profile, f"{BEST}.toml", f"{candidate.name}.toml")
-            checked = vet(candidate, best_shape)
-            if isinstance(checked, Rejected):
-                record(Step(index, candidate.name, candidate.description, diff, Decision.REJECTED,
-                            f"rejected before measuring ({checked.stage}): {checked.reason}",
-                            cand_shape.reserve_cores, chosen_because=choice.because))
-                index += 1
-                continue
-            try:
-                run = measured_run([Arm(BASELINE), Arm(AA_ARM), dataclasses.replace(best_arm, name=BEST),
-                                    checked.arm(CANDIDATE)])
-            except ThreadwiseError as error:
-                # The lab failed under this candidate (a guest crash, a cut run). Nothing measured
-                # is lost: the steps so far stand, and this one says where and why the search
-                # stopped (a Redis search of 2026-11-25 lost seven measured steps to one crash).
-                why = error.message.splitlines()[0]
-                record(Step(index, candidate.name, candidate.description, diff, Decision.FAILED,
-                            f"not measured: its ladder did not finish ({why}); the search stopped here",
-                            cand_shape.reserve_cores, config=checked.config,
-                            notes=checked.notes, chosen_because=choice.because))
-                return RefineResult(best, best_shape, tuple(steps))
-            used += 1
-            vs_best = ladder(run, BEST, CANDIDATE)
-            vs_base = ladder(run, BASELINE, CANDIDATE)
-            best_vs_base = ladder(run, BASELINE, BEST)
-            kept, why = keep_decision(vs_best, best_vs_base, vs_base)
-            decision = Decision.KEPT if kept else Decision.REVERTED
-            record(Step(index, candidate.name, candidate.description, diff, decision,
-                        f"{decision.value} against the best ({why}); against the "
-                        f"baseline it {vs_base.reason}",
-                        cand_shape.reserve_cores, vs_best=vs_best, vs_baseline=vs_base,
-                        measured=run.measured, config=checked.config, notes=checked.notes,
-                        chosen_because=choice.because))
-            index += 1
-            if kept:
-                best, best_shape, best_arm = candidate.profile, cand_shape, checked.arm(CANDIDATE)
-                failures, blocking = diagnosis(CANDIDATE, vs_base)
-                break
-            # what the best still fails in this ladder (not what the reverted candidate broke)
-            failures, blocking = diagnosis(BEST, best_vs_base)
-        if not kept:
-            break  # every candidate of this best was tried, or the budget is spent
-    return RefineResult(best, best_shape, tuple(steps))
+
+def try_candidate(search: Search, best: Best, choice: Choice, *, vet: Vet, index: int) -> Tried:
+    """Step `index`: vet the chosen candidate, measure it beside the best, decide, record; returns
+    the best after it (the candidate if kept, else the best with this ladder's diagnosis) and the
+    step. A rejected candidate costs no measurement; a ladder that fails ends the search."""
+    candidate = choice.candidate
+    cand_shape = candidate.shape_for(best.shape)
+    diff = toml_diff(best.profile, candidate.profile, f"{BEST}.toml", f"{candidate.name}.toml")
+    checked = vet(candidate, best.shape)
+    if isinstance(checked, Rejected):
+        step = Step(index, candidate.name, candidate.description, diff, Decision.REJECTED,
+                    f"rejected before measuring ({checked.stage}): {checked.reason}",
+                    cand_shape.reserve_cores, chosen_because=choice.because)
+        search.record(step)
+        return Tried(best, step)
+    try:
+        run = search.run([Arm(BASELINE), Arm(AA_ARM), dataclasses.replace(best.arm, name=BEST),
+                          checked.arm(CANDIDATE)])
+    except ThreadwiseError as error:
+        # The lab failed under this candidate (a guest crash, a cut run). Nothing measured
+        # is lost: the steps so far stand, and this one says where and why the search
+        # stopped (a Redis search of 2026-11-25 lost seven measured steps to one crash).
+        why = error.message.splitlines()[0]
+        step = Step(index, candidate.name, candidate.description, diff, Decision.FAILED,
+                    f"not measured: its ladder did not finish ({why}); the search stopped here",
+                    cand_shape.reserve_cores, config=checked.config,
+                    notes=checked.notes, chosen_because=choice.because)
+        search.record(step)
+        return Tried(best, step)
+    vs_best = search.compare(run, BEST, CANDIDATE)
+    vs_base = search.compare(run, BASELINE, CANDIDATE)
+    best_vs_base = search.compare(run, BASELINE, BEST)
+    kept, why = keep_decision(vs_best, best_vs_base, vs_base)
+    decision = Decision.KEPT if kept else Decision.REVERTED
+    step = Step(index, candidate.name, candidate.description, diff, decision,
+                f"{decision.value} against the best ({why}); against the baseline it {vs_base.reason}",
+                cand_shape.reserve_cores, vs_best=vs_best, vs_baseline=vs_base,
+                measured=run.measured, config=checked.config, notes=checked.notes,
+                chosen_because=choice.because)
+    search.record(step)
+    if kept:
+        return Tried(Best(candidate.profile, cand_shape, checked.arm(CANDIDATE),
+                          search.diagnose(CANDIDATE, vs_base)), step)
+    # what the best still fails in this ladder (not what the reverted candidate broke)
+    return Tried(best._replace(diagnosis=search.diagnose(BEST, best_vs_base)), step)

@@ -301,17 +301,9 @@ def run_in_lab(
     """
     if not command:
         raise UsageError("no command to run in the lab", hint="threadwise lab run -- uname -r")
-    kernel = find_lab_kernel()
-    vng = find_vng()
-    find_virtiofsd()
-    if shutil.which("qemu-system-x86_64") is None:
-        raise MissingTool("qemu-system-x86_64 not found", hint="run scripts/setup-system.sh")
+    kernel, vng = _lab_tools()
     smp = qemu_smp_opts(cpus, threads_per_core)
-    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="threadwise-lab-"))
-    out = out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    for stale in (STATUS_FILE, "stdout", "stderr", "guest-release", "console.log", STREAM_FILE):
-        (out / stale).unlink(missing_ok=True)
+    out = _fresh_out_dir(out_dir)
     workdir = (cwd or Path.cwd()).resolve()
     wrapper = out / ".guest.sh"
     wrapper.write_text(guest_script(command, out_dir=out, kernel=kernel, cwd=workdir))
@@ -326,7 +318,6 @@ def run_in_lab(
     ]  # fmt: skip
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(_venv_bin()), env.get("PATH", "/usr/bin:/bin")])
-    console = out / "console.log"
     say = progress or (lambda _line: None)
     # one lab at a time where their vCPUs outnumber the host's cores (turns.py); the timeout and
     # the wall time count from the turn
@@ -334,42 +325,78 @@ def run_in_lab(
         started = time.monotonic()
         say(f"lab: booting {kernel.release} under qemu TCG ({cpus} vCPUs, {memory}; a boot takes 20-60 s); "
             f"results in {out}")
-        for attempt in range(1, BOOT_ATTEMPTS + 1):
-            for stale in (STREAM_FILE, "guest-release"):
-                (out / stale).unlink(missing_ok=True)
-            follower = _Follower(out, on_output, say, started)
-            returncode, priority = _boot(argv, env, workdir, console,
-                                         max(timeout_s - (time.monotonic() - started), 1.0),
-                                         follower=follower, host_priority=host_priority)
-            if (out / STATUS_FILE).is_file():
-                break
-            text = console.read_text(errors="replace")
-            why = retry_reason(text, returncode, (out / "guest-release").is_file())
-            if attempt < BOOT_ATTEMPTS and why is not None:
-                print(f"lab: boot {attempt} failed ({why}); retrying; its console is "
-                      f"kept as console-attempt{attempt}.log", file=sys.stderr)
-                (out / f"console-attempt{attempt}.log").write_text(text)
-                continue
-            tail = text.strip().splitlines()[-15:]
-            raise LabError(
-                f"the command never reported an exit status (vng exited {returncode}); "
-                "last console lines:\n  " + "\n  ".join(tail),
-                hint=f"full console log: {console}",
-            )
+        priority = _boot_until_status(argv, env, workdir, out, started=started, timeout_s=timeout_s,
+                                      on_output=on_output, say=say, host_priority=host_priority)
         wall = time.monotonic() - started
-    status_file = out / STATUS_FILE
-    status = int(status_file.read_text().strip() or "255")
-    kept: Path | None = console
+    return _lab_result(out, wall_s=wall, host_priority=priority, keep_console=keep_console)
+
+
+def _lab_tools() -> tuple[LabKernel, Path]:
+    """The lab kernel and vng, once every tool a lab boot needs (virtiofsd, qemu) is found."""
+    kernel = find_lab_kernel()
+    vng = find_vng()
+    find_virtiofsd()
+    if shutil.which("qemu-system-x86_64") is None:
+        raise MissingTool("qemu-system-x86_64 not found", hint="run scripts/setup-system.sh")
+    return kernel, vng
+
+
+def _fresh_out_dir(out_dir: Path | None) -> Path:
+    """The results folder (a new temporary one unless given), without a previous run's results."""
+    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="threadwise-lab-"))
+    out = out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in (STATUS_FILE, "stdout", "stderr", "guest-release", "console.log", STREAM_FILE):
+        (out / stale).unlink(missing_ok=True)
+    return out
+
+
+def _boot_until_status(argv: list[str], env: dict[str, str], workdir: Path, out: Path, *, started: float,
+                       timeout_s: float, on_output: Output | None, say: Callable[[str], None],
+                       host_priority: bool) -> str:
+    """Boot until the command reports its exit status (STATUS_FILE), booting again after a failure
+    `retry_reason` names (at most BOOT_ATTEMPTS boots, within `timeout_s` from `started`); returns
+    what host priority was applied. A boot that never reports, and is not retried, is a LabError."""
+    console = out / "console.log"
+    for attempt in range(1, BOOT_ATTEMPTS + 1):
+        for stale in (STREAM_FILE, "guest-release"):
+            (out / stale).unlink(missing_ok=True)
+        follower = _Follower(out, on_output, say, started)
+        returncode, priority = _boot(argv, env, workdir, console,
+                                     max(timeout_s - (time.monotonic() - started), 1.0),
+                                     follower=follower, host_priority=host_priority)
+        if (out / STATUS_FILE).is_file():
+            return priority
+        text = console.read_text(errors="replace")
+        why = retry_reason(text, returncode, (out / "guest-release").is_file())
+        if attempt < BOOT_ATTEMPTS and why is not None:
+            print(f"lab: boot {attempt} failed ({why}); retrying; its console is "
+                  f"kept as console-attempt{attempt}.log", file=sys.stderr)
+            (out / f"console-attempt{attempt}.log").write_text(text)
+            continue
+        tail = text.strip().splitlines()[-15:]
+        raise LabError(
+            f"the command never reported an exit status (vng exited {returncode}); "
+            "last console lines:\n  " + "\n  ".join(tail),
+            hint=f"full console log: {console}",
+        )
+    raise AssertionError("unreachable: the last boot attempt returns or raises")
+
+
+def _lab_result(out: Path, *, wall_s: float, host_priority: str, keep_console: bool) -> LabResult:
+    """What the command left in `out`; the console log is kept only on failure or when asked."""
+    status = int((out / STATUS_FILE).read_text().strip() or "255")
+    console: Path | None = out / "console.log"
     if status == 0 and not keep_console:
         console.unlink()
-        kept = None
+        console = None
     return LabResult(
         status=status,
         out_dir=out,
         stdout=(out / "stdout").read_text(errors="replace"),
         stderr=(out / "stderr").read_text(errors="replace"),
-        console_log=kept,
-        wall_s=wall,
+        console_log=console,
+        wall_s=wall_s,
         release=(out / "guest-release").read_text().strip(),
-        host_priority=priority,
+        host_priority=host_priority,
     )

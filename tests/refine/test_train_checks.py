@@ -13,7 +13,8 @@ from threadwise.errors import NothingMeasured, UsageError
 from threadwise.refine.measure import store, summary
 from threadwise.refine.measure.run import Where
 from threadwise.refine.measure.workload import bundled_workload_path
-from threadwise.refine.train import TrainOptions, _require_pairs, check_options, train
+from threadwise.refine.search.step_ladders import require_pairs
+from threadwise.refine.train import TrainOptions, check_options, train
 
 REDIS_RECORD = Path(__file__).parents[2] / "artifacts" / "redis" / "ladder.duckdb"
 
@@ -58,12 +59,12 @@ def test_invalid_cells_are_summarised_per_kind_once_per_cell() -> None:
 def test_a_start_profile_without_pairs_fails_the_training_and_says_why(tmp_path: Path) -> None:
     ladder_file = tmp_path / "ladder.duckdb"
     shutil.copy(REDIS_RECORD, ladder_file)
-    _require_pairs(tmp_path, ladder_file, 2, "get_rps")   # 5 pairs at bg=0: enough
+    require_pairs(tmp_path, ladder_file, 2, "get_rps")   # 5 pairs at bg=0: enough
     con = store.open_ladder(ladder_file)
     con.execute("UPDATE comparison SET pairs = 1 WHERE run_id = 2")
     con.close()
     with pytest.raises(NothingMeasured, match="1 valid pairs") as failed:
-        _require_pairs(tmp_path, ladder_file, 2, "get_rps")
+        require_pairs(tmp_path, ladder_file, 2, "get_rps")
     assert failed.value.exit_code == 11 and "no profile was written" in (failed.value.hint or "")
     text = (tmp_path / "FAILED.md").read_text()
     assert text.startswith("# Training failed: the start profile has 1 valid pairs")
@@ -195,7 +196,7 @@ def test_skip_leaves_the_named_candidates_out_and_knows_which_names_matched(tmp_
 
 def test_a_step_ladder_runs_once_more_after_tcgs_patching_oops_and_only_then() -> None:
     from threadwise.errors import LabError
-    from threadwise.refine.train import once_more_after_tcg_oops
+    from threadwise.refine.search.step_ladders import once_more_after_tcg_oops
 
     oops = LabError("the initramfs guest ended (qemu exited 0) before sending the results archive; "
                     "last console lines:\n  [   80.645828] Oops: int3: 0000 [#1] SMP NOPTI")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -107,7 +108,10 @@ def _cpu_of(threads: Threads, epoch: int) -> np.ndarray:
 def write_records(directory: Path, *, events: int, nr_cpus: int = 4, seed: int = 0,
                   epoch_slices: int = 250) -> dict[str, int]:
     """Write switch.bin, waking.bin, migrate.bin and task.bin into `directory` (about `events`
-    records in all); returns the records per file, the capture window (start_ts, end_ts), nr_cpus."""
+    records in all); returns the records per file, the capture window (start_ts, end_ts), nr_cpus.
+
+    The steps draw from one generator in a fixed order (walks, slice lengths, slice ends, wake
+    times, wakers, renames), so a seed always gives the same files."""
     rng = np.random.default_rng(seed)
     directory.mkdir(parents=True, exist_ok=True)
     # about 0.615 of the events are switches, 0.4 wakings, a few migrations and task records
@@ -116,8 +120,48 @@ def write_records(directory: Path, *, events: int, nr_cpus: int = 4, seed: int =
     epoch_slices = max(4, min(epoch_slices, per_cpu // 4))
     n_epochs = max(1, per_cpu // (epoch_slices + 1))
     threads = make_threads(rng, nr_cpus=nr_cpus, n_epochs=n_epochs)
-    k = epoch_slices
-    # per epoch and CPU: k slices of threads homed there (random walk), then idle to the epoch end
+    idx = _walks(rng, threads, nr_cpus=nr_cpus, n_epochs=n_epochs, k=epoch_slices)
+    start, end_ts = _slice_starts(rng, threads, idx)
+    sw, slices = _switches(rng, threads, idx, start, end_ts)
+    slices = _Slices(*(part[np.lexsort((slices.st, slices.th))] for part in slices))
+    gaps = _gaps(rng, slices)
+    wk = _drain_order(np.concatenate((_wakings(rng, threads, slices, gaps, nr_cpus=nr_cpus),
+                                      _new_wakings(threads, slices))))
+    mg = _drain_order(_migrations(threads, slices, gaps))
+    task = _task_records(threads, th=slices.th, st=slices.st, en=slices.en, cpu=slices.cpu, rng=rng)
+    del slices, gaps
+
+    files = {"switch.bin": sw, "waking.bin": wk, "migrate.bin": mg, "task.bin": task}
+    for name, array in files.items():
+        (directory / name).write_bytes(array.tobytes())
+    out = {name: len(array) for name, array in files.items()}
+    out.update(start_ts=START_TS, end_ts=end_ts, nr_cpus=nr_cpus)
+    return out
+
+
+class _Slices(NamedTuple):
+    """Busy slices: thread index, start, end (the next switch on its CPU), how it ended, CPU."""
+
+    th: np.ndarray
+    st: np.ndarray
+    en: np.ndarray
+    state: np.ndarray
+    cpu: np.ndarray
+
+
+class _Gaps(NamedTuple):
+    """Per slice (sorted by thread, time): the gap until the thread's next slice, and its waking."""
+
+    has_next: np.ndarray   # the thread runs again
+    nxt_cpu: np.ndarray    # where it runs next
+    woken: np.ndarray      # it slept, so it is woken in the gap
+    wake_ts: np.ndarray
+    gap: np.ndarray
+
+
+def _walks(rng: np.random.Generator, threads: Threads, *, nr_cpus: int, n_epochs: int, k: int) -> np.ndarray:
+    """(epoch, cpu, k + 1) thread indices: per epoch and CPU, k slices of threads homed there (a
+    random walk, -1 idle), then a closing idle slot to the epoch end."""
     slot_thread = np.full((n_epochs, nr_cpus, k + 1), -1, np.int64)
     for e in range(n_epochs):
         cpu_of = _cpu_of(threads, e)
@@ -133,7 +177,14 @@ def write_records(directory: Path, *, events: int, nr_cpus: int = 4, seed: int =
                 # idle now and then inside the epoch, as a real CPU is
                 walk = np.where(rng.random(k) < 0.15, -1, walk)
             slot_thread[e, cpu, :k] = walk
-    idx = slot_thread.reshape(n_epochs, nr_cpus, k + 1)
+    return slot_thread
+
+
+def _slice_starts(rng: np.random.Generator, threads: Threads, idx: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each slot's start time (exponential slice lengths; every CPU's epoch padded idle to the
+    longest CPU's) and the capture's end."""
+    n_epochs, nr_cpus, slots = idx.shape
+    k = slots - 1
     thread_mean = np.where(idx >= 0, threads.mean_ns[np.maximum(idx, 0)], 20_000.0)
     dur = np.maximum(rng.exponential(thread_mean), 1_000).astype(np.int64)
     dur[:, :, k] = 0                                  # the closing idle slot, set below
@@ -143,10 +194,15 @@ def write_records(directory: Path, *, events: int, nr_cpus: int = 4, seed: int =
     dur[:, :, k] = epoch_len[:, None] - cpu_span
     start = epoch_start[:, None, None] + np.concatenate(
         (np.zeros((n_epochs, nr_cpus, 1), np.int64), np.cumsum(dur, axis=2)[:, :, :-1]), axis=2)
-    end_ts = int(epoch_start[-1] + epoch_len[-1])
+    return start, int(epoch_start[-1] + epoch_len[-1])
 
+
+def _switches(rng: np.random.Generator, threads: Threads, idx: np.ndarray, start: np.ndarray,
+              end_ts: int) -> tuple[np.ndarray, _Slices]:
+    """Every CPU's switch records (in drain order), chained: each switch's prev is the previous
+    switch's next; and the busy slices they delimit."""
     sw_parts, slices = [], []
-    for cpu in range(nr_cpus):
+    for cpu in range(idx.shape[1]):
         th = idx[:, cpu, :].reshape(-1)
         st = start[:, cpu, :].reshape(-1)
         # merge consecutive idle slots (an idle CPU does not switch to idle)
@@ -173,61 +229,66 @@ def write_records(directory: Path, *, events: int, nr_cpus: int = 4, seed: int =
         sw_parts.append(sw)
         busy = th >= 0
         slices.append((th[busy], st[busy], en[busy], state[busy], np.full(busy.sum(), cpu)))
-    sw = _drain_order(np.concatenate(sw_parts))
-    th, st, en, state, cpu = (np.concatenate(parts) for parts in zip(*slices, strict=True))
-    del sw_parts, slices
+    return (_drain_order(np.concatenate(sw_parts)),
+            _Slices(*(np.concatenate(parts) for parts in zip(*slices, strict=True))))
 
-    # each thread's slices in time order: the gap after a slice, until its next one
-    order = np.lexsort((st, th))
-    th, st, en, state, cpu = th[order], st[order], en[order], state[order], cpu[order]
-    has_next = np.concatenate((th[1:] == th[:-1], [False]))
-    nxt_st = np.concatenate((st[1:], [0]))
-    nxt_cpu = np.concatenate((cpu[1:], [0]))
-    woken = has_next & (state != PREEMPTED)
-    gap = nxt_st - en
-    wake_ts = en + (gap * rng.uniform(0.3, 0.95, len(th))).astype(np.int64)
-    wk = np.zeros(int(woken.sum()), rec.WAKING)
+
+def _gaps(rng: np.random.Generator, s: _Slices) -> _Gaps:
+    """Each thread's slices in time order (`s` sorted so): the gap after a slice until its next
+    one, and a waking inside it when the slice ended asleep."""
+    has_next = np.concatenate((s.th[1:] == s.th[:-1], [False]))
+    nxt_st = np.concatenate((s.st[1:], [0]))
+    nxt_cpu = np.concatenate((s.cpu[1:], [0]))
+    woken = has_next & (s.state != PREEMPTED)
+    gap = nxt_st - s.en
+    wake_ts = s.en + (gap * rng.uniform(0.3, 0.95, len(s.th))).astype(np.int64)
+    return _Gaps(has_next, nxt_cpu, woken, wake_ts, gap)
+
+
+def _wakings(rng: np.random.Generator, threads: Threads, s: _Slices, gaps: _Gaps, *,
+             nr_cpus: int) -> np.ndarray:
+    """A waking record for every slice that ended asleep, by a random task or a hard interrupt."""
+    wk = np.zeros(int(gaps.woken.sum()), rec.WAKING)
     wk["kind"] = rec.TW_WAKING
-    wk["ts"] = wake_ts[woken]
-    wk["wakee_tid"] = threads.tid[th[woken]]
+    wk["ts"] = gaps.wake_ts[gaps.woken]
+    wk["wakee_tid"] = threads.tid[s.th[gaps.woken]]
     waker = rng.integers(0, len(threads.tid), len(wk))
     wk["waker_tid"] = np.where(rng.random(len(wk)) < 0.2, 0, threads.tid[waker])
     # a waker 0 is a hard interrupt on an idle CPU (the task on the CPU: 0), else the task woke it
     wk["current_tid"] = wk["waker_tid"]
     wk["context"] = np.where(wk["waker_tid"] == 0, 2, 0)
     wk["cpu"] = rng.integers(0, nr_cpus, len(wk))
-    wk["target_cpu"] = nxt_cpu[woken]
-    moved = has_next & (nxt_cpu != cpu)
+    wk["target_cpu"] = gaps.nxt_cpu[gaps.woken]
+    return wk
+
+
+def _migrations(threads: Threads, s: _Slices, gaps: _Gaps) -> np.ndarray:
+    """A migrate record in the gap of every thread whose next slice is on another CPU."""
+    moved = gaps.has_next & (gaps.nxt_cpu != s.cpu)
     mg = np.zeros(int(moved.sum()), rec.MIGRATE)
     mg["kind"] = rec.TW_MIGRATE
-    mg["ts"] = np.where(woken, wake_ts + 1, en + gap // 2)[moved]
-    mg["tid"] = threads.tid[th[moved]]
-    mg["orig_cpu"] = cpu[moved]
-    mg["dest_cpu"] = nxt_cpu[moved]
+    mg["ts"] = np.where(gaps.woken, gaps.wake_ts + 1, s.en + gaps.gap // 2)[moved]
+    mg["tid"] = threads.tid[s.th[moved]]
+    mg["orig_cpu"] = s.cpu[moved]
+    mg["dest_cpu"] = gaps.nxt_cpu[moved]
     mg["cpu"] = mg["dest_cpu"]
-    # first wakeups of threads born in the capture (sched_wakeup_new)
-    first = np.concatenate(([True], th[1:] != th[:-1]))
-    born_inside = first & (threads.born[th] > 0)
+    return mg
+
+
+def _new_wakings(threads: Threads, s: _Slices) -> np.ndarray:
+    """The first wakeup of every thread born in the capture (sched_wakeup_new), by the main thread."""
+    first = np.concatenate(([True], s.th[1:] != s.th[:-1]))
+    born_inside = first & (threads.born[s.th] > 0)
     new_wk = np.zeros(int(born_inside.sum()), rec.WAKING)
     new_wk["kind"] = rec.TW_WAKING
-    new_wk["ts"] = st[born_inside] - 2_000
-    new_wk["wakee_tid"] = threads.tid[th[born_inside]]
+    new_wk["ts"] = s.st[born_inside] - 2_000
+    new_wk["wakee_tid"] = threads.tid[s.th[born_inside]]
     new_wk["waker_tid"] = TARGET_TGID
     new_wk["current_tid"] = TARGET_TGID
     new_wk["cpu"] = 0
-    new_wk["target_cpu"] = cpu[born_inside]
+    new_wk["target_cpu"] = s.cpu[born_inside]
     new_wk["is_new"] = 1
-    wk = _drain_order(np.concatenate((wk, new_wk)))
-    mg = _drain_order(mg)
-    task = _task_records(threads, th=th, st=st, en=en, cpu=cpu, rng=rng)
-    del th, st, en, state, cpu, order
-
-    files = {"switch.bin": sw, "waking.bin": wk, "migrate.bin": mg, "task.bin": task}
-    for name, array in files.items():
-        (directory / name).write_bytes(array.tobytes())
-    out = {name: len(array) for name, array in files.items()}
-    out.update(start_ts=START_TS, end_ts=end_ts, nr_cpus=nr_cpus)
-    return out
+    return new_wk
 
 
 def _task_records(threads: Threads, *, th: np.ndarray, st: np.ndarray, en: np.ndarray,
