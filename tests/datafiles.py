@@ -16,6 +16,10 @@ DATA = Path(__file__).resolve().parent / "data"
 # 5 groups), kept when rolesim was retrained: the profile the lab's signal and blocker tests hold
 OLD_ROLESIM = Path(__file__).resolve().parent / "refine" / "fixtures" / "records" / "rolesim-2026-11-26"
 OLD_ROLESIM_PROFILE = OLD_ROLESIM / "rolesim.not-a-profile.toml"
+# Redis's record of 2026-11-26 (schema 5, no null arm; one profile cell whose spinners never ran),
+# kept when Redis was retrained (every cell of the new record valid): the tests of invalid cells
+OLD_REDIS = OLD_ROLESIM.parent / "redis-2026-11-26"
+OLD_REDIS_LADDER = OLD_REDIS / "ladder.duckdb"
 
 
 def text(name: str) -> str:

@@ -27,6 +27,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from tests.datafiles import OLD_REDIS_LADDER
 from tests.synthetic.bulk import bulk_capture
 from threadwise import givenclock
 
@@ -35,7 +36,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # Plots each notebook draws (PNG outputs), whatever its input.
 PLOTS = {"explore_capture.ipynb": 4, "compare_ladder.ipynb": 2, "review_profile.ipynb": 2}
 LADDER = ROOT / "artifacts" / "rolesim" / "ladder.duckdb"
-REDIS_LADDER = ROOT / "artifacts" / "redis" / "ladder.duckdb"
+REDIS_LADDER = OLD_REDIS_LADDER   # a record with an invalid cell (tests/datafiles.py)
 
 
 def _run(name: str, monkeypatch: pytest.MonkeyPatch, **env: str) -> tuple[str, int]:
@@ -123,10 +124,12 @@ def ladders(tmp_path_factory) -> dict[Path, Path]:
 
 
 def _ladder_files() -> list[Path]:
-    """Every committed ladder file: the training records' and the benchmarks' data (the files that
-    hold a ladder_meta table; benchmarks/data may hold other DuckDB files too)."""
+    """Every committed ladder file: the training records', the benchmarks' data (the files that
+    hold a ladder_meta table; benchmarks/data may hold other DuckDB files too) and the older records
+    kept as test fixtures."""
     found = []
-    for path in sorted([*ROOT.glob("artifacts/*/ladder.duckdb"), *ROOT.glob("benchmarks/data/*.duckdb")]):
+    for path in sorted([*ROOT.glob("artifacts/*/ladder.duckdb"), *ROOT.glob("benchmarks/data/*.duckdb"),
+                        *ROOT.glob("tests/refine/fixtures/records/*/ladder.duckdb")]):
         con = duckdb.connect(str(path), read_only=True)
         try:
             tables = {row[0] for row in
@@ -167,7 +170,7 @@ def test_compare_ladder_runs_on_every_committed_ladder_file(ladders):
 def test_compare_ladder_shows_invalid_cells_and_their_reasons(ladders, monkeypatch):
     text, _ = _run("compare_ladder.ipynb", monkeypatch, THREADWISE_LADDER=str(ladders[REDIS_LADDER]))
     assert str(ladders[REDIS_LADDER]) in text and "get_rps" in text
-    # the Redis record's profile cell whose spinners never ran (committed data), with its reason
+    # the old Redis record's profile cell whose spinners never ran (committed data), with its reason
     con = duckdb.connect(str(REDIS_LADDER), read_only=True)
     invalid = con.execute("SELECT reasons FROM cell WHERE NOT valid").fetchall()
     con.close()

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.datafiles import OLD_REDIS_LADDER
 from threadwise import givenclock
 from threadwise.errors import NothingMeasured, UsageError
 from threadwise.refine.measure import store, summary
@@ -16,7 +17,7 @@ from threadwise.refine.measure.workload import bundled_workload_path
 from threadwise.refine.search.step_ladders import require_pairs
 from threadwise.refine.train import TrainOptions, check_options, train
 
-REDIS_RECORD = Path(__file__).parents[2] / "artifacts" / "redis" / "ladder.duckdb"
+REDIS_RECORD = OLD_REDIS_LADDER   # Redis's record of 2026-11-26 (tests/datafiles.py)
 
 
 def options(tmp_path: Path, **changes: object) -> TrainOptions:
