@@ -47,6 +47,7 @@ from threadwise.observe.store import (
 )
 from threadwise.observe.stream import ParsedChunk
 from threadwise.observe.target import Target
+from threadwise.observe.titles import TitleWatch
 from threadwise.procs import me
 from threadwise.sqlfiles import statement
 from threadwise.topology import read_topology
@@ -154,6 +155,9 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
                                     "tracer_version": backend.version()})
     snapper = _Snapshotter(writer)
     snapper.take(target.tgids, "start")
+    # process titles (observe/titles.py): read every round, recorded when new or changed
+    titles = TitleWatch()
+    writer.insert("process_title", titles.poll(target.tgids))
     progress(f"observe: tracing live; target has {len(target.tgids)} process(es), "
              f"{len(snapper.seen_tids)} thread(s)"
              + (f"; {duration_s:g} s" if duration_s else "; until Ctrl-C or the target exits"))
@@ -197,6 +201,7 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
                 scan_wanted = False
                 next_scan = now + SCAN_INTERVAL_S
                 next_backstop = now + SCAN_BACKSTOP_S
+            writer.insert("process_title", titles.poll(target.tgids))
             if now >= next_report + 5:
                 next_report = now
                 progress(f"observe: {now - live_ts / 1e9:5.1f} s, {events + backend.pending():,} events, "
@@ -216,6 +221,10 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
         progress("observe: interrupted; finishing the capture (keeps what was recorded) ...")
     try:
         snapper.take(target.tgids, "end")
+        writer.insert("process_title", titles.poll(target.tgids))
+        if titles.reads:
+            progress(f"observe: process titles: {titles.reads:,} reads, "
+                     f"{titles.read_ns / titles.reads / 1000:.1f} us each")
         progress(f"observe: stopping {backend.name} and draining its buffers ...")
         chunk, report = backend.stop()
         events += _ingest(writer, chunk)
