@@ -78,15 +78,18 @@ def test_titles_with_their_own_users_become_one_group_each(tmp_path):
     assert any("worker process" in c and "uid 33" in c for c in analysis.caveats)
 
 
-def test_titles_that_share_a_user_stay_one_group_and_say_why(tmp_path):
-    """No title split; what names cannot do is left as before (three threads of the process's
-    own name get a behaviour split), and each resulting group says why titles did not help."""
+def test_titles_that_share_a_user_split_by_title(tmp_path):
+    """No uid tells them apart: one group per title pattern, selected by title (a hinted layer),
+    and the note says why users could not do it."""
     analysis = service(tmp_path, [(100, MASTER, 0), (101, WORKER, 0), (102, WORKER, 0)])
-    assert set(analysis.groups["pattern"]) == {"nginx"}
-    for row in analysis.groups.to_dicts():
-        assert row["uid"] is None and row["process_titles"] == ["master process", "worker process"]
-        assert "every process runs as uid 0" in row["note"]
-        assert "CmdJoin" in row["note"] and "pthread_setname_np" in row["note"]
+    rows = {tuple(r["title_patterns"]): r for r in analysis.groups.to_dicts()}
+    assert set(rows) == {("nginx: master process",), ("nginx: worker process",)}
+    workers = rows[("nginx: worker process",)]
+    assert workers["thread_count"] == 2 and workers["uid"] is None
+    assert workers["process_titles"] == ["worker process"]
+    assert "every process runs as uid 0" in workers["note"] and "HintEquals" in workers["note"]
+    assert rows[("nginx: master process",)]["thread_count"] == 1
+    assert "+title='nginx: worker process'" in render(analysis)
 
 
 def test_one_title_is_no_split(tmp_path):
@@ -107,12 +110,12 @@ def test_mixed_titles_share_a_group_where_they_share_a_user(tmp_path):
     assert "share uid 33" in groups[33]["note"]
 
 
-def test_a_capture_without_user_ids_keeps_one_group(tmp_path):
-    """A capture from before schema migration 6 has no euid: titles alone select nothing."""
+def test_a_capture_without_user_ids_splits_by_title(tmp_path):
+    """A capture from before schema migration 6 has no euid: titles alone select the roles."""
     analysis = service(tmp_path, [(100, MASTER, None), (101, WORKER, None), (102, WORKER, None)])
-    assert set(analysis.groups["pattern"]) == {"nginx"}
-    for row in analysis.groups.to_dicts():
-        assert row["uid"] is None and "migration 6" in row["note"]
+    patterns = sorted(tuple(r["title_patterns"]) for r in analysis.groups.to_dicts())
+    assert patterns == [("nginx: master process",), ("nginx: worker process",)]
+    assert all("migration 6" in r["note"] for r in analysis.groups.to_dicts())
 
 
 def test_untitled_processes_form_their_own_class(tmp_path):
