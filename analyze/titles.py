@@ -116,11 +116,6 @@ class TitleClass:
         return " | ".join(self.titles)
 
 
-def _counted(titles: dict[str, set[int]]) -> str:
-    return ", ".join(f"{title!r} ({len(upids)} process{'es' if len(upids) != 1 else ''})"
-                     for title, upids in sorted(titles.items()))
-
-
 def split_by_title(processes: list[TitleProcess]) -> TitleSplit | None:
     """Classes of one group's processes by title and uid (None: fewer than two titles, nothing
     to split or say)."""
@@ -132,13 +127,12 @@ def split_by_title(processes: list[TitleProcess]) -> TitleSplit | None:
         uids_of[title].add(proc.euid)
     if len(by_title) < 2 or set(by_title) == {UNTITLED}:
         return None
-    titles = _counted(by_title)
     if any(None in uids for uids in uids_of.values()):
-        return _by_title(processes, f"process titles {titles} differ, and the capture has no user id "
+        return _by_title(processes, "the capture has no user id "
                                     "of some of their processes (recorded from schema migration 6 on)")
     spread = sorted(t for t, uids in uids_of.items() if len(uids) > 1)
     if spread:
-        return _by_title(processes, f"process titles {titles} differ, and {spread[0]!r} runs as several "
+        return _by_title(processes, f"{spread[0]!r} runs as several "
                                     f"users ({', '.join(map(str, sorted(uids_of[spread[0]])))}), so no one "
                                     "UIDEquals selects it")
     # one uid per title: titles sharing a uid form one class
@@ -148,7 +142,7 @@ def split_by_title(processes: list[TitleProcess]) -> TitleSplit | None:
         titles_of_uid[uid].append(title)   # type: ignore[index]
     if len(titles_of_uid) < 2:
         (uid,) = titles_of_uid
-        return _by_title(processes, f"process titles {titles} differ, and every process runs as uid "
+        return _by_title(processes, f"every process runs as uid "
                                     f"{uid}, so UIDEquals cannot tell them apart")
     classes = [TitleClass(tuple(sorted(members)), uid,
                           frozenset(u for t in members for u in by_title[t]))
