@@ -28,8 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests/synthetic
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # results.py, beside this script
 
+from results import CLI, stamp, write_section
 from results import child as run_child  # benchmarks/results.py: one measured child, its own RSS
-from results import stamp, write_section
 
 from tests.synthetic.bulk import BULK_TGID, bulk_capture
 
@@ -60,7 +60,6 @@ def main() -> int:
     started_as = " ".join(["flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/interop_10m.py",
                            *sys.argv[1:]])
     stamped = stamp(started_as)   # date and load average as the run starts
-    threadwise = shutil.which("threadwise", path=str(Path(sys.executable).parent)) or "threadwise"
     workdir = Path(tempfile.mkdtemp(prefix="tw-interop-bench-", dir=args.out))
     lines: list[str] = []
     try:
@@ -73,7 +72,7 @@ def main() -> int:
         print(f"generate  {args.events:,} switches: {wall:.1f} s wall, peak RSS {rss:,.0f} MB "
               f"(capture {capture.stat().st_size / 1e6:,.0f} MB)")
 
-        wall, rss, code, out = run_child([threadwise, "export", str(capture), "--format", "perfetto",
+        wall, rss, code, out = run_child([*CLI, "export", str(capture), "--format", "perfetto",
                                           "-o", str(trace)])
         if code != 0:
             print(out, file=sys.stderr)
@@ -84,7 +83,7 @@ def main() -> int:
         print(row)
         lines.append(row)
 
-        wall, rss, code, out = run_child([threadwise, "import", str(trace), "--pid", str(BULK_TGID),
+        wall, rss, code, out = run_child([*CLI, "import", str(trace), "--pid", str(BULK_TGID),
                                           "-o", str(back)])
         if code != 0:
             print(out, file=sys.stderr)
@@ -100,7 +99,7 @@ def main() -> int:
 
         if args.perf_data:
             perf_back = workdir / "perf.duckdb"
-            wall, rss, code, out = run_child([threadwise, "import", str(args.perf_data), "--comm",
+            wall, rss, code, out = run_child([*CLI, "import", str(args.perf_data), "--comm",
                                               args.perf_comm, "-o", str(perf_back)])
             if code != 0:
                 print(out, file=sys.stderr)
