@@ -67,6 +67,13 @@ SELECT count(*) AS tids FROM (SELECT tid FROM thread WHERE COALESCE(is_target, F
 --   upid BIGINT        process surrogate id
 --   name VARCHAR       process comm
 --   cmdline VARCHAR    /proc/PID/cmdline, NULs as spaces: a process title where the server wrote
---                      one over its argv (`nginx: worker process`); NULL: never read
+--                      one over its argv (`nginx: worker process`): the last title the capture
+--                      recorded over time (process_title, migration 8), else the last snapshot's;
+--                      NULL: never read
 --   euid BIGINT        effective uid (schema migration 6; NULL: not read, an older capture)
-SELECT upid, name, cmdline, euid FROM process WHERE is_target ORDER BY upid;
+WITH last_title AS (
+    SELECT upid, arg_max(title, ts) AS title FROM process_title WHERE upid IS NOT NULL GROUP BY upid
+)
+SELECT p.upid, p.name, COALESCE(t.title, p.cmdline) AS cmdline, p.euid
+FROM process p LEFT JOIN last_title t USING (upid)
+WHERE p.is_target ORDER BY p.upid;

@@ -153,6 +153,9 @@ class GroupRow:
     #                                      they differ within its comm; empty when titles played no part
     uid: int | None = None               # effective uid its processes run as: scx_layered UIDEquals, set
     #                                      when a title split separated it from a group of another uid
+    title_patterns: list[str] = field(default_factory=list)   # process-title patterns that select it
+    #                                      (`postgres: checkpointer`): a hinted layer, set when a title
+    #                                      split found roles no comm or uid tells apart (titles.py)
     request_evidence: str | None = None  # its most request-driven thread in words (requests.py): woken
     #                                      from outside the workload, irregularly, for short runs
 

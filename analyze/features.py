@@ -14,7 +14,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from threadwise.analyze.titles import TitleProcess, process_title
+from threadwise.analyze.titles import TitleProcess, process_title, title_pattern
 from threadwise.errors import InputError
 from threadwise.sqlfiles import statements
 
@@ -103,7 +103,7 @@ def target_processes(con: duckdb.DuckDBPyConnection) -> dict[int, TitleProcess]:
     """upid -> the title and effective uid of each target process (analyze/titles.py)."""
     rows = con.execute(sql("capture", "target_processes")).fetchall()
     return {int(upid): TitleProcess(int(upid), process_title(cmdline, name),
-                                    None if euid is None else int(euid))
+                                    None if euid is None else int(euid), title_pattern(cmdline, name))
             for upid, name, cmdline, euid in rows}
 
 

@@ -27,7 +27,7 @@ from threadwise.analyze.contract import HOT_SHARE, MIN_LIFE_NS, is_hot, is_polle
 from threadwise.analyze.model import GROUP_SCHEMA
 from threadwise.analyze.roles import RoleClusterer, group_feature_matrix
 from threadwise.analyze.split import propose_split
-from threadwise.analyze.titles import TitleProcess, split_by_title
+from threadwise.analyze.titles import BY_TITLE, TitleClass, TitleProcess, split_by_title
 
 
 def _is_hot() -> pl.Expr:
@@ -62,6 +62,7 @@ class Grouping:
     short_lived: dict[int, str] = field(default_factory=dict)   # utid -> pattern, grouped nowhere
     uids: dict[str, int] = field(default_factory=dict)          # key -> UIDEquals of a title split
     titles: dict[str, list[str]] = field(default_factory=dict)  # key -> its processes' titles
+    title_patterns: dict[str, list[str]] = field(default_factory=dict)  # key -> its title selector
 
 
 def aggregate(threads: pl.DataFrame, key_of: dict[int, str], *, duration_ns: int,
@@ -206,16 +207,28 @@ def _split_by_title(threads: pl.DataFrame, grouping: Grouping, processes: dict[i
                 if upid_of.get(utid) in cls.upids:
                     grouping.key_of[utid] = sub
             grouping.pattern_of_key[sub] = pattern
-            grouping.uids[sub] = cls.uid
             grouping.titles[sub] = list(cls.titles)
-            shared = (f"; titles {', '.join(map(repr, cls.titles))} share uid {cls.uid}, and scx_layered "
-                      "1.1.4 has no matcher for a process title: one group" if len(cls.titles) > 1 else "")
-            grouping.notes[sub] = (f"process title {cls.label!r} ({len(cls.upids)} process"
-                                   f"{'es' if len(cls.upids) != 1 else ''}) runs as uid {cls.uid}: "
-                                   f"selected by comm and UIDEquals {cls.uid}, since names do not "
-                                   f"separate it{shared}")
+            grouping.notes[sub] = _class_note(cls, outcome.note)
+            if cls.uid is not None:
+                grouping.uids[sub] = cls.uid
+            if cls.patterns:
+                grouping.title_patterns[sub] = list(cls.patterns)
         grouping.pattern_of_key.pop(key, None)
         grouping.notes.pop(key, None)
+
+
+def _class_note(cls: TitleClass, why: str | None) -> str:
+    """What a title split's group says of itself: its title, its processes and its selector."""
+    count = f"{len(cls.upids)} process{'es' if len(cls.upids) != 1 else ''}"
+    if cls.uid is not None:
+        shared = (f"; titles {', '.join(map(repr, cls.titles))} share uid {cls.uid}, and no UIDEquals "
+                  "tells them apart: one group" if len(cls.titles) > 1 else "")
+        return (f"process title {cls.label!r} ({count}) runs as uid {cls.uid}: selected by comm and "
+                f"UIDEquals {cls.uid}, since names do not separate it{shared}")
+    if cls.patterns:
+        return f"process title {cls.patterns[0]!r} ({count}): {why}; {BY_TITLE}"
+    return (f"processes without a role in their title ({count}): {why}; the title groups take the "
+            "others, these stay selected by comm")
 
 
 def _role_as_merged(threads: pl.DataFrame, key_of: dict[int, str], merged: str, *, duration_ns: int,
@@ -245,8 +258,8 @@ def _split_unnamed(threads: pl.DataFrame, grouping: Grouping, *, process_name: s
         members = threads.filter(pl.col("utid").is_in([u for u, k in grouping.key_of.items() if k == key]))
         distinct = set(members["name"].drop_nulls().to_list())
         unnamed = len(distinct) == 1 and nm.comm(process_name) in distinct
-        if members.height < 3 or not unnamed:
-            continue
+        if members.height < 3 or not unnamed or key in grouping.title_patterns:
+            continue   # a title group's layer is HintEquals alone: no AvgRuntime beside it
         grouping.names_separate_roles = False
         head = (f"all {members.height} threads of {key} share one name: names do not separate roles")
         proposal = propose_split(members.select("utid", "cpu_ns", "slices"))
@@ -275,7 +288,10 @@ def _split_unnamed(threads: pl.DataFrame, grouping: Grouping, *, process_name: s
 
 
 def _other_uid(grouping: Grouping, key: str, other: str) -> bool:
-    """Whether two groups are selected by different UIDEquals (so they share no thread)."""
+    """Whether two groups are selected by different UIDEquals (so they share no thread), or one of
+    them by title (its hinted layer comes first and takes its processes whatever their names)."""
+    if key in grouping.title_patterns or other in grouping.title_patterns:
+        return True
     mine, theirs = grouping.uids.get(key), grouping.uids.get(other)
     return mine is not None and theirs is not None and mine != theirs
 
@@ -366,6 +382,7 @@ def finish(groups: pl.DataFrame, grouping: Grouping, *, other_names: list[str],
                      "separable": selection.separable and key not in grouping.ranges,
                      "avg_runtime_range_ns": grouping.ranges.get(key), "thin_evidence": thin_text,
                      "process_titles": grouping.titles.get(key, []), "uid": grouping.uids.get(key),
+                     "title_patterns": grouping.title_patterns.get(key, []),
                      "group_id": i, "note": note})
     decided = pl.DataFrame(rows, schema={k: GROUP_SCHEMA[k] for k in rows[0]})
     out = groups.drop("pattern").with_columns(group_id=pl.int_range(pl.len(), dtype=pl.Int64))

@@ -50,7 +50,8 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("select (comm prefix)", "the comm prefixes (<= 15 characters) scx_layered matches the group by; "
                              "!x excludes a prefix, +avgrun[a..b] is a behaviour split, +uid=N selects "
                              "only threads running as user N (a process-title split, scx_layered "
-                             "UIDEquals), NOT separable: no prefix set tells it from another group"),
+                             "UIDEquals), +title='p: role' selects processes by title (a hinted "
+                             "layer, HintEquals), NOT separable: no prefix set tells it from another group"),
     ("demand", "share of the thread's life spent running or runnable (1.0 = always wants a CPU); "
                "max over the group"),
     ("preempted", "share of its slices that ended while still runnable (preempted or yielded), not by "
@@ -128,6 +129,8 @@ def render(analysis: Analysis, *, top_edges: int = 10) -> str:
             prefixes += f" +avgrun[{_us(lo)}us..{'inf' if hi >= 2**62 else _us(hi) + 'us'}]"
         if g.get("uid") is not None:
             prefixes += f" +uid={g['uid']}"
+        if g.get("title_patterns"):   # a hinted layer: the title alone selects it
+            prefixes = " ".join(f"+title={t!r}" for t in g["title_patterns"])
         rows.append([g["pattern"], g["role"], f"{g['confidence']:.2f}", str(g["thread_count"]),
                      f"{g['cpu_share']:.3f}", f"{g['max_thread_share']:.2f}", _us(g["slice_p50_ns"]),
                      _us(g["slice_p99_ns"]), f"{g['wakeups_per_s']:,.1f}", _us(g["rq_latency_p50_ns"]),

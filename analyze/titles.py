@@ -1,31 +1,33 @@
 """Roles from process titles: split a group whose processes share a comm but not a title.
 
 Problem: a server that forks a process per role gives every process the same comm
-(`nginx`), so name patterns put its master and its workers in one group, and it says
-the role only in the process title it writes over its argv (`nginx: master process
-...`, `nginx: worker process`; postgres, php-fpm and sshd do the same). A profile can
-only use what scx_layered 1.1.4 can match, and it has no matcher for a title: its
-`CmdJoin` does not read /proc cmdline at all; it matches a task that wrote a binary
-join command (prefix 0x5C10, an opcode, a layer name) into its own comm with
-pthread_setname_np (main.bpf.c `handle_cmd`, `MATCH_SCXCMD_JOIN`), which only a
-service built to talk to scx_layered does. What it can match per process and that
-stays put across restarts is the effective uid (`UIDEquals`, `p->real_cred->euid`):
-nginx's master runs as root, its workers as the `user` of nginx.conf (www-data).
-(PID, PPID and TGID matchers also separate them, but only for one boot of the
-service: a committed profile cannot name them.)
+(`nginx`, `postgres`), so name patterns put its master and its workers in one group, and it
+says the role only in the process title it writes over its argv (`nginx: master process
+...`, `postgres: checkpointer`, `postgres: app shop 127.0.0.1(51234) idle`; php-fpm and sshd
+do the same). A profile can only use what scx_layered 1.1.4 can match. It has no matcher that
+reads a title (its `CmdJoin` matches a join command a service writes into its own comm), but
+it has two that can follow one: the effective uid (`UIDEquals`, `p->real_cred->euid`, nginx's
+master runs as root, its workers as www-data), which needs nothing at run time, and a hint
+(`HintEquals`), a number the runtime writes into a task-hint map for each process after
+reading its title (docs/profile-schema.md "Groups selected by process title").
 
 Approach, per group whose threads belong to processes of two or more titles:
-1. A process's title is the text after `<comm>: ` in its cmdline, up to the first
-   word that is an argument rather than a role word (a path, an option, a number,
-   a bracket): `nginx: master process /usr/sbin/nginx -c x` -> `master process`.
-   A cmdline not in that form has no title (`untitled`).
+1. A process's role is the stable part of its title: the text after `<comm>: ` in its
+   cmdline, up to the first word that is an argument rather than a role word (a path, an
+   option, a number, an address, a bracket): `nginx: master process /usr/sbin/nginx -c x` ->
+   `master process`; a PostgreSQL backend `postgres: USER DB HOST(PORT) STATE` -> `USER DB`
+   (its connection's user and database; the client address and the query state change). Its
+   title pattern is `<comm>: <role>` (`postgres: checkpointer`), which a title selects when
+   it equals it or continues it after a space. A cmdline not in that form has no title
+   (`untitled`).
 2. Titles are joined into classes when processes of both run as one effective uid
-   (union-find over title -> uid), since no matcher could tell them apart.
-3. Two or more classes, each with exactly one uid: the group splits into one group
-   per class, each selected by its comm prefix AND `UIDEquals` its uid. One class
-   (titles share a uid), a title spread over several uids, or a process whose uid
-   the capture lacks (older than schema migration 6): the group stays whole, with a
-   note naming the titles and what is missing.
+   (union-find over title -> uid). Two or more classes, each with exactly one uid: the
+   group splits into one group per class, each selected by its comm prefix AND `UIDEquals`
+   its uid (no runtime help needed).
+3. Otherwise (titles share a uid, a title spread over several uids, or uids unknown, a
+   capture older than schema migration 6): one class per role, each selected by its title
+   pattern (a hinted layer), and one class of the untitled processes, which stays selected by
+   comm (PostgreSQL's postmaster).
 """
 
 from __future__ import annotations
@@ -62,6 +64,25 @@ def process_title(cmdline: str | None, comm: str | None) -> str | None:
     return " ".join(words) or None
 
 
+def title_pattern(cmdline: str | None, comm: str | None) -> str | None:
+    """The pattern that selects a process of this title (`postgres: checkpointer`): the title's
+    program name, `: `, and its role (`process_title`); None when the cmdline has no title."""
+    role = process_title(cmdline, comm)
+    if role is None or cmdline is None:
+        return None
+    return f"{cmdline.partition(': ')[0]}: {role}"
+
+
+def title_selects(pattern: str, title: str | None) -> bool:
+    """Whether a title pattern selects a process of `title` (its cmdline, NULs as spaces): the
+    title equals the pattern or continues it after a space (`postgres: app shop` selects
+    `postgres: app shop 127.0.0.1(51234) idle`, not `postgres: app shopping ...`)."""
+    if title is None:
+        return False
+    title = " ".join(title.split())
+    return title == pattern or title.startswith(pattern + " ")
+
+
 @dataclass(frozen=True)
 class TitleProcess:
     """What the split needs of one target process (analyze/capture.sql `target_processes`)."""
@@ -69,6 +90,7 @@ class TitleProcess:
     upid: int
     title: str | None
     euid: int | None
+    pattern: str | None = None   # title_pattern of its cmdline: what a hinted layer selects it by
 
 
 @dataclass
@@ -81,25 +103,17 @@ class TitleSplit:
 
 @dataclass(frozen=True)
 class TitleClass:
-    """Titles no matcher tells apart (one uid), and the processes that carry them."""
+    """Titles no matcher tells apart, and the processes that carry them: selected by one uid, or
+    (uid None) by title patterns (empty: the untitled processes, selected by comm alone)."""
 
     titles: tuple[str, ...]
-    uid: int
+    uid: int | None
     upids: frozenset[int]
+    patterns: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
         return " | ".join(self.titles)
-
-
-def _counted(titles: dict[str, set[int]]) -> str:
-    return ", ".join(f"{title!r} ({len(upids)} process{'es' if len(upids) != 1 else ''})"
-                     for title, upids in sorted(titles.items()))
-
-
-NO_TITLE_MATCHER = ("scx_layered 1.1.4 has no matcher for a process title (its CmdJoin matches only "
-                    "a join command the service itself writes into a thread's comm with "
-                    "pthread_setname_np)")
 
 
 def split_by_title(processes: list[TitleProcess]) -> TitleSplit | None:
@@ -113,16 +127,14 @@ def split_by_title(processes: list[TitleProcess]) -> TitleSplit | None:
         uids_of[title].add(proc.euid)
     if len(by_title) < 2 or set(by_title) == {UNTITLED}:
         return None
-    titles = _counted(by_title)
     if any(None in uids for uids in uids_of.values()):
-        return TitleSplit(note=f"process titles {titles} differ, but the capture has no user id of "
-                               "some of their processes (recorded from schema migration 6 on); "
-                               f"{NO_TITLE_MATCHER}: one group")
+        return _by_title(processes, "the capture has no user id "
+                                    "of some of their processes (recorded from schema migration 6 on)")
     spread = sorted(t for t, uids in uids_of.items() if len(uids) > 1)
     if spread:
-        return TitleSplit(note=f"process titles {titles} differ, but {spread[0]!r} runs as several "
-                               f"users ({', '.join(map(str, sorted(uids_of[spread[0]])))}), so no one "
-                               f"UIDEquals selects it; {NO_TITLE_MATCHER}: one group")
+        return _by_title(processes, f"{spread[0]!r} runs as several "
+                                    f"users ({', '.join(map(str, sorted(uids_of[spread[0]])))}), so no one "
+                                    "UIDEquals selects it")
     # one uid per title: titles sharing a uid form one class
     titles_of_uid: dict[int, list[str]] = defaultdict(list)
     for title, uids in uids_of.items():
@@ -130,10 +142,32 @@ def split_by_title(processes: list[TitleProcess]) -> TitleSplit | None:
         titles_of_uid[uid].append(title)   # type: ignore[index]
     if len(titles_of_uid) < 2:
         (uid,) = titles_of_uid
-        return TitleSplit(note=f"process titles {titles} differ, but every process runs as uid {uid}, "
-                               f"so UIDEquals cannot tell them apart either; {NO_TITLE_MATCHER}: one "
-                               "group")
+        return _by_title(processes, f"every process runs as uid "
+                                    f"{uid}, so UIDEquals cannot tell them apart")
     classes = [TitleClass(tuple(sorted(members)), uid,
                           frozenset(u for t in members for u in by_title[t]))
                for uid, members in titles_of_uid.items()]
-    return TitleSplit(classes=sorted(classes, key=lambda c: (c.titles, c.uid)))
+    return TitleSplit(classes=sorted(classes, key=lambda c: (c.titles, c.uid or 0)))
+
+
+BY_TITLE = ("selected by its title pattern: the runtime reads each process's title and writes a "
+            "hint scx_layered's HintEquals layer matches (docs/profile-schema.md)")
+
+
+def _by_title(processes: list[TitleProcess], why: str) -> TitleSplit:
+    """One class per title pattern, and one of the untitled processes (selected by comm); the
+    note says why users could not separate them. A title without a pattern (no role words) is
+    untitled here: nothing could select it."""
+    upids_of: dict[str, set[int]] = defaultdict(set)
+    roles_of: dict[str, set[str]] = defaultdict(set)
+    for proc in processes:
+        key = proc.pattern or UNTITLED
+        upids_of[key].add(proc.upid)
+        roles_of[key].add(proc.title if proc.pattern else UNTITLED)
+    if len(upids_of) < 2:
+        return TitleSplit(note=f"{why}; every process has the one title pattern: one group")
+    classes = [TitleClass(tuple(sorted(roles_of[key])), None, frozenset(upids),
+                          () if key == UNTITLED else (key,))
+               for key, upids in upids_of.items()]
+    return TitleSplit(classes=sorted(classes, key=lambda c: (c.patterns == (), c.patterns, c.titles)),
+                      note=why)

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests/synthetic
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # results.py, beside this script
 
-from results import child  # benchmarks/results.py, beside this script
+from results import CLI, child  # benchmarks/results.py, beside this script
 
 TARGET_S = 15.0
 TARGET_RSS_MB = 2048.0
@@ -58,8 +58,7 @@ def main() -> int:
             phases = json.loads(out.strip().splitlines()[-1])
             print(f"generate  {args.events:,} switches: {wall:.1f} s wall, peak RSS {rss:,.0f} MB "
                   f"(ingest {phases['ingest_s']:.1f} s, observe finalize.sql {phases['finalize_s']:.1f} s)")
-        threadwise = shutil.which("threadwise", path=str(Path(sys.executable).parent)) or "threadwise"
-        wall, rss, code, _ = child([threadwise, "analyze", str(capture), "--store"])
+        wall, rss, code, _ = child([*CLI, "analyze", str(capture), "--store"])
         if code != 0:
             print(f"threadwise analyze failed (exit {code})", file=sys.stderr)
             return 1

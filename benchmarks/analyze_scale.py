@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests/synthetic
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # results.py, beside this script
 
-from results import child, stamp, write_section
+from results import CLI, child, stamp, write_section
 
 TARGET_RSS_MB = {100_000_000: 4096.0}
 DEFAULT_SIZES = "1000000,10000000,100000000"
@@ -54,7 +54,6 @@ def main() -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s]
     header = stamp("flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/analyze_scale.py "
                    + " ".join(sys.argv[1:]))
-    threadwise = shutil.which("threadwise", path=str(Path(sys.executable).parent)) or "threadwise"
     keep = args.keep or args.captures is not None
     workdir = args.captures or Path(tempfile.mkdtemp(prefix="tw-scale-", dir=args.out))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -62,7 +61,7 @@ def main() -> int:
     try:
         for size in sizes:
             capture = workdir / f"bulk-{size}.duckdb"
-            row = _measure(capture, size, threadwise)
+            row = _measure(capture, size)
             if row is None:
                 return 1
             rows.append(row)
@@ -82,7 +81,7 @@ def main() -> int:
     return 0
 
 
-def _measure(capture: Path, size: int, threadwise: str) -> dict[str, float] | None:
+def _measure(capture: Path, size: int) -> dict[str, float] | None:
     """`threadwise analyze --store` on the capture of `size` switches (generated first unless it is
     there), each in its own child: its row, printed (None: a child failed, said on stderr)."""
     gen_wall = gen_rss = float("nan")
@@ -99,7 +98,7 @@ def _measure(capture: Path, size: int, threadwise: str) -> dict[str, float] | No
     kinds = summarize(capture)["events_by_kind"]
     events = sum(kinds.values())
     load = os.getloadavg()[0]
-    wall, rss, code, _ = child([threadwise, "analyze", str(capture), "--store"])
+    wall, rss, code, _ = child([*CLI, "analyze", str(capture), "--store"])
     if code != 0:
         print(f"threadwise analyze failed on {size:,} (exit {code})", file=sys.stderr)
         return None

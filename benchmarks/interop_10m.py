@@ -28,8 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests/synthetic
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # results.py, beside this script
 
+from results import CLI, stamp, write_section
 from results import child as run_child  # benchmarks/results.py: one measured child, its own RSS
-from results import stamp, write_section
 
 from tests.synthetic.bulk import BULK_TGID, bulk_capture
 
@@ -76,10 +76,9 @@ def main() -> int:
     started_as = " ".join(["flock /tmp/threadwise-bench.lock .venv/bin/python benchmarks/interop_10m.py",
                            *sys.argv[1:]])
     stamped = stamp(started_as)   # date and load average as the run starts
-    threadwise = shutil.which("threadwise", path=str(Path(sys.executable).parent)) or "threadwise"
     workdir = Path(tempfile.mkdtemp(prefix="tw-interop-bench-", dir=args.out))
     try:
-        lines = _rows(args, threadwise, workdir)
+        lines = _rows(args, workdir)
     except _Failed as failed:
         print(failed.args[0], file=sys.stderr)
         return 1
@@ -99,7 +98,7 @@ def main() -> int:
     return 0
 
 
-def _rows(args: argparse.Namespace, threadwise: str, workdir: Path) -> list[str]:
+def _rows(args: argparse.Namespace, workdir: Path) -> list[str]:
     """Generate the capture, export it, import it back (and the perf.data if given): one table row
     per command, each printed as it is measured."""
     capture, trace, back = workdir / "bulk.duckdb", workdir / "bulk.pftrace", workdir / "back.duckdb"
@@ -109,13 +108,13 @@ def _rows(args: argparse.Namespace, threadwise: str, workdir: Path) -> list[str]
           f"(capture {capture.stat().st_size / 1e6:,.0f} MB)")
     lines: list[str] = []
 
-    wall, rss, out = _measured([threadwise, "export", str(capture), "--format", "perfetto", "-o", str(trace)])
+    wall, rss, out = _measured([*CLI, "export", str(capture), "--format", "perfetto", "-o", str(trace)])
     exported = _events(out)
     lines.append(f"| export (capture -> Perfetto) | {exported:,} | {wall:.1f} | {exported / wall:,.0f} | "
                  f"{rss:,.0f} | {trace.stat().st_size / 1e6:,.0f} MB trace |")
     print(lines[-1])
 
-    wall, rss, out = _measured([threadwise, "import", str(trace), "--pid", str(BULK_TGID), "-o", str(back)])
+    wall, rss, out = _measured([*CLI, "import", str(trace), "--pid", str(BULK_TGID), "-o", str(back)])
     imported = _events(out)
     if imported != exported:
         raise _Failed(f"import gave {imported:,} events, export wrote {exported:,}")
@@ -124,14 +123,14 @@ def _rows(args: argparse.Namespace, threadwise: str, workdir: Path) -> list[str]
     print(lines[-1])
 
     if args.perf_data:
-        lines.append(_perf_row(threadwise, args.perf_data, args.perf_comm, workdir / "perf.duckdb"))
+        lines.append(_perf_row(args.perf_data, args.perf_comm, workdir / "perf.duckdb"))
         print(lines[-1])
     return lines
 
 
-def _perf_row(threadwise: str, perf_data: Path, comm: str, perf_back: Path) -> str:
+def _perf_row(perf_data: Path, comm: str, perf_back: Path) -> str:
     """The perf.data import's row, naming the command perf recorded (from its header)."""
-    wall, rss, out = _measured([threadwise, "import", str(perf_data), "--comm", comm, "-o", str(perf_back)])
+    wall, rss, out = _measured([*CLI, "import", str(perf_data), "--comm", comm, "-o", str(perf_back)])
     events = _events(out)
     header = subprocess.run(["perf", "report", "--header-only", "-i", str(perf_data)],
                             capture_output=True, text=True, check=False).stdout

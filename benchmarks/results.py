@@ -20,6 +20,10 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+# The real CLI through this interpreter, so a benchmark measures the checkout it runs from: a venv's
+# `bin/threadwise` script carries the shebang of the venv that installed it, which may be another
+# checkout's (a worktree sharing a venv layout ran /work/main's threadwise on a newer capture).
+CLI = [sys.executable, "-m", "threadwise.cli"]
 HEADER = """# Benchmark results
 
 Generated: every section below is written by the script it names, from numbers that script

@@ -45,6 +45,7 @@ from threadwise.observe.store import (
     CaptureWriter,
     LossReport,
 )
+from threadwise.observe.titles import ProcessTitle
 from threadwise.observe.tracer_build import source_hash
 from threadwise.topology import synthetic_topology
 
@@ -83,6 +84,7 @@ class CaptureBuilder:
     _slices: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     _snapshots: list[ThreadSnapshot] = field(default_factory=list)
     _steal: list[CpuSteal] = field(default_factory=list)
+    _titles: list[ProcessTitle] = field(default_factory=list)
     _identity: dict[int, tuple[str, int | None, int | None]] = field(default_factory=dict)
 
     @property
@@ -118,6 +120,11 @@ class CaptureBuilder:
         process title, `nginx: worker process`) and effective ids (None: not read, as an
         older capture). Without it a process's cmdline is its leader's comm, with no ids."""
         self._identity[tgid] = (cmdline, euid, egid)
+        return self
+
+    def title(self, ts: int, pid: int, title: str) -> CaptureBuilder:
+        """A `process_title` row: process `pid` read with `title` at `ts` (migration 8)."""
+        self._titles.append(ProcessTitle(ts, pid, title))
         return self
 
     def steal(self, ts: int, phase: str, cpu: int, steal_ns: int) -> CaptureBuilder:
@@ -226,6 +233,7 @@ class CaptureBuilder:
             euid=identity[t.tgid][1], egid=identity[t.tgid][2]) for t in alive]
         writer.insert("proc_snapshot", [*self._snapshots, *end])
         writer.insert("cpu_steal", self._steal)
+        writer.insert("process_title", self._titles)
         if self.events_lost:
             writer.insert("raw_lost", [LossReport(self.end_ts, "synthetic", self.events_lost)])
         writer.insert("cpu_topology", synthetic_topology(self.nr_cpus, self.threads_per_core))

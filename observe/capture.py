@@ -47,6 +47,7 @@ from threadwise.observe.store import (
 )
 from threadwise.observe.stream import ParsedChunk
 from threadwise.observe.target import Target
+from threadwise.observe.titles import TitleWatch
 from threadwise.procs import me
 from threadwise.sqlfiles import statement
 from threadwise.topology import read_topology
@@ -143,12 +144,13 @@ def observe(target: Target, output: Path, *, duration_s: float | None, force: bo
 
 @dataclass(frozen=True)
 class _Live:
-    """Tracing gone live: when (CLOCK_MONOTONIC ns, the capture's start_ts, and wall time), and the
-    /proc snapshotter that took the start snapshot."""
+    """Tracing gone live: when (CLOCK_MONOTONIC ns, the capture's start_ts, and wall time), the
+    /proc snapshotter that took the start snapshot, and the process titles' watch."""
 
     live_ts: int
     start_wall: dt.datetime
     snapper: _Snapshotter
+    titles: TitleWatch   # process titles (observe/titles.py): read every round, kept when new or changed
 
 
 @dataclass
@@ -170,8 +172,8 @@ def _run(target: Target, writer: CaptureWriter, backend: TracerBackend, workdir:
     interrupted: list[int] = []
     previous = signal.signal(signal.SIGINT, lambda signum, _frame: interrupted.append(signum))
     try:
-        traced = _trace(target, writer, backend, live.live_ts, duration_s=duration_s, progress=progress,
-                        snapper=live.snapper, interrupted=interrupted)
+        traced = _trace(target, writer, backend, live, duration_s=duration_s, progress=progress,
+                        interrupted=interrupted)
     finally:
         # From here on the capture must complete: a second Ctrl-C would lose it.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -198,6 +200,8 @@ def _go_live(target: Target, writer: CaptureWriter, backend: TracerBackend, work
                                     "tracer_version": backend.version()})
     snapper = _Snapshotter(writer)
     snapper.take(target.tgids, "start")
+    titles = TitleWatch()
+    writer.insert("process_title", titles.poll(target.tgids))
     progress(f"observe: tracing live; target has {len(target.tgids)} process(es), "
              f"{len(snapper.seen_tids)} thread(s)"
              + (f"; {duration_s:g} s" if duration_s else "; until Ctrl-C or the target exits"))
@@ -207,15 +211,15 @@ def _go_live(target: Target, writer: CaptureWriter, backend: TracerBackend, work
     # numbers never look like a contradiction (a newcomer saw "0 lost", then "659 lost").
     progress("observe: live progress counts the losses the tracer reports while it runs; the "
              "final figure adds its drop counters read at stop and gaps in the switch sequence")
-    return _Live(live_ts, start_wall, snapper)
+    return _Live(live_ts, start_wall, snapper, titles)
 
 
-def _trace(target: Target, writer: CaptureWriter, backend: TracerBackend, live_ts: int, *,
-           duration_s: float | None, progress: Progress, snapper: _Snapshotter,
-           interrupted: list[int]) -> _Traced:
+def _trace(target: Target, writer: CaptureWriter, backend: TracerBackend, live: _Live, *,
+           duration_s: float | None, progress: Progress, interrupted: list[int]) -> _Traced:
     """Poll and ingest until the duration passes, Ctrl-C (`interrupted`), or the tracer or the
     target ends; scan /proc for new threads when the tracer saw task activity (or a backstop)."""
     traced = _Traced()
+    live_ts, snapper = live.live_ts, live.snapper
     started = time.monotonic()
     deadline = _deadline(live_ts, duration_s)
     next_scan = next_report = started
@@ -239,6 +243,7 @@ def _trace(target: Target, writer: CaptureWriter, backend: TracerBackend, live_t
             scan_wanted = False
             next_scan = now + SCAN_INTERVAL_S
             next_backstop = now + SCAN_BACKSTOP_S
+        writer.insert("process_title", live.titles.poll(target.tgids))
         if now >= next_report + 5:
             next_report = now
             progress(f"observe: {now - live_ts / 1e9:5.1f} s, {traced.events + backend.pending():,} events, "
@@ -257,6 +262,11 @@ def _stop(target: Target, writer: CaptureWriter, backend: TracerBackend, live: _
           progress: Progress) -> CaptureResult:
     """The end snapshot while tracing is live, then the tracer stopped and drained, then the file."""
     live.snapper.take(target.tgids, "end")
+    titles = live.titles
+    writer.insert("process_title", titles.poll(target.tgids))
+    if titles.reads:
+        progress(f"observe: process titles: {titles.reads:,} reads, "
+                 f"{titles.read_ns / titles.reads / 1000:.1f} us each")
     progress(f"observe: stopping {backend.name} and draining its buffers ...")
     chunk, report = backend.stop()
     events = traced.events + _ingest(writer, chunk)

@@ -27,12 +27,13 @@ from threadwise.errors import InputError, UsageError
 from threadwise.observe.leftovers import temp_capture_path
 from threadwise.observe.procfs import CpuSteal, ThreadSnapshot
 from threadwise.observe.schema import RAW_TABLES, SCHEMAS
+from threadwise.observe.titles import ProcessTitle
 from threadwise.paths import duckdb_kind, file_kind
 from threadwise.procs import me
 from threadwise.sqlfiles import identifier, insert_rows, statement
 from threadwise.topology import CpuInfo
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Numbered migrations: version -> description; the step that reaches it from
 # version - 1 is statement `migration_<version>` of sql/migrations.sql.
@@ -46,6 +47,7 @@ MIGRATIONS: dict[int, str] = {
     5: "cpu_steal: each CPU's steal time beside the proc snapshots",
     6: "proc_snapshot.euid, .egid and process.euid, .egid: each target process's effective ids",
     7: "raw_sched_waking.context, .current_tid and wakeup.context, .current_utid: what woke a thread",
+    8: "process_title: each target process's title (cmdline) when first read and when it changed",
 }
 
 # Raw event tables (schema.RAW_TABLES) are appended as Arrow batches of schema.SCHEMAS;
@@ -106,10 +108,11 @@ class TracerCount:
 
 # Metadata tables and the record type of their rows: the one statement of
 # their columns (the dataclass fields), checked against this whitelist.
-Record = CaptureMeta | CpuInfo | ThreadSnapshot | CpuSteal | LossReport | TracerCount
+Record = CaptureMeta | CpuInfo | ThreadSnapshot | CpuSteal | LossReport | TracerCount | ProcessTitle
 RECORD_TABLES: dict[str, type[Record]] = {
     "capture": CaptureMeta, "cpu_topology": CpuInfo, "proc_snapshot": ThreadSnapshot,
     "cpu_steal": CpuSteal, "raw_lost": LossReport, "tracer_counts": TracerCount,
+    "process_title": ProcessTitle,
 }
 
 

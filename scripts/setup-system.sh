@@ -31,6 +31,7 @@ ALL_PACKAGES=(
     redis-server redis-tools   # a real workload for tests
     memcached           # a bundled workload (refine/workloads/memcached.toml; its load is ours, mcload.c)
     nginx               # a multi-process service whose roles show only in process titles (tests)
+    postgresql-15 postgresql-contrib   # roles by process title under one user (postgres: checkpointer; pgbench from contrib)
     stress-ng rt-tests  # background spinners, hackbench, cyclictest (a bundled workload)
     sysbench            # a load generator with a metrics parser (refine/measure/metrics.py); the mariadb workload's load
     mariadb-server      # a bundled workload (refine/workloads/mariadb.toml: mariadbd under sysbench oltp_read_write)

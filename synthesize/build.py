@@ -65,7 +65,7 @@ from threadwise.synthesize.families import MIN_CONFIDENCE, Families, decide
 from threadwise.synthesize.families import bundled as bundled_families
 from threadwise.synthesize.fit import clean_prefix, fit
 from threadwise.synthesize.presets import TREATMENT_OPTIONS
-from threadwise.synthesize.rules import CATCH_ALL
+from threadwise.synthesize.rules import CATCH_ALL, HINT_DEFAULT
 from threadwise.synthesize.schema import (
     SCHEMA_VERSION,
     Evidence,
@@ -172,7 +172,7 @@ def _pattern(prefix: str, names: list[str]) -> str:
 def _group_name(pattern: str, taken: set[str]) -> str:
     base = readable_name(pattern)
     name, n = base, 2
-    while name in taken or name == CATCH_ALL:
+    while name in taken or name in (CATCH_ALL, HINT_DEFAULT):
         name, n = f"{base}-{n}", n + 1
     taken.add(name)
     return name
@@ -239,10 +239,15 @@ def _group(row: GroupRow, taken: set[str], requests: dict[str, int],
     # a title split's groups share a pattern: their first title word names them (nginx-worker)
     label = (f"{row.pattern} {row.process_titles[0].split()[0]}"
              if row.uid is not None and row.process_titles else row.pattern)
+    titled = bool(row.title_patterns)   # selected by title alone (a HintEquals layer)
+    if titled:   # postgres: background writer -> postgres-background-writer
+        label = row.title_patterns[0].replace(":", "").replace(" ", "-")
     return Group(
         name=_group_name(label, taken),
-        match=[_pattern(p, row.names) for p in prefixes],
-        exclude=list(dict.fromkeys(p for p in map(clean_prefix, row.exclude_prefixes) if p)),
+        match=[] if titled else [_pattern(p, row.names) for p in prefixes],
+        title=list(row.title_patterns),
+        exclude=[] if titled else list(dict.fromkeys(p for p in map(clean_prefix, row.exclude_prefixes)
+                                                     if p)),
         avg_runtime_us=runtime,
         uid=row.uid,
         treatment=treatment,

@@ -192,6 +192,10 @@ def compile_command(
                    err=True)
     if compiled.scx_args:
         typer.echo(f"scx_layered flags ([scheduler]): {' '.join(compiled.scx_args)}", err=True)
+    if compiled.hints:   # what the runtime writes into the task-hint map, by process title
+        typer.echo("task hints (title -> HintEquals): " + ", ".join(
+            f"{t!r} -> {n}" for t, n in compiled.hints.items())
+            + f"; any other process of the workload -> {compiled.default_hint}", err=True)
 
 
 def lint_command(

@@ -64,7 +64,8 @@ def _share(group: Group) -> float:
 def describe(group: Group) -> str:
     """A group and the numbers that decide its fate, for a comment."""
     ev = group.evidence
-    label = ", ".join(group.match) if len(group.match) > 1 else group.match[0]
+    selectors = group.match or group.title
+    label = ", ".join(selectors) if len(selectors) > 1 else selectors[0]
     if ev is None:
         return f"{label} ({group.treatment.value}, no evidence)"
     parts = [group.treatment.value, f"{ev.threads} thr", f"{ev.cpu_share:.2g} CPUs",
@@ -82,7 +83,7 @@ def idle_reason(group: Group) -> str | None:
     """Why a group has nothing to schedule (fold it), or None."""
     ev = group.evidence
     if (ev is None or group.treatment is Treatment.EXCLUSIVE or group.avg_runtime_us is not None
-            or group.uid is not None):   # a split by behaviour or by title is the analysis's decision
+            or group.uid is not None or group.title):   # a behaviour or title split: the analysis's decision
         return None
     if family_decided(group):
         return None   # idle here, but a known family gave it a treatment: it keeps a layer
@@ -109,6 +110,8 @@ def apart(a: Group, b: Group) -> str | None:
         return "behaviour split or carve-out"
     if a.uid is not None or b.uid is not None:
         return "selected by user (UIDEquals)"
+    if a.title or b.title:
+        return "selected by title (HintEquals)"
     if WORKLOAD_REST in a.match or WORKLOAD_REST in b.match:
         return "catch-all"
     ea, eb = a.evidence, b.evidence
@@ -300,7 +303,7 @@ def _closest_pair(groups: list[Group]) -> tuple[int, int] | None:
                 continue
             if a.avg_runtime_us or b.avg_runtime_us or a.exclude or b.exclude:
                 continue
-            if a.uid is not None or b.uid is not None:
+            if a.uid is not None or b.uid is not None or a.title or b.title:
                 continue
             cost = _share(a) + _share(b)
             if best is None or cost < best[0]:

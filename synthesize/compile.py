@@ -5,7 +5,13 @@ weight) without knowing the machine; scx_layered wants layers with kinds,
 CPU ranges in logical CPUs and options, in first-match order, ending in a
 catch-all. And it silently drops option keys it does not know.
 
-Approach: one layer per group, in profile order, then the catch-all `rest`.
+Approach: one layer per group, in profile order, then the catch-all `rest`; groups selected
+by process title (`title = [...]`) go first, each a layer matched by `HintEquals(N)` alone (N =
+1, 2, ... in profile order; scx_layered allows no other matcher beside it, and its hint path
+and its in-order re-match must agree), then the hinted default layer `untitled`
+(`HintEquals(1024)`, the catch-all's options): the hint the runtime writes to move a process
+back, since deleting a hint moves nothing. `Compiled.hints` maps each title pattern to its
+hint, and the scx_layered flags carry `--task-hint-map PATH`, without which no hint matches.
 Every match block is [PcommPrefix(process) and/or CgroupPrefix(cgroup), CommPrefix(pattern), the group's
 CommPrefixExclude..., UIDEquals(uid)?, AvgRuntime?], one block per pattern (OR); the last
 group's `*` (the workload's own catch-all) has no CommPrefix.
@@ -50,11 +56,16 @@ from threadwise.synthesize.presets import (
     scheduler_args,
     with_overrides,
 )
-from threadwise.synthesize.rules import CATCH_ALL
+from threadwise.synthesize.rules import CATCH_ALL, HINT_DEFAULT
 from threadwise.synthesize.schema import CatchAll, Group, Profile, Treatment
 
+# The hint of the hinted default layer: the largest scx_layered reads (hints above are ignored).
+HINT_DEFAULT_VALUE = 1024
+# Where scx_layered pins its task-hint map (`--task-hint-map`); the runtime may give its own.
+TASK_HINT_MAP = "/sys/fs/bpf/threadwise/task_hint_map"
+
 __all__ = ["CATCH_ALL_OPTIONS", "DEMOTED_OPTIONS", "TREATMENT_OPTIONS", "UTIL_RANGE", "Compiled", "LayerPlan",
-           "compile_null", "compile_profile", "match_blocks"]
+           "compile_null", "compile_profile", "layer_order", "match_blocks", "title_hints"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +87,8 @@ class Compiled:
     plans: list[LayerPlan] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     scx_args: tuple[str, ...] = ()   # scx_layered flags of the profile's [scheduler] table
+    hints: dict[str, int] = field(default_factory=dict)   # title pattern -> its layer's hint
+    default_hint: int | None = None  # the hint of the hinted default layer (None: no title group)
 
     def to_json(self) -> str:
         """The config as the JSON text scx_layered reads (the one serialisation, for a file)."""
@@ -150,7 +163,9 @@ def compile_profile(profile: Profile, shape: Shape) -> Compiled:
             "shape before trusting the sizing")
     specs: list[LayerSpec] = []
     budget = shape.exclusive_budget
-    for group in profile.groups:
+    hint_of = title_hints(profile)
+    catch_all = with_overrides(CATCH_ALL_OPTIONS, profile.catch_all or CatchAll())
+    for group in layer_order(profile):
         comment = f"threadwise {profile.name}/{group.name}: {group.treatment.value}"
         if group.treatment is Treatment.EXCLUSIVE:
             kind, detail, budget = _exclusive(group, shape, budget, result)
@@ -158,12 +173,46 @@ def compile_profile(profile: Profile, shape: Shape) -> Compiled:
         else:
             kind = LayerKind(KindName.OPEN, with_overrides(TREATMENT_OPTIONS[group.treatment], group))
             result.plans.append(LayerPlan(group.name, KindName.OPEN.value))
-        specs.append(LayerSpec(group.name, match_blocks(profile, group), kind, comment))
-    catch_all = with_overrides(CATCH_ALL_OPTIONS, profile.catch_all or CatchAll())
+        if group.title:
+            hint = hint_of[group.title[0]]
+            comment += f"; hint {hint} = title {', '.join(map(repr, group.title))}"
+            blocks: tuple[tuple[LayerMatch, ...], ...] = ((LayerMatch.hint_equals(hint),),)
+        else:
+            blocks = match_blocks(profile, group)
+        specs.append(LayerSpec(group.name, blocks, kind, comment))
+        if group.title and len(specs) == len(_titled(profile)):   # the last title group
+            specs.append(_hint_default(profile, catch_all))
+    if hint_of:
+        result.hints, result.default_hint = hint_of, HINT_DEFAULT_VALUE
+        result.scx_args += ("--task-hint-map", TASK_HINT_MAP)
     specs.append(LayerSpec(CATCH_ALL, ((),), LayerKind(KindName.OPEN, catch_all),
                            f"threadwise {profile.name}: everything else (catch-all)"))
     result.config = LayerConfig(tuple(specs))
     return result
+
+
+def _titled(profile: Profile) -> list[Group]:
+    return [g for g in profile.groups if g.title]
+
+
+def layer_order(profile: Profile) -> list[Group]:
+    """The groups in layer order: those selected by title first (hinted layers must come first:
+    scx_layered's in-order re-match and its hint path would disagree otherwise), then the rest,
+    each part in profile order. The hinted default layer follows the title groups."""
+    return [*_titled(profile), *(g for g in profile.groups if not g.title)]
+
+
+def title_hints(profile: Profile) -> dict[str, int]:
+    """Title pattern -> the hint of its group's layer (1, 2, ... in profile order): what the
+    runtime writes into the task-hint map for a process whose title the pattern selects."""
+    return {pattern: n for n, group in enumerate(_titled(profile), start=1) for pattern in group.title}
+
+
+def _hint_default(profile: Profile, options: LayerOptions) -> LayerSpec:
+    return LayerSpec(HINT_DEFAULT, ((LayerMatch.hint_equals(HINT_DEFAULT_VALUE),),),
+                     LayerKind(KindName.OPEN, options),
+                     f"threadwise {profile.name}: hint {HINT_DEFAULT_VALUE} = no title group's; the "
+                     "catch-all's options (a hint no layer uses would not move a process back)")
 
 
 def compile_null(profile: Profile) -> Compiled:

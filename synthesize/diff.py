@@ -139,7 +139,7 @@ def _pair(old: Profile, new: Profile) -> tuple[dict[str, str], list[tuple[str, s
         if g.name in pairs:
             continue
         twin = next((n for n in new.groups if n.name not in pairs.values() and n.match == g.match
-                     and n.exclude == g.exclude), None)
+                     and n.title == g.title and n.exclude == g.exclude), None)
         if twin is not None:
             pairs[g.name] = twin.name
             renamed.append((g.name, twin.name))
@@ -148,7 +148,7 @@ def _pair(old: Profile, new: Profile) -> tuple[dict[str, str], list[tuple[str, s
 
 def _group_changes(label: str, a: Group, b: Group) -> list[Change]:
     out = []
-    for name in ("treatment", "match", "exclude", "avg_runtime_us", "uid", "family", *SIZING):
+    for name in ("treatment", "match", "title", "exclude", "avg_runtime_us", "uid", "family", *SIZING):
         va, vb = getattr(a, name), getattr(b, name)
         if va != vb:
             out.append(Change(label, name, show(va), show(vb)))

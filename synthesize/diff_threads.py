@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from threadwise.analyze.titles import title_selects
 from threadwise.synthesize.overlap import group_matches
 from threadwise.synthesize.patterns import comm_matches
 from threadwise.synthesize.rules import CATCH_ALL
@@ -33,11 +34,13 @@ from threadwise.words import Lit, Words
 
 @dataclass(frozen=True)
 class Thread:
-    """A thread as the matchers see it: its comm, its process's comm, its cgroup (None: unknown)."""
+    """A thread as the matchers see it: its comm, its process's comm, its cgroup, its process's
+    title (None: unknown)."""
 
     name: str
     process: str | None = None
     cgroup: str | None = None
+    title: str | None = None
 
     @staticmethod
     def from_capture(path: Path) -> list[Thread]:
@@ -48,7 +51,7 @@ class Thread:
 
         with open_capture(path) as con:
             rows = con.execute(statement("threadwise.synthesize", "review.sql", "capture_threads")).fetchall()
-        return [Thread(name, process, cgroup) for name, process, cgroup in rows]
+        return [Thread(name, process, cgroup, title) for name, process, cgroup, title in rows]
 
 
 @dataclass(frozen=True)
@@ -95,9 +98,14 @@ def outside(profile: Profile, thread: Thread) -> Words | None:
     return None
 
 
-def layer_of(profile: Profile, comm: str) -> Group | None:
-    """The group a thread named `comm` of the workload lands in (first match wins; None: the
-    compiled catch-all `rest`)."""
+def layer_of(profile: Profile, comm: str, title: str | None = None) -> Group | None:
+    """The group a thread named `comm` of the workload, of a process titled `title`, lands in:
+    the first title group whose pattern selects the title (hinted layers come first), else the
+    first group whose comm patterns match (None: the compiled catch-all `rest`). A title no
+    group selects gets the hinted default layer, which schedules as the catch-all does."""
+    titled = next((g for g in profile.groups if any(title_selects(p, title) for p in g.title)), None)
+    if titled is not None:
+        return titled
     return next((g for g in profile.groups if group_matches(g, comm)), None)
 
 
@@ -136,8 +144,8 @@ def place_threads(old: Profile, new: Profile, pairs: dict[str, str], settings: d
     labels: dict[str, Words] = {}
     for thread in mine:
         out_a, out_b = outside(old, thread), outside(new, thread)
-        a = None if out_a else layer_of(old, thread.name)
-        b = None if out_b else layer_of(new, thread.name)
+        a = None if out_a else layer_of(old, thread.name, thread.title)
+        b = None if out_b else layer_of(new, thread.name, thread.title)
         a_key = None if out_a else pairs.get(a.name, a.name) if a else CATCH_ALL
         b_key = None if out_b else (b.name if b else CATCH_ALL)
         if a_key != b_key:

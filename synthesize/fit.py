@@ -82,6 +82,9 @@ def _carve_out(groups: list[Group]) -> list[Group]:
 def _shadows(groups: list[Group], notes: list[str]) -> list[Group]:
     out: list[Group] = []
     for later in groups:
+        if later.title:   # a hinted layer comes first: no comm pattern shadows it
+            out.append(later)
+            continue
         kept, taken_by = [], ""
         for pattern in later.match:
             by = next((e.name for e in out if conditions_meet(e, later)

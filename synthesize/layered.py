@@ -75,6 +75,11 @@ class LayerMatch:
         return cls("UIDEquals", uid)
 
     @classmethod
+    def hint_equals(cls, hint: int) -> LayerMatch:
+        """The task's entry in the task-hint map (`--task-hint-map`) equals `hint` (0..1024)."""
+        return cls("HintEquals", hint)
+
+    @classmethod
     def avg_runtime(cls, low_us: int, high_us: int | None = None) -> LayerMatch:
         """AvgRuntime [low, high) in us; high None: open-ended (AVG_RUNTIME_OPEN_US)."""
         # a tuple, as from_json_data reads it: a compiled config equals its JSON read back

@@ -30,7 +30,14 @@ class Block:
     pcomm_exclude: tuple[str, ...] = ()
     other: tuple[str, ...] = ()  # matchers a name cannot decide (cgroup, nice, runtime, ...)
 
+    @property
+    def hinted(self) -> bool:
+        """A HintEquals block: the runtime's title classifier decides it, never a thread's name."""
+        return "HintEquals" in self.other
+
     def matches(self, comm: str, pcomm: str | None) -> bool:
+        if self.hinted:
+            return False
         if any(not comm_matches(p, comm) for p in self.comm):
             return False
         if any(comm_matches(p, comm) for p in self.exclude):
@@ -93,8 +100,14 @@ def views_from_profile(profile: Profile, shape: Shape) -> list[LayerView]:
     """Layer views of a profile compiled for `shape`, with its evidence attached."""
     compiled = compile_profile(profile, shape)
     views = views_from_config(compiled.config, shape)
+    groups = {g.name: g for g in profile.groups}
+    plans = {plan.group: plan for plan in compiled.plans}
     out = []
-    for view, group, plan in zip(views, profile.groups, compiled.plans, strict=False):
+    for view in views[:-1]:
+        if view.name not in groups:   # the hinted default layer: no group of its own
+            out.append(view)
+            continue
+        group, plan = groups[view.name], plans[view.name]
         out.append(LayerView(
             name=view.name, kind=view.kind, blocks=view.blocks, exclusive=view.exclusive,
             fixed_cores=view.fixed_cores,

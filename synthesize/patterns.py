@@ -120,3 +120,31 @@ def comm_matches(prefix: str, comm: str) -> bool:
     limit = matcher_set().limits.max_comm_bytes
     kept = comm.encode("utf-8")[:limit]
     return kept.startswith(prefix.encode("utf-8"))
+
+
+TITLE_GLOBS = "*?"
+
+
+def check_title(pattern: str) -> PatternProblem | None:
+    """None when `pattern` is a title pattern the runtime can classify by, else the problem.
+
+    A title pattern is literal words, `NAME: role` as a server writes its title
+    (`postgres: checkpointer`): it selects a process whose title (its cmdline, NULs as spaces)
+    equals it or continues it after a space (analyze/titles.py `title_selects`)."""
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in pattern):
+        return PatternProblem("control_char", f"title pattern {pattern!r} holds a control character",
+                              "remove the control character")
+    if pattern != " ".join(pattern.split()):
+        return PatternProblem("title_pattern", f"title pattern {pattern!r} has leading, trailing or "
+                              "repeated spaces; titles are compared word by word",
+                              f"write it as {' '.join(pattern.split())!r}")
+    if any(ch in pattern for ch in TITLE_GLOBS):
+        return PatternProblem("title_pattern", f"title pattern {pattern!r} uses glob syntax; a title "
+                              "pattern is literal words, matched as a prefix of whole words",
+                              "drop the glob: the pattern already selects every title it begins")
+    head, sep, role = pattern.partition(": ")
+    if not sep or not head or " " in head or not role:
+        return PatternProblem("title_pattern", f"title pattern {pattern!r} is not a process title "
+                              "`NAME: role`", "write the program's name, ': ' and the role, as `ps` "
+                              "shows the title: 'postgres: checkpointer'")
+    return None

@@ -20,16 +20,20 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
+from threadwise.analyze.titles import title_selects
 from threadwise.diagnostics import Diagnostic, ProfileError
 from threadwise.sourcemap import SourceMap
 from threadwise.synthesize.matchers import matcher_set
 from threadwise.synthesize.overlap import find_overlaps, group_matches
-from threadwise.synthesize.patterns import check_pattern
+from threadwise.synthesize.patterns import check_pattern, check_title
 from threadwise.synthesize.presets import effective
 from threadwise.synthesize.reader import load_profile
 from threadwise.synthesize.schema import Group, Profile, Treatment
 
 CATCH_ALL = "rest"
+# The layer a title profile's runtime moves a process back to (a hint no title group uses would
+# not move it: docs/profile-schema.md "Groups selected by process title").
+HINT_DEFAULT = "untitled"
 Rule = Callable[[Profile], Iterator[Diagnostic]]
 
 
@@ -73,13 +77,34 @@ def _patterns(profile: Profile) -> Iterator[Diagnostic]:
                                      problem.hint, path=("group", i, field, k))
 
 
+def _titles(profile: Profile) -> Iterator[Diagnostic]:
+    """Each title pattern well formed, and none that an earlier one already selects (the runtime
+    gives a process the hint of the first group whose pattern selects its title)."""
+    earlier: list[tuple[str, str]] = []
+    for i, group in enumerate(profile.groups):
+        for k, pattern in enumerate(group.title):
+            problem = check_title(pattern)
+            if problem:
+                yield Diagnostic(problem.rule, f"group {group.name!r}: {problem.message}", problem.hint,
+                                 path=("group", i, "title", k))
+                continue
+            by = next(((name, p) for name, p in earlier if title_selects(p, pattern)), None)
+            if by is not None:
+                yield Diagnostic("overlap", f"group {group.name!r} title {pattern!r} can never match: "
+                                 f"group {by[0]!r} comes first and its title {by[1]!r} selects it",
+                                 f"move {group.name!r} above {by[0]!r}", path=("group", i, "title", k))
+            earlier.append((group.name, pattern))
+
+
 def _layer_count(profile: Profile) -> Iterator[Diagnostic]:
     limit = matcher_set().limits.max_layers
-    layers = len(profile.groups) + 1
+    hinted = any(g.title for g in profile.groups)
+    layers = len(profile.groups) + 1 + hinted
     if layers > limit:
         yield Diagnostic(
             "too_many_layers",
-            f"{len(profile.groups)} groups and the catch-all make {layers} layers; "
+            f"{len(profile.groups)} groups{f', the hinted default layer {HINT_DEFAULT!r}' if hinted else ''} "
+            f"and the catch-all make {layers} layers; "
             f"scx_layered {matcher_set().version} allows at most {limit}",
             "merge groups with the same treatment (one group may list several patterns)",
             path=("group", limit - 1),
@@ -112,10 +137,11 @@ def _match_sizes(profile: Profile) -> Iterator[Diagnostic]:
 def _names(profile: Profile) -> Iterator[Diagnostic]:
     seen: dict[str, int] = {}
     for i, group in enumerate(profile.groups):
-        if group.name == CATCH_ALL:
+        if group.name in (CATCH_ALL, HINT_DEFAULT):
             yield Diagnostic(
                 "reserved_name",
-                f"group name {CATCH_ALL!r} is the compiled catch-all layer",
+                f"group name {group.name!r} is a compiled layer of its own (the catch-all, or the "
+                "hinted default layer of title groups)",
                 "pick another name",
                 path=("group", i, "name"),
             )
@@ -213,7 +239,7 @@ def _overlaps(profile: Profile) -> Iterator[Diagnostic]:
 
 def _evidence(profile: Profile) -> Iterator[Diagnostic]:
     for i, group in enumerate(profile.groups):
-        if group.evidence is None:
+        if group.evidence is None or group.title:   # a title group's names decide nothing
             continue
         missed = [n for n in group.evidence.names if not group_matches(group, n)]
         if missed:
@@ -228,7 +254,7 @@ def _evidence(profile: Profile) -> Iterator[Diagnostic]:
             )
 
 
-RULES: tuple[Rule, ...] = (_cgroup, _patterns, _layer_count, _match_sizes, _names, _sizing,
+RULES: tuple[Rule, ...] = (_cgroup, _patterns, _titles, _layer_count, _match_sizes, _names, _sizing,
                            _layer_options, _overlaps, _evidence)
 
 

@@ -19,7 +19,7 @@ import re
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from threadwise.analyze.contract import Role  # the role names are analyze's (declared once)
 from threadwise.errors import UsageError
@@ -127,7 +127,12 @@ class Group(_Model):
     """One set of threads with one treatment; becomes one scx_layered layer."""
 
     name: Name
-    match: list[str]
+    # Or selected by process title (`postgres: checkpointer`): processes whose title equals a
+    # pattern or continues it after a space; compiled to a HintEquals layer ahead of the rest,
+    # whose hint the runtime writes after reading each process's title (analyze/titles.py).
+    # (Declared before `match`, so that match's check sees it.)
+    title: list[str] = []
+    match: list[str] = []
     exclude: list[str] = []
     avg_runtime_us: list[NonNegInt] | None = None
     # Only threads running as this effective uid (scx_layered UIDEquals): the role of a forked
@@ -153,12 +158,24 @@ class Group(_Model):
 
     @field_validator("match")
     @classmethod
-    def _not_empty(cls, patterns: list[str]) -> list[str]:
-        if not patterns:
+    def _not_empty(cls, patterns: list[str], info: ValidationInfo) -> list[str]:
+        if not patterns and not info.data.get("title"):
             raise ValueError("a group needs at least one match pattern")
         if any(not p for p in patterns):
             raise ValueError("an empty pattern would match every thread; name a comm prefix")
         return patterns
+
+    @model_validator(mode="after")
+    def _selected(self) -> Group:
+        if not self.match and not self.title:
+            raise ValueError("a group needs at least one match pattern (or title pattern)")
+        if self.title:
+            mixed = [k for k in ("match", "exclude", "uid", "avg_runtime_us") if getattr(self, k)
+                     not in ([], None)]
+            if mixed:
+                raise ValueError(f"a group selected by title takes no {', '.join(mixed)}: scx_layered's "
+                                 "HintEquals may not share an AND block with other matchers")
+        return self
 
     @field_validator("avg_runtime_us")
     @classmethod

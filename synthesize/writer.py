@@ -138,9 +138,12 @@ def _group_table(group: Group) -> Table:
         for line in evidence_lines(group.evidence):
             table.add(tomlkit.comment(line))
     data = group.model_dump(mode="json", exclude_defaults=True, exclude={"evidence"})
-    for key in ("name", "match", "exclude", "avg_runtime_us", "uid", "treatment"):
+    for key in ("name", "match", "title", "exclude", "avg_runtime_us", "uid", "treatment"):
         if key in data:
             _add(table, key, data.pop(key))
+            if key == "title":
+                table.add(tomlkit.comment("  processes whose title begins so (HintEquals: the runtime "
+                                          "reads each title and writes the layer's hint)"))
             if key == "avg_runtime_us":
                 table.add(tomlkit.comment(runtime_line(group)))
             if key == "uid":

@@ -348,5 +348,11 @@ LEFT JOIN _instance_span sp ON sp.utid = t.utid
 LEFT JOIN last_snap s ON s.tid = t.tid AND t.end_ts IS NULL
 ORDER BY utid;
 
+-- Each recorded title (migration 8) to its process instance: the latest started at or before the
+-- read (a reused pid is a new instance).
+UPDATE process_title SET upid = (
+    SELECT arg_max(p.upid, COALESCE(p.start_ts, -9223372036854775807)) FROM process p
+    WHERE p.pid = process_title.pid AND COALESCE(p.start_ts, -9223372036854775807) <= process_title.ts);
+
 DROP TABLE _tid_first; DROP TABLE _births; DROP TABLE _instance; DROP TABLE _instance_span; DROP TABLE _facts;
 DROP TABLE _thread_facts; DROP TABLE _thread0; DROP TABLE _thread_leader;

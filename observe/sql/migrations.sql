@@ -76,6 +76,23 @@ ALTER TABLE raw_sched_waking ADD COLUMN IF NOT EXISTS current_tid INTEGER;
 ALTER TABLE IF EXISTS wakeup ADD COLUMN IF NOT EXISTS context ENUM('task', 'softirq', 'hardirq', 'nmi');
 ALTER TABLE IF EXISTS wakeup ADD COLUMN IF NOT EXISTS current_utid BIGINT;
 
+-- name: migration_8
+-- Each target process's title over time (observe/titles.py, docs/capture.md "Process titles"):
+-- /proc/PID/cmdline, NULs as spaces, when the capture first read the process and each time a
+-- later read (a poll every 0.25 s) found it changed. Servers that fork a process per role say
+-- the role only there (`postgres: checkpointer`); the comm stays `postgres`. Empty in migrated
+-- captures and in imported traces: no title known over time (process.cmdline still has the last).
+-- process_title.ts BIGINT     monotonic ns of the read that found this title
+-- process_title.pid INTEGER   the process (tgid)
+-- process_title.title VARCHAR the whole cmdline as read (a backend's query state included)
+-- process_title.upid BIGINT   the process instance (finalize.sql); NULL: not finalized, unknown
+CREATE TABLE IF NOT EXISTS process_title (
+    ts    BIGINT NOT NULL,
+    pid   INTEGER NOT NULL,
+    title VARCHAR NOT NULL,
+    upid  BIGINT
+);
+
 -- name: record_migration
 -- Parameters: ? INTEGER version reached, ? TIMESTAMP applied at (UTC), ? VARCHAR description.
 INSERT INTO schema_migrations (version, applied_at, description) VALUES (?, ?, ?);

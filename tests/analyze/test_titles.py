@@ -40,12 +40,17 @@ def test_process_title(cmdline, comm, title):
     assert process_title(cmdline, comm) == title
 
 
-def service(tmp_path, processes: list[tuple[int, str, int | None]], name: str = "svc"):
-    """One single-threaded process per (pid, cmdline, euid), all of comm `nginx`: the first
-    idles (a master), the others serve requests (short runs, frequent wakeups)."""
+def service(tmp_path, processes: list[tuple[int, str, int | None]], name: str = "svc",
+            comm: str = "nginx", titles: dict[int, list[str]] | None = None):
+    """One single-threaded process per (pid, cmdline, euid), all of comm `comm`: the first
+    idles (a master), the others serve requests (short runs, frequent wakeups). `titles`: pid ->
+    the titles the capture recorded over time (process_title), a read each 100 ms."""
     cap = CaptureBuilder(target_tgids=[pid for pid, _, _ in processes], duration_ns=2 * T0)
+    for pid, seen in (titles or {}).items():
+        for k, title in enumerate(seen):
+            cap.title(T0 + k * 100 * MS, pid, title)
     for index, (pid, cmdline, euid) in enumerate(processes):
-        cap.thread(pid, pid, "nginx")
+        cap.thread(pid, pid, comm)
         cap.process_identity(pid, cmdline=cmdline, euid=euid, egid=euid)
         if index == 0:
             for k in range(5):
@@ -78,15 +83,18 @@ def test_titles_with_their_own_users_become_one_group_each(tmp_path):
     assert any("worker process" in c and "uid 33" in c for c in analysis.caveats)
 
 
-def test_titles_that_share_a_user_stay_one_group_and_say_why(tmp_path):
-    """No title split; what names cannot do is left as before (three threads of the process's
-    own name get a behaviour split), and each resulting group says why titles did not help."""
+def test_titles_that_share_a_user_split_by_title(tmp_path):
+    """No uid tells them apart: one group per title pattern, selected by title (a hinted layer),
+    and the note says why users could not do it."""
     analysis = service(tmp_path, [(100, MASTER, 0), (101, WORKER, 0), (102, WORKER, 0)])
-    assert set(analysis.groups["pattern"]) == {"nginx"}
-    for row in analysis.groups.to_dicts():
-        assert row["uid"] is None and row["process_titles"] == ["master process", "worker process"]
-        assert "every process runs as uid 0" in row["note"]
-        assert "CmdJoin" in row["note"] and "pthread_setname_np" in row["note"]
+    rows = {tuple(r["title_patterns"]): r for r in analysis.groups.to_dicts()}
+    assert set(rows) == {("nginx: master process",), ("nginx: worker process",)}
+    workers = rows[("nginx: worker process",)]
+    assert workers["thread_count"] == 2 and workers["uid"] is None
+    assert workers["process_titles"] == ["worker process"]
+    assert "every process runs as uid 0" in workers["note"] and "HintEquals" in workers["note"]
+    assert rows[("nginx: master process",)]["thread_count"] == 1
+    assert "+title='nginx: worker process'" in render(analysis)
 
 
 def test_one_title_is_no_split(tmp_path):
@@ -107,12 +115,12 @@ def test_mixed_titles_share_a_group_where_they_share_a_user(tmp_path):
     assert "share uid 33" in groups[33]["note"]
 
 
-def test_a_capture_without_user_ids_keeps_one_group(tmp_path):
-    """A capture from before schema migration 6 has no euid: titles alone select nothing."""
+def test_a_capture_without_user_ids_splits_by_title(tmp_path):
+    """A capture from before schema migration 6 has no euid: titles alone select the roles."""
     analysis = service(tmp_path, [(100, MASTER, None), (101, WORKER, None), (102, WORKER, None)])
-    assert set(analysis.groups["pattern"]) == {"nginx"}
-    for row in analysis.groups.to_dicts():
-        assert row["uid"] is None and "migration 6" in row["note"]
+    patterns = sorted(tuple(r["title_patterns"]) for r in analysis.groups.to_dicts())
+    assert patterns == [("nginx: master process",), ("nginx: worker process",)]
+    assert all("migration 6" in r["note"] for r in analysis.groups.to_dicts())
 
 
 def test_untitled_processes_form_their_own_class(tmp_path):
@@ -121,3 +129,57 @@ def test_untitled_processes_form_their_own_class(tmp_path):
     groups = by_uid(analysis.groups)
     assert groups[0]["process_titles"] == ["untitled"]
     assert groups[33]["process_titles"] == ["worker process"]
+
+
+POSTMASTER = "/usr/lib/postgresql/15/bin/postgres -D /tmp/pg/data -p 54321 -k /tmp/pg"
+PG_ROLES = ["postgres: checkpointer ", "postgres: background writer ", "postgres: walwriter ",
+            "postgres: autovacuum launcher ", "postgres: logical replication launcher "]
+
+
+def postgres(tmp_path, name: str = "pg"):
+    """A PostgreSQL 15 as pgbench leaves it: the postmaster (untitled), its auxiliary processes,
+    and four backends of one user and database whose titles change with every query state; all
+    of comm `postgres` and uid 110. The last cmdline the snapshots saw is a backend's `idle`."""
+    backend = "postgres: bench bench 127.0.0.1({port}) {state}"
+    processes = [(200, POSTMASTER, 110)] + [(201 + i, t, 110) for i, t in enumerate(PG_ROLES)]
+    titles: dict[int, list[str]] = {}
+    for i in range(4):
+        pid, port = 210 + i, 40000 + i
+        processes.append((pid, backend.format(port=port, state="idle"), 110))
+        titles[pid] = [POSTMASTER] + [backend.format(port=port, state=s)
+                                      for s in ("authentication", "idle", "UPDATE", "idle in transaction")]
+    return service(tmp_path, processes, name=name, comm="postgres", titles=titles)
+
+
+def test_postgres_roles_are_groups_of_their_own_by_title(tmp_path):
+    """Every process is `postgres` of one uid: the auxiliary roles and the backends (their user
+    and database; address and query state change) become title groups, the postmaster stays
+    selected by comm."""
+    analysis = postgres(tmp_path)
+    rows = {tuple(r["title_patterns"]): r for r in analysis.groups.to_dicts()}
+    assert ("postgres: checkpointer",) in rows and ("postgres: walwriter",) in rows
+    assert ("postgres: background writer",) in rows
+    assert rows[("postgres: bench bench",)]["thread_count"] == 4
+    assert rows[("postgres: bench bench",)]["process_titles"] == ["bench bench"]
+    untitled = [r for r in analysis.groups.to_dicts() if not r["title_patterns"]]
+    assert [r["thread_count"] for r in untitled] == [1] and untitled[0]["match_prefixes"] == ["postgres"]
+    assert all(r["uid"] is None and r["avg_runtime_range_ns"] is None for r in rows.values())
+    assert "every process runs as uid 110" in rows[("postgres: walwriter",)]["note"]
+
+
+def test_a_process_title_is_its_last_recorded_one(tmp_path):
+    """A backend forked from the postmaster carries its title first; the role is the title it
+    wrote, read from the titles recorded over time."""
+    from threadwise.analyze.features import target_processes
+    from threadwise.observe.store import open_capture
+
+    path = tmp_path / "t.duckdb"
+    cap = CaptureBuilder(target_tgids=[300], duration_ns=T0)
+    cap.thread(300, 300, "postgres")
+    cap.slice(300, 0, T0 + MS, 1000)
+    cap.process_identity(300, cmdline=POSTMASTER, euid=110)
+    cap.title(T0, 300, POSTMASTER)
+    cap.title(T0 + 2 * MS, 300, "postgres: bench bench 127.0.0.1(4000) idle")
+    with open_capture(cap.write(path)) as con:
+        (proc,) = target_processes(con).values()
+    assert proc.title == "bench bench" and proc.pattern == "postgres: bench bench"

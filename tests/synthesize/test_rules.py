@@ -122,7 +122,8 @@ def test_too_many_excludes() -> None:
 def test_reserved_and_duplicate_names() -> None:
     diags, _ = check(profile(group("rest", "a"), group("x", "b"), group("x", "c")))
     assert only(diags, "reserved_name").message == (
-        "group name 'rest' is the compiled catch-all layer")
+        "group name 'rest' is a compiled layer of its own (the catch-all, or the hinted default "
+        "layer of title groups)")
     assert only(diags, "duplicate_name").message == (
         "group name 'x' is also group 2; layer names must be unique")
 

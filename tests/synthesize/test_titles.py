@@ -57,9 +57,11 @@ def test_one_group_per_role_each_selected_by_its_user(tmp_path: Path) -> None:
 
 
 def test_titles_without_users_of_their_own_give_no_uid(tmp_path: Path) -> None:
+    """One user: no uid; the roles are title groups instead (tests/synthesize/test_title_groups.py)."""
     profile, _ = profile_of(tmp_path, [(100, MASTER, 0), (101, WORKER, 0), (102, WORKER, 0)])
     assert all(g.uid is None for g in profile.groups)
-    assert any("CmdJoin" in c for c in profile.source.caveats)
+    assert {tuple(g.title) for g in profile.groups if g.title} == {("nginx: master process",),
+                                                                   ("nginx: worker process",)}
 
 
 def test_mixed_titles_give_a_group_per_user(tmp_path: Path) -> None:
