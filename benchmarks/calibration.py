@@ -311,11 +311,12 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=2000, help="at most this many draws per n")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--write-results", action="store_true", help="write benchmarks/RESULTS.md")
-    parser.add_argument("--section", default="calibration",
+    parser.add_argument("--section", default="calibration-v5",
                         help="with --write-results: the RESULTS.md section to replace (another pool, such "
                              "as one with longer windows, gets a section of its own)")
     parser.add_argument("--title",
-                        default="Calibration of the ladder judge (false verdicts, power, early stops)",
+                        default=("Calibration of the ladder judge at 3-s windows, paired-v5 "
+                                 "(false verdicts, power, early stops)"),
                         help="with --write-results: the section's heading")
     args = parser.parse_args()
     header = stamp(".venv/bin/python benchmarks/calibration.py " + " ".join(sys.argv[1:]))

@@ -10,7 +10,8 @@ import duckdb
 from threadwise.refine.measure.store import sql
 
 # The bursty-loaded calibration pool's median denied share was 0.34, the quiet pool's 0.024
-# (benchmarks/RESULTS.md "calibration"): above this a run is reported as measured on a busy host.
+# (benchmarks/data/lab-calibration.duckdb; docs/lab-noise.md): above this a run is reported as
+# measured on a busy host.
 BUSY_HOST_DENIED = 0.15
 
 
