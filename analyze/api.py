@@ -12,7 +12,7 @@ import contextlib
 import shutil
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -44,6 +44,8 @@ class CaptureThreads:
     duration_ns: int        # the analysis window (features.CaptureInfo.duration_ns)
     threads: pl.DataFrame   # thread_features.sql: utid, name, process_name, is_target, cpu_share, demand, ...
     corun: pl.DataFrame     # smt_corun.sql: utid (a target thread), other_utid, corun_ns; empty without SMT
+    # upid -> its process's last title (features.process_titles); a target process without one is absent
+    titles: dict[int, str] = field(default_factory=dict)
 
 
 def capture_threads(path: str | Path, *, only_target: bool = True,
@@ -52,7 +54,7 @@ def capture_threads(path: str | Path, *, only_target: bool = True,
     with open_capture(_capture_file(path)) as con, _bounded(con, memory_limit):
         info = ft.capture_info(con)
         return CaptureThreads(info.duration_ns, ft.thread_features(con, info, only_target=only_target),
-                              ft.smt_corun(con, smt=info.smt, min_ns=1))
+                              ft.smt_corun(con, smt=info.smt, min_ns=1), ft.process_titles(con))
 
 
 @contextlib.contextmanager

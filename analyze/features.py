@@ -107,6 +107,14 @@ def target_processes(con: duckdb.DuckDBPyConnection) -> dict[int, TitleProcess]:
             for upid, name, cmdline, euid in rows}
 
 
+def process_titles(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
+    """upid -> the whole title (cmdline) of each target process that has one: what a title group's
+    pattern selects (titles.title_selects). The same statement `target_processes` reads, so lint
+    places a process by the title synthesize grouped it by."""
+    rows = con.execute(sql("capture", "target_processes")).fetchall()
+    return {int(upid): cmdline for upid, _, cmdline, _ in rows if cmdline is not None}
+
+
 def thread_names(con: duckdb.DuckDBPyConnection, utids: list[int]) -> pl.DataFrame:
     """utid -> name, process, is_target, CPU time (total and on its busiest CPU) of any threads."""
     con.register("_utids", pl.DataFrame({"utid": utids}, schema={"utid": pl.Int64}).to_arrow())

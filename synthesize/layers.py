@@ -4,7 +4,9 @@ Lint reads layers through this view, so a hand-written (for example pinned,
 tier-style) scx_layered config is linted exactly like a compiled profile:
 both are typed `LayerConfig`s (layered.py), seen here as layers with
 comm-prefix blocks, an exclusive flag and, for fixed-size Confined layers, a
-number of whole cores.
+number of whole cores. A title group's layer (HintEquals) also carries its title patterns when
+it comes from a profile; a JSON config does not say which titles its hints stand for, so its
+hinted layers take no thread in lint.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from threadwise.analyze.titles import title_selects
 from threadwise.shape import Shape
 from threadwise.synthesize.compile import compile_profile
 from threadwise.synthesize.layered import LayerConfig, LayerMatch
@@ -63,9 +66,15 @@ class LayerView:
     hot_threads: int = 0
     names: tuple[str, ...] = ()
     demoted: bool = False
+    titles: tuple[str, ...] = ()   # a title group's patterns (`postgres: checkpointer`)
 
     def matches(self, comm: str, pcomm: str | None = None) -> bool:
         return any(block.matches(comm, pcomm) for block in self.blocks)
+
+    def selects_title(self, title: str | None) -> bool:
+        """Whether the runtime hints a process of `title` into this layer: one of its title
+        patterns selects the title, by the rule synthesize and diff use (titles.title_selects)."""
+        return any(title_selects(pattern, title) for pattern in self.titles)
 
 
 def _block(matches: tuple[LayerMatch, ...]) -> Block:
@@ -114,7 +123,7 @@ def views_from_profile(profile: Profile, shape: Shape) -> list[LayerView]:
             demanded_cores=group.exclusive_cores() if group.treatment.value == "exclusive" else 0,
             hot_threads=group.hot_threads,
             names=tuple(group.evidence.names) if group.evidence else (),
-            demoted=plan.demoted,
+            demoted=plan.demoted, titles=tuple(group.title),
         ))
     return [*out, views[-1]]
 

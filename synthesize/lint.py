@@ -54,6 +54,8 @@ class ThreadFact:
     `cpu_share` is in CPUs over the thread's life (1.0 = one busy CPU), `demand`
     the running-or-runnable share of its life; `hot` is analyze's definition
     (contract.is_hot), so lint and synthesize count the same threads as hot.
+    `title` is its process's last title (the cmdline a server writes its role over, e.g.
+    `postgres: checkpointer`; None: the capture knows none), what a title group selects.
     """
 
     utid: int
@@ -62,6 +64,7 @@ class ThreadFact:
     cpu_share: float
     is_target: bool = True
     demand: float = 0.0
+    title: str | None = None
 
     @property
     def hot(self) -> bool:
@@ -110,7 +113,12 @@ def _is_catch_all(view: LayerView) -> bool:
 
 
 def _first_layer(views: list[LayerView], thread: ThreadFact) -> int | None:
+    """The layer scx_layered puts `thread` in: the first, in layer order, whose title patterns
+    select its process's title (the runtime's hint) or whose comm blocks match it. Compile puts
+    the hinted layers first, so a title group takes its processes before any comm pattern can."""
     for index, view in enumerate(views):
+        if view.selects_title(thread.title):
+            return index
         if not _is_catch_all(view) and view.matches(thread.name, thread.process_name):
             return index
     return None

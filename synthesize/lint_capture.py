@@ -4,7 +4,8 @@ Threads and their SMT co-running come from analyze (`capture_threads`:
 thread_features.sql and smt_corun.sql), so a thread's CPU share, its demand,
 whether it is hot and how long it shared a core mean exactly what they mean
 in the analysis `synthesize` built the profile from; lint computes none of
-them again.
+them again. A thread's title is its process's (`CaptureThreads.titles`, joined through upid),
+the one analyze split title groups by.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ def capture_facts(path: str | Path) -> CaptureFacts:
     found = capture_threads(path)
     threads = [
         ThreadFact(int(row["utid"]), str(row["name"] or ""), row["process_name"],
-                   float(row["cpu_share"] or 0.0), bool(row["is_target"]), float(row["demand"] or 0.0))
+                   float(row["cpu_share"] or 0.0), bool(row["is_target"]), float(row["demand"] or 0.0),
+                   found.titles.get(row["upid"]) if row["upid"] is not None else None)
         for row in found.threads.iter_rows(named=True)
     ]
     targets = {t.utid for t in threads if t.is_target}
