@@ -190,11 +190,13 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def stop_by_pid(proc: subprocess.Popen) -> None:
-    """Stop a process a test started: SIGTERM to its PID, SIGKILL after 10 s (never by name)."""
-    proc.send_signal(signal.SIGTERM)
+def stop_by_pid(proc: subprocess.Popen, how: signal.Signals = signal.SIGTERM, grace_s: float = 10) -> None:
+    """Stop a process a test started: `how` to its PID, SIGKILL after `grace_s` (never by name)."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(how)
     try:
-        proc.wait(timeout=10)
+        proc.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()

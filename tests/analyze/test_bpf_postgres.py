@@ -73,14 +73,7 @@ def _wait_ready(port: int, server: subprocess.Popen[bytes], timeout_s: float = 6
 
 def _stop_postmaster(server: subprocess.Popen[bytes]) -> None:
     """PostgreSQL's fast shutdown (SIGINT to the postmaster's PID), SIGKILL after 30 s."""
-    if server.poll() is not None:
-        return
-    server.send_signal(signal.SIGINT)
-    try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
+    stop_by_pid(server, signal.SIGINT, grace_s=30)
 
 
 @pytest.fixture

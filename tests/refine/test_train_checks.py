@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.datafiles import OLD_REDIS_LADDER
+from tests.refine.train_options import train_options
 from threadwise import givenclock
 from threadwise.errors import NothingMeasured, UsageError
 from threadwise.refine.measure import store, summary
@@ -21,11 +22,7 @@ REDIS_RECORD = OLD_REDIS_LADDER   # Redis's record of 2026-11-26 (tests/datafile
 
 
 def options(tmp_path: Path, **changes: object) -> TrainOptions:
-    base = dict(workload_path=bundled_workload_path("rolesim"), name="never", place=Where(lab=True, cpus=2),
-                levels=[0, 2], repeats=3, budget=1, profiles_dir=tmp_path / "profiles",
-                artifacts_dir=tmp_path / "artifacts")
-    base.update(changes)
-    return TrainOptions(**base)  # type: ignore[arg-type]
+    return train_options(tmp_path, "never", **changes)
 
 
 @pytest.mark.parametrize(("change", "says"), [
@@ -151,7 +148,6 @@ def test_train_synthesizes_in_process_what_the_synthesize_command_writes(
 
 def test_where_the_cells_run_is_a_typed_shape() -> None:
     """The lab's shape travels typed (one thread per vCPU) and is text only where it is stored."""
-    from threadwise.refine.measure.run import Where
     from threadwise.shape import host_shape, synthetic
 
     lab = Where(lab=True, cpus=2)

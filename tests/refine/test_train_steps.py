@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.refine.train_options import train_options
 from threadwise.errors import UsageError
 from threadwise.refine.measure import store
 from threadwise.refine.measure.run import Where
@@ -141,11 +142,7 @@ def test_a_decided_step_is_printed_with_why_it_was_chosen() -> None:
 
 
 def options(tmp_path: Path, **changes: object) -> TrainOptions:
-    base = dict(workload_path=bundled_workload_path("rolesim"), name="rs", place=Where(lab=True, cpus=2),
-                levels=[0, 2], repeats=3, budget=1, profiles_dir=tmp_path / "profiles",
-                artifacts_dir=tmp_path / "artifacts")
-    base.update(changes)
-    return TrainOptions(**base)  # type: ignore[arg-type]
+    return train_options(tmp_path, "rs", **changes)
 
 
 def test_existing_outputs_are_refused_without_force(tmp_path: Path) -> None:
