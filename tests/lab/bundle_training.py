@@ -21,6 +21,8 @@ from threadwise.refine.measure.workload import bundled_workload_path
 from threadwise.refine.outcome import candidate_path
 from threadwise.refine.train import TrainOptions, train
 
+HOST_DISTURBED = 0.10   # a cell's share of the lab's vCPU demand the host did not serve
+
 
 @dataclass(frozen=True)
 class Trained:
@@ -54,16 +56,23 @@ def check_cells_measure_and_threads_sit(record: Path, metrics: tuple[str, str]) 
     con = store.open_ladder(record / "ladder.duckdb", read_only=True)
     try:
         cells = con.execute(
-            "SELECT a.kind, c.idx, c.valid, c.reasons FROM cell c JOIN arm a USING (run_id, arm) "
-            "ORDER BY c.idx").fetchall()
+            "SELECT a.kind, c.idx, c.valid, c.reasons, "
+            "c.host_wait_s / nullif(c.host_cpu_s + c.host_wait_s, 0) FROM cell c "
+            "JOIN arm a USING (run_id, arm) ORDER BY c.idx").fetchall()
         measured = dict(con.execute(
             "SELECT metric, count(*) FROM sample WHERE metric IN (?, ?) GROUP BY metric",
             list(metrics)).fetchall())
         members = con.execute("SELECT tid, comm, expected_layer, actual_layer FROM membership").fetchall()
     finally:
         con.close()
-    invalid = [(idx, reasons) for _, idx, valid, reasons in cells if not valid]
-    assert not [r for r in invalid if "generator" in r[1] or "load" in r[1] or "service" in r[1]], invalid
+    invalid = [(idx, reasons, unserved) for _, idx, valid, reasons, unserved in cells if not valid]
+    failed = [r for r in invalid if "generator" in r[1] or "load" in r[1] or "service" in r[1]]
+    # Under TCG the time the host denies a vCPU counts as CPU time of whatever ran in the guest, so
+    # on a busy host a near-saturated generator reads saturated: allowed once, in a cell the host
+    # denied 10% or more of the lab's demand (a fresh clone's make test beside other test runs:
+    # mcload at 2.94 s of a 3.1-s window under the profile arm, 19% unserved).
+    disturbed = [r for r in failed if "saturated" in r[1] and (r[2] or 0.0) >= HOST_DISTURBED]
+    assert len(failed) <= 1 and failed == disturbed, invalid
     valid = [c for c in cells if c[2]]
     assert sum(c[0] == "baseline" for c in valid) >= 2 and sum(c[0] == "profile" for c in valid) >= 2, cells
     for metric in metrics:
