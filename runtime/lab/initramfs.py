@@ -435,7 +435,10 @@ def _run_initramfs(out: Path, kernel: LabKernel, qemu: Path, *, cpus: int, memor
         cause = (watchdog.why(time.monotonic()) if timed_out
                  else f"ended (qemu exited {returncode}) before sending the results archive")
         damaged = f"; damaged on the console: {', '.join(console.damaged)}" if console.damaged else ""
-        raise LabError(f"the initramfs guest {cause}; {console.where_stopped()}{damaged}; "
+        # named here because the oops is rarely among the last lines (the panic's trace follows
+        # it), and train runs a step once more when its guest died of TCG's patching race
+        emulator = f"; the console shows {why!r}, an emulator failure (docs/lab.md)" if why else ""
+        raise LabError(f"the initramfs guest {cause}; {console.where_stopped()}{damaged}{emulator}; "
                        f"last console lines:\n  {tail}",
                        hint=f"full console log: {out / 'console.log'}"
                             + ("; raise the timeout (TCG is slow)" if timed_out else ""))
