@@ -180,9 +180,9 @@ def compile_profile(profile: Profile, shape: Shape) -> Compiled:
         else:
             blocks = match_blocks(profile, group)
         specs.append(LayerSpec(group.name, blocks, kind, comment))
-        if group.title and len(specs) == len(_titled(profile)):   # the last title group
-            specs.append(_hint_default(profile, catch_all))
     if hint_of:
+        # the hinted default layer right after the title groups (layer_order puts them first)
+        specs.insert(len(_titled(profile)), _hint_default(profile, catch_all))
         result.hints, result.default_hint = hint_of, HINT_DEFAULT_VALUE
         result.scx_args += ("--task-hint-map", TASK_HINT_MAP)
     specs.append(LayerSpec(CATCH_ALL, ((),), LayerKind(KindName.OPEN, catch_all),
