@@ -12,7 +12,9 @@
 # are passed on to the server (a ladder stops the service by its PID: this shell), and D is
 # removed once the server has shut down. The server is named as an argument, not called from
 # here, so the self-contained lab guest packs it (runtime/lab/carry.py reads arguments, not
-# scripts). POSIX sh: it runs under busybox ash too.
+# scripts). A Unix socket's path holds at most 107 bytes: where D's is longer (a deep TMPDIR, such
+# as pytest-xdist's), the socket goes to a short private directory under /tmp instead, removed
+# with D. POSIX sh: it runs under busybox ash too.
 set -eu
 if [ $# -lt 1 ]; then
     echo "usage: fresh-mariadb.sh MARIADBD --no-defaults [OPTION...]" >&2
@@ -20,7 +22,13 @@ if [ $# -lt 1 ]; then
 fi
 datadir=$(mktemp -d "${TMPDIR:-/tmp}/threadwise-mariadb.XXXXXX")
 mkdir "$datadir/sbtest"
-"$@" --datadir="$datadir" --socket="$datadir/mariadbd.sock" --pid-file="$datadir/mariadbd.pid" &
+socket="$datadir/mariadbd.sock"
+sockdir=""
+if [ ${#socket} -gt 100 ]; then
+    sockdir=$(mktemp -d /tmp/tw-sock.XXXXXX)
+    socket="$sockdir/mariadbd.sock"
+fi
+"$@" --datadir="$datadir" --socket="$socket" --pid-file="$datadir/mariadbd.pid" &
 server=$!
 trap 'kill -TERM "$server" 2>/dev/null || true' TERM INT HUP
 status=0
@@ -30,5 +38,5 @@ while kill -0 "$server" 2>/dev/null; do
     status=0
     wait "$server" || status=$?
 done
-rm -rf "$datadir"
+rm -rf "$datadir" ${sockdir:+"$sockdir"}
 exit "$status"

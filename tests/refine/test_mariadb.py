@@ -51,15 +51,30 @@ def fresh_datadirs(tmp: Path) -> list[Path]:
     return sorted(tmp.glob("threadwise-mariadb.*"))
 
 
+def server_socket(service: RunningService) -> Path:
+    """The --socket path the wrapper gave mariadbd (its one child)."""
+    assert service.process is not None
+    shell = service.process.pid
+    [child] = Path(f"/proc/{shell}/task/{shell}/children").read_text().split()
+    argv = Path(f"/proc/{child}/cmdline").read_bytes().decode().split("\0")
+    return Path(next(arg.split("=", 1)[1] for arg in argv if arg.startswith("--socket=")))
+
+
 def test_the_service_is_prepared_once_and_a_window_parses_into_the_objective(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("TMPDIR", str(tmp_path))   # where fresh-mariadb.sh makes its data directory
+    # where fresh-mariadb.sh makes its data directory: deep enough that a socket there would pass
+    # the 107 bytes a Unix socket's path holds (pytest-xdist's tmp paths did)
+    deep = tmp_path / ("deep-" + "d" * 90)
+    deep.mkdir()
+    monkeypatch.setenv("TMPDIR", str(deep))
     workload, _text = bundled_on(_free_port())
     work = tmp_path / "work"
     work.mkdir()
-    with RunningService(workload, work):
-        [datadir] = fresh_datadirs(tmp_path)
+    with RunningService(workload, work) as service:
+        [datadir] = fresh_datadirs(deep)
         assert (datadir / "sbtest").is_dir()
+        socket = server_socket(service)
+        assert len(str(socket)) <= 107 and socket.is_socket() and socket.parent.name.startswith("tw-sock.")
         assert "Inserting 1000 records into 'sbtest1'" in (work / "prepare.log").read_text()
         # a window as the ladder runs it (without chrt, which is the ladder's business)
         done = subprocess.run(render_argv(workload.load.command or [], window_s=2.0), capture_output=True,
@@ -68,7 +83,8 @@ def test_the_service_is_prepared_once_and_a_window_parses_into_the_objective(tmp
     values = parse_metrics(workload.load.parser, done.stdout, source=workload.load.source)
     assert values["transactions_per_s"] > 0 and values["lat_p99_ms"] >= values["lat_min_ms"] > 0
     assert values["queries_per_s"] > values["transactions_per_s"]   # oltp_read_write: 18-20 a transaction
-    assert fresh_datadirs(tmp_path) == [], "the server's data directory outlived it"
+    assert fresh_datadirs(deep) == [], "the server's data directory outlived it"
+    assert not socket.parent.exists(), "the socket's directory outlived the server"
     assert "Shutdown complete" in (work / "service.err").read_text()
 
 
