@@ -30,8 +30,9 @@ from threadwise.errors import ConfigRefused, UsageError
 from threadwise.paths import require_text
 
 if TYPE_CHECKING:   # synthesize (pydantic) loads inside the functions: `threadwise --help` stays fast
+    from threadwise.runtime.hints import HintPlan
     from threadwise.shape import Shape
-    from threadwise.synthesize.api import LayerConfig, Profile
+    from threadwise.synthesize.api import Compiled, LayerConfig, Profile
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class ResolvedConfig:
     shape: str | None  # the shape a profile was compiled for
     notes: tuple[str, ...] = ()
     scx_args: tuple[str, ...] = ()  # scx_layered flags (a profile's [scheduler] table)
+    hint_plan: HintPlan | None = None  # title groups: what the supervisor hints (hints.py)
 
     def layer_names(self) -> list[str]:
         return self.config.layer_names()
@@ -79,7 +81,23 @@ def _from_profile(path: Path, profile: Profile, shape: Shape | None) -> Resolved
         )
     return ResolvedConfig(config=compiled.config, source=str(path), kind="profile",
                           shape=target.describe(), notes=tuple(compiled.notes),
-                          scx_args=compiled.scx_args)
+                          scx_args=compiled.scx_args, hint_plan=_hint_plan(path, profile, compiled))
+
+
+def _hint_plan(path: Path, profile: Profile, compiled: Compiled) -> HintPlan | None:
+    """What the runtime hints for a profile with title groups (None: it has none)."""
+    from threadwise.runtime.hints import HINT_DEFAULT, HintPlan
+
+    if not compiled.hints:
+        return None
+    if profile.workload.process is None:
+        raise UsageError(f"{path}: title groups need the workload's process comm: the runtime finds the "
+                         "processes to hint by it",
+                         hint='set [workload] process = "COMM" (docs/profile-schema.md)')
+    layers = {match.value: spec.name for spec in compiled.config for block in spec.matches
+              for match in block if match.kind == "HintEquals"}
+    return HintPlan(dict(compiled.hints), profile.workload.process, layers,
+                    compiled.default_hint or HINT_DEFAULT)
 
 
 def resolve_input(loaded: LoadedInput, shape: Shape | None = None,

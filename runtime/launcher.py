@@ -138,6 +138,10 @@ def prepare(path: Path, shape: Shape | None, files: RunFiles,
     resolved = config_mod.resolve_input(loaded, shape, scx_args)
     files.root.mkdir(parents=True, exist_ok=True)
     config_mod.write_config(resolved, files.config)
+    if resolved.hint_plan is not None:
+        resolved.hint_plan.save(files.hints)
+    else:
+        files.hints.unlink(missing_ok=True)
     files.run_counts.unlink(missing_ok=True)  # an earlier apply's: this one re-matches anew, or not
     return resolved
 
@@ -251,10 +255,28 @@ def _membership(files: RunFiles) -> dict:
         since = None
         if files.run_counts.is_file():  # written by the last re-match: who has run since
             since = {int(tid): count for tid, count in json.loads(files.run_counts.read_text()).items()}
-        rows = membership.membership(LayerConfig.load(files.config), since=since)   # the applied copy
+        config = LayerConfig.load(files.config)   # the applied copy
+        if files.hints.is_file():   # title groups: each process's hint is part of where it belongs
+            hinted, process = _title_hints(files)
+            rows = membership.membership(config, since=since, hints=hinted, process=process)
+        else:
+            rows = membership.membership(config, since=since)
     except (OSError, ValueError, ThreadwiseError) as error:
         return {"threads": [], "error": getattr(error, "message", str(error))}
     return {"threads": [row.to_json() for row in rows], "error": None}
+
+
+def _title_hints(files: RunFiles) -> tuple[dict[int, int], str]:
+    """pid -> the hint each workload process's title earns now, and the workload's comm prefix."""
+    from threadwise.runtime import hints, membership
+
+    plan = hints.HintPlan.load(files.hints)
+    pids = membership.pids_with_comm_prefix([plan.process])
+    state = read_state(files)
+    if state is None or state.hint_map is None or not Path(state.hint_map).exists():
+        return hints.expected_hints(plan, pids), plan.process
+    with hints.HintMap(Path(state.hint_map)) as hint_map:
+        return hints.expected_hints(plan, pids, hint_map), plan.process
 
 
 def rematch_targets(config: LayerConfig, files: RunFiles | None = None) -> list[int]:

@@ -22,7 +22,9 @@ everywhere after compile) whose match blocks accept its comm and its
 process's comm (the same first-match rule scx_layered uses, through
 synthesize's neutral layer view); layers whose blocks use matchers a
 name cannot decide (AvgRuntime, cgroups, ...) make the expectation unknown
-rather than wrong. `rematch` has scx_layered match every thread of a process
+rather than wrong. A hinted layer (`HintEquals(N)`, a title group) takes a
+thread whose process the runtime hints N (hints.py: the hint its title earns),
+and no other, in the same first-match order. `rematch` has scx_layered match every thread of a process
 again, one at a time, as each next becomes runnable (a re-attach to its own
 cgroup sets the refresh flag; a nice change re-queues a runnable thread), which
 is when scx_layered re-reads a renamed thread's name.
@@ -214,31 +216,37 @@ def target_prefixes(config: LayerConfig) -> list[str]:
     return sorted(prefixes)
 
 
-def expected_layer(config: LayerConfig, comm: str, process: str) -> str | None:
-    """The first layer that takes (comm, process), or None when a name cannot decide it."""
+def expected_layer(config: LayerConfig, comm: str, process: str, hint: int | None = None) -> str | None:
+    """The first layer that takes (comm, process) with task hint `hint` (None: no hint), or None
+    when a name cannot decide it."""
     # deferred: both load pydantic (~80 ms), which this module's other callers do without
     from threadwise.shape import synthetic
     from threadwise.synthesize.api import views_from_config
 
     # The shape only sizes Confined layers; matching does not depend on it.
-    for view in views_from_config(config, synthetic(1)):
-        for block in view.blocks:
-            if block.matches(comm, process):
+    for view, spec in zip(views_from_config(config, synthetic(1)), config, strict=True):
+        for block, matches in zip(view.blocks, spec.matches, strict=True):
+            if block.hinted:
+                if hint is not None and any(m.kind == "HintEquals" and m.value == hint for m in matches):
+                    return view.name
+            elif block.matches(comm, process):
                 return None if block.other else view.name
     return None
 
 
 def classify(config: LayerConfig, threads: list[tuple[int, int, str, str]],
-             layer_of: dict[int, int], ran: dict[int, bool] | None = None) -> list[ThreadLayer]:
+             layer_of: dict[int, int], ran: dict[int, bool] | None = None,
+             hints: dict[int, int] | None = None) -> list[ThreadLayer]:
     """(pid, tid, comm, process comm) threads against the map: expected and actual layer of each;
-    `ran`: tid -> whether it has run since the re-match (unknown for a tid it lacks)."""
+    `ran`: tid -> whether it has run since the re-match (unknown for a tid it lacks); `hints`:
+    pid -> the hint its title earns (title groups, hints.py)."""
     names = config.layer_names()
     rows = []
     for pid, tid, comm, process in threads:
         index = layer_of.get(tid)
         actual = names[index] if index is not None and 0 <= index < len(names) else None
-        rows.append(ThreadLayer(tid, pid, comm, process, expected_layer(config, comm, process), actual,
-                                (ran or {}).get(tid)))
+        expected = expected_layer(config, comm, process, (hints or {}).get(pid))
+        rows.append(ThreadLayer(tid, pid, comm, process, expected, actual, (ran or {}).get(tid)))
     return rows
 
 
@@ -262,11 +270,14 @@ def run_counts(pids: list[int]) -> dict[int, int]:
 
 def membership(config: LayerConfig, *, pids: list[int] | None = None,
                match_map: dict[int, int] | None = None,
-               since: dict[int, int] | None = None) -> list[ThreadLayer]:
+               since: dict[int, int] | None = None,
+               hints: dict[int, int] | None = None, process: str | None = None) -> list[ThreadLayer]:
     """Every thread of the target processes with its expected and actual layer; `since` (the run
-    counts taken at the re-match) tells a thread that has not run since from one that has."""
+    counts taken at the re-match) tells a thread that has not run since from one that has;
+    `hints`: pid -> its hint, for a config with hinted layers; `process`: the workload's comm
+    prefix where no layer names it (a profile of title groups only)."""
     if pids is None:
-        pids = pids_with_comm_prefix(target_prefixes(config))
+        pids = pids_with_comm_prefix(target_prefixes(config) + ([process] if process else []))
     threads = [(pid, tid, comm, _read(PROC / str(pid) / "comm") or "?")
                for pid in pids for tid, comm in process_threads(pid)]
     # run counts before placements: a thread counted as run was matched before the placement is
@@ -280,7 +291,7 @@ def membership(config: LayerConfig, *, pids: list[int] | None = None,
         match_map = read_placement([tid for _, tid, _, _ in threads])
     # a thread that ended before its placement was read: nothing to say of it (TaskLayers.gone)
     threads = [t for t in threads if (PROC / str(t[0]) / "task" / str(t[1])).exists()]
-    return classify(config, threads, match_map, ran)
+    return classify(config, threads, match_map, ran, hints)
 
 
 def cgroup2_root(mounts: str | None = None) -> Path | None:

@@ -76,6 +76,11 @@ class RunFiles:
         return self.root / "holder.json"
 
     @property
+    def hints(self) -> Path:
+        """What the supervisor hints by process title (hints.py's HintPlan); absent: nothing."""
+        return self.root / "hints.json"
+
+    @property
     def run_counts(self) -> Path:
         """tid -> run count of the target threads at the last re-match (membership.py)."""
         return self.root / "run-counts.json"
@@ -107,6 +112,8 @@ class RunState:
     state_after: str | None = None        # sysfs state once it ended
     ops_after: str | None = None
     kernel_log: list[str] | None = None   # sched_ext kernel log lines of a failed run
+    hint_map: str | None = None           # where this run's task-hint map is pinned (hints.py)
+    hinted: int | None = None             # processes hinted by title so far
     extra: dict[str, Any] = field(default_factory=dict)   # keys of a newer threadwise, kept as read
 
     @property

@@ -19,8 +19,10 @@ ours before signalling it), and the exit report (`exitinfo.py`) from
 scx_layered's own output. SIGTERM/SIGINT/SIGHUP to the supervisor mean "stop":
 SIGINT to scx_layered, wait, SIGKILL only if it hangs, then wait for sysfs to
 read `disabled`. A run *held* by a canary (holder.py) also stops once its
-holder has ended, so a profile nobody judged never outlives the judge. The exit
-status is 0 only for a requested, clean stop.
+holder has ended, so a profile nobody judged never outlives the judge. A profile
+with title groups (the run's hints.json) gets a task-hint map pinned at a path
+of this run's own, kept true while attached (hints.py) and unpinned at the end.
+The exit status is 0 only for a requested, clean stop.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from types import FrameType
 
 from threadwise.errors import ThreadwiseError
 from threadwise.procs import is_alive_and_ours, proc_start_time
-from threadwise.runtime import newcomers, scx
+from threadwise.runtime import hints, newcomers, scx
 from threadwise.runtime.exitinfo import ExitKind, ExitReport, classify
 from threadwise.runtime.holder import holder_gone
 from threadwise.runtime.state import Phase, RunFiles, RunState, read_state, write_state
@@ -102,6 +104,7 @@ class Supervisor:
         self.log = log
         self.stop_requested = False
         self.state = RunState(Phase.STARTING, source=source, config=str(config))
+        self._hint_map: hints.HintMap | None = None
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self.stop_requested = True
@@ -136,6 +139,7 @@ class Supervisor:
             started_uptime=uptime_s(), stop_signal=self.state.stop_signal,
         )
         env = dict(os.environ, **PLAIN_OUTPUT_ENV)
+        pin = self._hint_map_pin()
         with self.files.log.open("wb") as out:
             child = subprocess.Popen(
                 launch_argv(self.config, self.scx_args, binary),   # its flags are threadwise.scx's
@@ -156,7 +160,22 @@ class Supervisor:
         finally:
             if child.poll() is None:  # never leave a scheduler attached behind us
                 self._stop_child(child)
+            if self._hint_map is not None:
+                self._hint_map.close()
+            if pin is not None:
+                hints.remove_pin(pin)
         return self._finish(child, attached)
+
+    def _hint_map_pin(self) -> Path | None:
+        """For a profile with title groups: the task-hint map's pin of this run's own, made ready,
+        and scx_layered's --task-hint-map pointed at it (hints.py)."""
+        if not self.files.hints.is_file() or hints.map_path_in(self.scx_args) is None:
+            return None
+        pin = hints.own_map_path(os.getpid())
+        hints.prepare_pin(pin)
+        self.scx_args = hints.with_map_path(self.scx_args, pin)
+        self.state.hint_map = str(pin)
+        return pin
 
     def _wait_attached(self, child: subprocess.Popen) -> bool:
         started = time.monotonic()
@@ -181,7 +200,10 @@ class Supervisor:
     def _monitor(self, child: subprocess.Popen) -> None:
         deadline = time.monotonic() + self.duration_s if self.duration_s else None
         watcher, next_look = self._newcomers(), time.monotonic() + newcomers.POLL_S
+        titles = self._title_hints()
         while child.poll() is None:
+            if titles is not None:
+                titles = self._hint_titles(titles)
             if self._stop_wanted() or (deadline and time.monotonic() >= deadline):
                 self.state.phase, self.state.stop_requested = Phase.STOPPING, True
                 self._save()
@@ -196,9 +218,41 @@ class Supervisor:
                     self.log(f"stopped watching for processes that change user: {error}")
                     watcher = None
                 next_look = time.monotonic() + newcomers.POLL_S
-            time.sleep(0.2)
+            time.sleep(hints.POLL_S if titles is not None else 0.2)
         if not self.stop_requested:  # Ctrl-C in a terminal reaches scx_layered too
             self.log(f"scx_layered (pid {child.pid}) ended on its own, status {child.returncode}")
+
+    def _title_hints(self) -> hints.TitleHints | None:
+        """The title classifier writing the run's task-hint map (hints.py), or None: no title
+        groups, or the map cannot be opened (logged: the profile stays, its title layers empty)."""
+        if self.state.hint_map is None:
+            return None
+        try:
+            plan = hints.HintPlan.load(self.files.hints)
+            self._hint_map = hints.HintMap(Path(self.state.hint_map))
+        except (OSError, ValueError, KeyError) as error:
+            self.log(f"not hinting by process title: {error}")
+            return None
+        self.log(f"hinting {plan.process!r} processes by title into {self.state.hint_map} "
+                 f"every {hints.POLL_S:g} s: " + ", ".join(f"{p!r} -> {plan.layers.get(h, '?')}"
+                                                           for p, h in plan.patterns.items()))
+        return hints.TitleHints(plan, self._hint_map.write)
+
+    def _hint_titles(self, titles: hints.TitleHints) -> hints.TitleHints | None:
+        """One poll of the title classifier: each placement and failure logged, never raised."""
+        try:
+            placed, failed = titles.poll()
+        except OSError as error:   # never let the classifier take the supervisor down
+            self.log(f"stopped hinting by process title: {error}")
+            return None
+        for placement in placed:
+            self.log(placement.describe())
+        for error in failed:
+            self.log(f"hint not written: {error.message} ({error.hint})")
+        if placed:
+            self.state.hinted = len(titles.hinted)
+            self._save()
+        return titles
 
     def _newcomers(self) -> newcomers.Newcomers | None:
         """The watcher of processes that change user (runtime/newcomers.py), for a config that

@@ -195,7 +195,7 @@ def compile_command(
     if compiled.hints:   # what the runtime writes into the task-hint map, by process title
         typer.echo("task hints (title -> HintEquals): " + ", ".join(
             f"{t!r} -> {n}" for t, n in compiled.hints.items())
-            + f"; any other process of the workload -> {compiled.default_hint}", err=True)
+            + f"; a process whose title stops matching -> {compiled.default_hint}", err=True)
 
 
 def lint_command(
