@@ -170,6 +170,11 @@ def apply(
         typer.Option("--scx-arg", help="An scx_layered flag for a .json config, e.g. --scx-arg=--interval "
                      "--scx-arg=5 (repeatable; a profile's come from its \\[scheduler] table).")
     ] = None,
+    hint_plan: Annotated[
+        Path | None,
+        typer.Option("--hint-plan", help="For a .json config: the title hints its HintEquals layers stand "
+                     "for (a ladder's arms/ARM.hints.json); a profile makes its own."),
+    ] = None,
     rematch: Annotated[
         bool,
         typer.Option("--rematch/--no-rematch",
@@ -201,7 +206,7 @@ def apply(
     attach_timeout_s = parse_duration(attach_timeout, option="--attach-timeout")
     _refuse_keep_default(profile, ignore_verdict)
     files = RunFiles.default()
-    resolved = launcher.prepare(profile, parse_shape(shape), files, tuple(scx_arg or ()))
+    resolved = launcher.prepare(profile, parse_shape(shape), files, tuple(scx_arg or ()), hint_plan)
     for note in resolved.notes:
         _err(f"note: {note}")
     if resolved.kind == "json" and shape != "host":

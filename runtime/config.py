@@ -32,7 +32,7 @@ from threadwise.paths import require_text
 if TYPE_CHECKING:   # synthesize (pydantic) loads inside the functions: `threadwise --help` stays fast
     from threadwise.runtime.hints import HintPlan
     from threadwise.shape import Shape
-    from threadwise.synthesize.api import Compiled, LayerConfig, Profile
+    from threadwise.synthesize.api import LayerConfig, Profile
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,7 @@ def _from_json(path: Path, config: LayerConfig, scx_args: tuple[str, ...] = ()) 
 
 def _from_profile(path: Path, profile: Profile, shape: Shape | None) -> ResolvedConfig:
     # deferred: shape and compile load pydantic (~80 ms); `threadwise --help` imports this module
+    from threadwise.runtime.hints import plan_from
     from threadwise.shape import host_shape
     from threadwise.synthesize.api import compile_profile, oracle_check
 
@@ -81,23 +82,8 @@ def _from_profile(path: Path, profile: Profile, shape: Shape | None) -> Resolved
         )
     return ResolvedConfig(config=compiled.config, source=str(path), kind="profile",
                           shape=target.describe(), notes=tuple(compiled.notes),
-                          scx_args=compiled.scx_args, hint_plan=_hint_plan(path, profile, compiled))
-
-
-def _hint_plan(path: Path, profile: Profile, compiled: Compiled) -> HintPlan | None:
-    """What the runtime hints for a profile with title groups (None: it has none)."""
-    from threadwise.runtime.hints import HINT_DEFAULT, HintPlan
-
-    if not compiled.hints:
-        return None
-    if profile.workload.process is None:
-        raise UsageError(f"{path}: title groups need the workload's process comm: the runtime finds the "
-                         "processes to hint by it",
-                         hint='set [workload] process = "COMM" (docs/profile-schema.md)')
-    layers = {match.value: spec.name for spec in compiled.config for block in spec.matches
-              for match in block if match.kind == "HintEquals"}
-    return HintPlan(dict(compiled.hints), profile.workload.process, layers,
-                    compiled.default_hint or HINT_DEFAULT)
+                          scx_args=compiled.scx_args,
+                          hint_plan=plan_from(profile, compiled.config, str(path)))
 
 
 def resolve_input(loaded: LoadedInput, shape: Shape | None = None,
@@ -125,6 +111,31 @@ def check_scx_args(loaded: LoadedInput, scx_args: tuple[str, ...]) -> None:
         raise UsageError(f"{loaded.path}: --scx-arg is for a .json layer config; a profile's scx_layered "
                          "flags come from its [scheduler] table",
                          hint="set [scheduler] interval_ms in the profile (docs/profile-schema.md)")
+
+
+def load_hint_plan(loaded: LoadedInput, path: Path | None) -> HintPlan | None:
+    """`apply --hint-plan`: the title hints of a .json config's HintEquals layers, read and checked
+    against the config, or refused for a profile (which makes its own)."""
+    # deferred: synthesize's typed config, which `threadwise --help` (importing this module) does without
+    from threadwise.runtime.hints import HintPlan
+    from threadwise.synthesize.api import LayerConfig
+
+    if path is None:
+        return None
+    if not isinstance(loaded.content, LayerConfig):
+        raise UsageError(f"{loaded.path}: --hint-plan is for a .json layer config; a profile's title "
+                         "groups make their own")
+    try:
+        plan = HintPlan.load(path)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UsageError(f"{path}: not a hint plan ({error})",
+                         hint="a ladder writes one per arm with title groups: arms/ARM.hints.json") from None
+    hinted = {m.value for spec in loaded.content for block in spec.matches for m in block
+              if m.kind == "HintEquals"}
+    unknown = sorted(set(plan.layers) - hinted)
+    if unknown:
+        raise UsageError(f"{path}: hints {unknown} select no HintEquals layer of {loaded.path}")
+    return plan
 
 
 def resolve(path: Path, shape: Shape | None = None) -> ResolvedConfig:

@@ -35,11 +35,15 @@ import platform
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from threadwise.analyze.titles import title_selects
-from threadwise.errors import ThreadwiseError
+from threadwise.errors import HintError, UsageError
 from threadwise.observe.titles import read_title
 from threadwise.runtime import membership
+
+if TYPE_CHECKING:
+    from threadwise.synthesize.api import LayerConfig, Profile
 
 POLL_S = 0.25
 BPFFS = Path("/sys/fs/bpf")
@@ -49,10 +53,6 @@ HINT_DEFAULT = 1024    # synthesize.compile.HINT_DEFAULT_VALUE: the largest hint
 _BPF_MAP_LOOKUP_ELEM, _BPF_MAP_UPDATE_ELEM, _BPF_OBJ_GET = 1, 2, 7
 _SYS_BPF = {"x86_64": 321, "aarch64": 280}
 PIDFD_THREAD = os.O_EXCL   # include/uapi/linux/pidfd.h: a pidfd of a thread, not only a leader
-
-
-class HintError(ThreadwiseError):
-    """A hint could not be written or read: the task and the reason."""
 
 
 class _ObjGet(ctypes.Structure):
@@ -175,6 +175,24 @@ class HintPlan:
         data = json.loads(path.read_text())
         return cls(dict(data["patterns"]), data["process"], {int(k): v for k, v in data["layers"].items()},
                    int(data["default"]))
+
+
+def plan_from(profile: Profile, config: LayerConfig, source: str) -> HintPlan | None:
+    """What the runtime hints for `profile` compiled to `config` (None: no title group). `source`
+    names the profile in the error for one without `[workload] process`."""
+    # deferred: pydantic
+    from threadwise.synthesize.api import title_hints
+
+    patterns = title_hints(profile)
+    if not patterns:
+        return None
+    if profile.workload.process is None:
+        raise UsageError(f"{source}: title groups need the workload's process comm: the runtime finds "
+                         "the processes to hint by it",
+                         hint='set [workload] process = "COMM" (docs/profile-schema.md)')
+    layers = {match.value: spec.name for spec in config for block in spec.matches
+              for match in block if match.kind == "HintEquals"}
+    return HintPlan(patterns, profile.workload.process, layers)
 
 
 @dataclass(frozen=True)

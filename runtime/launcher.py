@@ -18,6 +18,7 @@ the supervisor stops scx_layered and confirms `disabled`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -128,14 +129,17 @@ def _preflight(files: RunFiles) -> None:
 
 
 def prepare(path: Path, shape: Shape | None, files: RunFiles,
-            scx_args: tuple[str, ...] = ()) -> config_mod.ResolvedConfig:
+            scx_args: tuple[str, ...] = (), hint_plan: Path | None = None) -> config_mod.ResolvedConfig:
     """Refuse or resolve: the input is read and validated once, the config (a profile compiled for
-    `shape`, None: this machine's; checked once by scx_layered's parser, with `scx_args` for a .json
-    config) ends up in files.config."""
+    `shape`, None: this machine's; checked once by scx_layered's parser, with `scx_args` and the
+    title hints of `hint_plan` for a .json config) ends up in files.config, its hints in files.hints."""
     loaded = config_mod.load_input(path)   # bad input first: it is the user's to fix wherever this runs
     config_mod.check_scx_args(loaded, scx_args)
+    plan = config_mod.load_hint_plan(loaded, hint_plan)
     _preflight(files)
     resolved = config_mod.resolve_input(loaded, shape, scx_args)
+    if plan is not None:
+        resolved = dataclasses.replace(resolved, hint_plan=plan)
     files.root.mkdir(parents=True, exist_ok=True)
     config_mod.write_config(resolved, files.config)
     if resolved.hint_plan is not None:
@@ -268,6 +272,7 @@ def _membership(files: RunFiles) -> dict:
 
 def _title_hints(files: RunFiles) -> tuple[dict[int, int], str]:
     """pid -> the hint each workload process's title earns now, and the workload's comm prefix."""
+    # deferred: membership and the title rule, which `threadwise --help` (importing this module) does without
     from threadwise.runtime import hints, membership
 
     plan = hints.HintPlan.load(files.hints)

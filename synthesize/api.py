@@ -44,6 +44,7 @@ _WHERE: dict[str, str] = {
     # its compiled form
     "compile_profile": "compile",
     "compile_null": "compile",
+    "title_hints": "compile",
     "Compiled": "compile",
     "LayerConfig": "layered",
     "LayerSpec": "layered",
@@ -125,6 +126,7 @@ __all__ = [  # the same names (tests/test_boundaries.py checks the two agree)
     "scheduling_changes",
     "synthesize_capture",
     "thread_layers",
+    "title_hints",
     "toml_text",
     "validation_errors",
     "vet_profile",
@@ -146,7 +148,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # the same names, for readers and type checkers
-    from threadwise.synthesize.compile import Compiled, compile_null, compile_profile
+    from threadwise.synthesize.compile import Compiled, compile_null, compile_profile, title_hints
     from threadwise.synthesize.diff import scheduling_changes
     from threadwise.synthesize.from_capture import synthesize_capture
     from threadwise.synthesize.layered import KindName, LayerConfig, LayerKind, LayerSpec

@@ -65,7 +65,7 @@ HINT_DEFAULT_VALUE = 1024
 TASK_HINT_MAP = "/sys/fs/bpf/threadwise/task_hint_map"
 
 __all__ = ["CATCH_ALL_OPTIONS", "DEMOTED_OPTIONS", "TREATMENT_OPTIONS", "UTIL_RANGE", "Compiled", "LayerPlan",
-           "compile_null", "compile_profile", "layer_order", "match_blocks", "title_hints"]
+           "compile_null", "compile_profile", "layer_order", "match_blocks", "scx_flags", "title_hints"]
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,7 @@ def _exclusive(group: Group, shape: Shape, budget: int,
 
 def compile_profile(profile: Profile, shape: Shape) -> Compiled:
     """The scx_layered layer config of `profile` on `shape` (profile must be valid)."""
-    result = Compiled(LayerConfig(()), scx_args=scheduler_args(profile))
+    result = Compiled(LayerConfig(()), scx_args=scx_flags(profile))
     captured = profile.source.nr_cpus if profile.source else None
     if captured and shape.nr_cpus > captured:
         result.notes.append(
@@ -184,11 +184,18 @@ def compile_profile(profile: Profile, shape: Shape) -> Compiled:
         # the hinted default layer right after the title groups (layer_order puts them first)
         specs.insert(len(_titled(profile)), _hint_default(profile, catch_all))
         result.hints, result.default_hint = hint_of, HINT_DEFAULT_VALUE
-        result.scx_args += ("--task-hint-map", TASK_HINT_MAP)
     specs.append(LayerSpec(CATCH_ALL, ((),), LayerKind(KindName.OPEN, catch_all),
                            f"threadwise {profile.name}: everything else (catch-all)"))
     result.config = LayerConfig(tuple(specs))
     return result
+
+
+def scx_flags(profile: Profile) -> tuple[str, ...]:
+    """scx_layered's flags for `profile`: its [scheduler] table's, and `--task-hint-map` when a
+    group is selected by title (without it no hint matches). Compile and vet both use these, so a
+    ladder arm runs with the flags its config was checked with."""
+    hinted = ("--task-hint-map", TASK_HINT_MAP) if _titled(profile) else ()
+    return (*scheduler_args(profile), *hinted)
 
 
 def _titled(profile: Profile) -> list[Group]:

@@ -24,13 +24,12 @@ from dataclasses import dataclass
 from threadwise.errors import MissingTool, ThreadwiseError
 from threadwise.shape import Shape
 from threadwise.synthesize import oracle
-from threadwise.synthesize.compile import TREATMENT_OPTIONS, compile_profile
+from threadwise.synthesize.compile import TREATMENT_OPTIONS, compile_profile, scx_flags
 from threadwise.synthesize.layered import LayerConfig
 from threadwise.synthesize.layers import views_from_profile
 from threadwise.synthesize.lint import lint
 from threadwise.synthesize.matchers import matcher_set
 from threadwise.synthesize.patterns import comm_matches, prefix_of
-from threadwise.synthesize.presets import scheduler_args
 from threadwise.synthesize.rules import validate
 from threadwise.synthesize.schema import Profile, Treatment
 from threadwise.synthesize.writer import dumps
@@ -114,7 +113,7 @@ def vet_profile(profile: Profile, shape: Shape, *, check: OracleCheck | None = N
         config, notes = compiled_config(profile, shape)
     except (ThreadwiseError, AssertionError, ValueError) as bad:
         return Refused("compile", str(bad))
-    args = tuple(scheduler_args(profile))
+    args = scx_flags(profile)
     try:
         mismatches = (check or oracle_check)(config, args)
     except MissingTool:

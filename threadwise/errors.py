@@ -217,6 +217,11 @@ class InitramfsError(ThreadwiseError):
 # --- the image: a newc cpio built in memory order, parents before children ---------------------
 
 
+class HintError(ThreadwiseError):
+    """A task's hint could not be written to or read from scx_layered's task-hint map
+    (runtime/hints.py): the task and the reason. The supervisor logs it and goes on."""
+
+
 class MembershipUnavailable(ThreadwiseError):
     """The tid -> layer map could not be read."""
 

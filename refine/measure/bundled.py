@@ -96,7 +96,7 @@ def _executable(path: Path, content: bytes) -> Path:
 
 # Bundled POSIX shell scripts: placeholder name -> workloads/<file>. Copied into the cache (once
 # per source version) with the executable bit, which a wheel's package data does not keep.
-SCRIPT_WORKLOADS = {"fresh_mariadb": "fresh-mariadb.sh"}
+SCRIPT_WORKLOADS = {"fresh_mariadb": "fresh-mariadb.sh", "fresh_postgres": "fresh-postgres.sh"}
 
 
 def script(name: str) -> Path:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from threadwise.refine.measure import blockers, store
-from threadwise.refine.measure.ladder import Plan
+from threadwise.refine.measure.ladder import Plan, arm_hint_plan
 from threadwise.refine.measure.metrics import parse_metrics, require
 from threadwise.refine.measure.rows import ArmRow, CellRow, MembershipRow, RunRow, SampleRow
 from threadwise.refine.measure.validity import CellRaw, read_cell, reasons
@@ -35,6 +35,7 @@ from threadwise.runtime.lab.agent import Execution
 from threadwise.runtime.membership import TaskLayers, classify, parse_map_dump, parse_task_layers
 
 if TYPE_CHECKING:
+    from threadwise.runtime.hints import HintPlan
     from threadwise.synthesize.api import LayerConfig
 
 
@@ -49,9 +50,26 @@ class Ingested:
     notes: tuple[str, ...] = ()  # one per trace cell: its blockers and what tracing cost (blockers.py)
 
 
+def _title_hints(directory: Path, hint_plan: HintPlan | None) -> dict[int, int] | None:
+    """pid -> the hint its title earns (titles.txt, "PID TITLE" lines the probe wrote), for an
+    arm with title groups; None for one without."""
+    if hint_plan is None:
+        return None
+    path = directory / "titles.txt"
+    lines = path.read_text(errors="replace").splitlines() if path.is_file() else []
+    found = {}
+    for line in lines:
+        pid, _, title = line.partition(" ")
+        hint = hint_plan.hint_for(title.strip() or None)
+        if pid.isdigit() and hint is not None:
+            found[int(pid)] = hint
+    return found
+
+
 def _membership(raw: CellRaw, directory: Path, config: LayerConfig, run_id: int,
-                idx: int) -> list[MembershipRow]:
-    """The cell's membership rows (tid, comm, expected, actual); sets raw.mismatched / membership_error."""
+                idx: int, *, hint_plan: HintPlan | None = None) -> list[MembershipRow]:
+    """The cell's membership rows (tid, comm, expected, actual); sets raw.mismatched / membership_error.
+    For an arm with title groups (`hint_plan`), a process's hint counts as scx_layered counts it."""
     threads_text = (directory / "threads.txt").read_text() if (directory / "threads.txt").is_file() else ""
     layers = directory / "layers.txt"
     task_layers = parse_task_layers(layers.read_text() if layers.is_file() else "")
@@ -75,7 +93,8 @@ def _membership(raw: CellRaw, directory: Path, config: LayerConfig, run_id: int,
             layer_of.pop(tid, None)
             ran[tid] = False
     found = classify(config, [(int(pid), int(tid), comm, process_comm.get(int(pid), comm))
-                             for pid, tid, comm in threads], layer_of, ran)
+                             for pid, tid, comm in threads], layer_of, ran,
+                     _title_hints(directory, hint_plan))
     rows = [MembershipRow(run_id=run_id, idx=idx, tid=t.tid, comm=t.comm, expected_layer=t.expected,
                           actual_layer=t.actual) for t in found]
     raw.mismatched += [f"{t.comm} (tid {t.tid}): expected {t.expected}, in {t.actual or 'none'}"
@@ -173,6 +192,7 @@ def ingest(con: duckdb.DuckDBPyConnection, plan: Plan, out: Path, execution: Exe
     run_id = store.next_run_id(con)
     objective = plan.workload.objective
     configs = {arm.name: arm.config for arm in plan.arms if arm.config is not None}
+    hint_plans = {arm.name: arm_hint_plan(arm) for arm in plan.arms}
     cell_rows: list[CellRow] = []
     sample_rows: list[SampleRow] = []
     member_rows: list[MembershipRow] = []
@@ -184,7 +204,8 @@ def ingest(con: duckdb.DuckDBPyConnection, plan: Plan, out: Path, execution: Exe
         raw = read_cell(directory, source=plan.workload.load.source)
         values, metrics_error = _metrics(plan, out, directory) if raw.done else ({}, None)
         if raw.done and cell.arm in configs:
-            member_rows += _membership(raw, directory, configs[cell.arm], run_id, cell.idx)
+            member_rows += _membership(raw, directory, configs[cell.arm], run_id, cell.idx,
+                                       hint_plan=hint_plans[cell.arm])
         why = reasons(raw, baseline=plan.arm(cell.arm).is_baseline, vcpus=execution.vcpus,
                       window_s=objective.window_s, duty=plan.background_duty,
                       metrics_error=metrics_error, load_is_target=plan.workload.service is None)

@@ -44,6 +44,7 @@ from threadwise.refine.measure.plan import (  # noqa: F401
     make_plan,
     plan_cells,
 )
+from threadwise.runtime.hints import HintPlan, plan_from
 from threadwise.runtime.lab.agent import Execution, agent_path
 from threadwise.runtime.lab.initramfs import run_initramfs
 from threadwise.runtime.lab.vng import run_in_lab
@@ -238,7 +239,8 @@ def _steps(plan: Plan, traced: Mapping[int, Sequence[Cell]]) -> list[str]:
 
 def write_plan(plan: Plan, out: Path, script: str) -> None:
     """The run directory as the agent expects it: plan.sh, arms/<arm>.json and, for a profile
-    with a [scheduler] table, arms/<arm>.args (scx_layered flags, one per line)."""
+    with a [scheduler] table, arms/<arm>.args (scx_layered flags, one per line); for a profile
+    with title groups, arms/<arm>.hints.json (what `apply --hint-plan` has the runtime hint)."""
     (out / "arms").mkdir(parents=True, exist_ok=True)
     (out / "cells").mkdir(exist_ok=True)
     for arm in plan.arms:
@@ -246,7 +248,22 @@ def write_plan(plan: Plan, out: Path, script: str) -> None:
             (out / "arms" / f"{arm.name}.json").write_text(arm.config.to_json())
         if arm.scx_args:
             (out / "arms" / f"{arm.name}.args").write_text("".join(f"{arg}\n" for arg in arm.scx_args))
+        hint_plan = arm_hint_plan(arm)
+        if hint_plan is not None:
+            hint_plan.save(out / "arms" / f"{arm.name}.hints.json")
     (out / "plan.sh").write_text(script)
+
+
+def arm_hint_plan(arm: Arm) -> HintPlan | None:
+    """What the runtime hints for `arm` (title groups), None for the baseline or a profile
+    without title groups."""
+    if arm.config is None or arm.profile_toml is None or "--task-hint-map" not in arm.scx_args:
+        return None
+    # deferred: the profile's reader loads pydantic, which a plan without title groups does without
+    from threadwise.synthesize.api import parse_profile
+
+    profile, _ = parse_profile(arm.profile_toml)
+    return plan_from(profile, arm.config, f"arm {arm.name}")
 
 
 class _Tail:

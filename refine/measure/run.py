@@ -111,6 +111,17 @@ def arm_from_file(path: Path, shape: Shape, name: str | None = None) -> Arm:
                           hint="this is a bug in threadwise compile; please report it with the profile")
 
 
+def _refuse_title_hints(arms: Sequence[Arm]) -> None:
+    """The initramfs guest's agent attaches scx_layered itself, without the runtime that writes
+    task hints: a profile's title layers would stay empty there and it would be measured as
+    another profile."""
+    titled = [arm.name for arm in arms if "--task-hint-map" in arm.scx_args]
+    if titled:
+        raise UsageError(f"arms {', '.join(titled)} select processes by title, which needs the runtime's "
+                         "task hints: the initramfs guest has no runtime",
+                         hint="measure it in the vng guest: --guest vng (docs/bundled-workloads.md)")
+
+
 @dataclass(frozen=True)
 class LadderRun:
     run_id: int
@@ -154,6 +165,8 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
     # The initramfs guest has no Python: scx_layered is started by the agent itself and TCP
     # readiness is probed with busybox nc. vng shares this machine's root: the runtime applies.
     initramfs = place.lab and place.guest == "initramfs"
+    if initramfs:
+        _refuse_title_hints(arms)
     script = ladder.plan_script(plan, attach_mode="direct" if initramfs else "runtime",
                                 spin=build("spin"), scx=scx, tcp_probe="nc" if initramfs else "python",
                                 spin_args=background, tracer="auto" if trace else None)

@@ -238,11 +238,12 @@ def _allowed_keys(loc: tuple[str | int, ...]) -> set[str]:
 
 def render_argv(argv: Sequence[str], *, window_s: float) -> list[str]:
     """The argv with {window_s} (whole seconds, at least 1), {rolesim}, {spin}, {mcload},
-    {poolservice}, {fresh_mariadb} and {onnxload} filled in.
+    {poolservice}, {fresh_mariadb}, {fresh_postgres} and {onnxload} filled in.
 
     {rolesim}, {spin} and {mcload} are the bundled binaries, {poolservice} the bundled JVM service's classes
     directory (its classpath), each compiled on first use; {fresh_mariadb} the bundled script that
-    starts mariadbd on a fresh data directory (workloads/fresh-mariadb.sh); {onnxload} the bundled
+    starts mariadbd on a fresh data directory (workloads/fresh-mariadb.sh), {fresh_postgres} its
+    PostgreSQL twin (workloads/fresh-postgres.sh); {onnxload} the bundled
     Python driver as an executable script run by this interpreter (bundled.build_python).
     """
     seconds = str(max(1, math.ceil(window_s - 1e-9)))

@@ -18,7 +18,8 @@ from pydantic_core import PydanticCustomError
 from threadwise.synthesize.api import NAME_PATTERN
 
 SCHEMA_VERSION = 1
-PLACEHOLDERS = ("window_s", "rolesim", "spin", "mcload", "poolservice", "fresh_mariadb", "onnxload")
+PLACEHOLDERS = ("window_s", "rolesim", "spin", "mcload", "poolservice", "fresh_mariadb", "fresh_postgres",
+                "onnxload")
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _COMM_LEN = 15  # the kernel truncates comm to 15 characters
 

@@ -38,6 +38,7 @@ BUNDLED_OUTPUT = {
     "memcached": "mcload_c4_s3.jsonl",
     "mariadb": "sysbench_oltp_mariadb_t2_s3.txt",
     "onnxrt": "onnxload_report.jsonl",
+    "postgres": "sysbench_oltp_postgres_t2_s3.txt",
 }
 
 VALID = datafiles.text("refine/workload-valid.toml")

@@ -191,3 +191,47 @@ def test_membership_places_a_hinted_process_by_its_hint_and_the_rest_by_comm():
     assert expected_layer(config, "postgres", "postgres", 1024) == "untitled"
     assert expected_layer(config, "postgres", "postgres", None) == "postgres"   # never hinted: its comm
     assert expected_layer(config, "pgbench", "pgbench", None) == "rest"
+
+
+@pytest.mark.scx
+def test_a_ladder_arm_with_title_groups_carries_its_plan_and_the_initramfs_guest_refuses_it(tmp_path: Path):
+    from threadwise.errors import UsageError
+    from threadwise.refine.measure import ladder, run
+    from threadwise.runtime import config as config_mod
+    from threadwise.shape import synthetic
+
+    arm = run.arm_from_file(TITLE_PROFILE, synthetic(2), "titled")
+    plan = ladder.arm_hint_plan(arm)
+    assert plan is not None and plan.layers[3] == "backends"
+    assert ladder.arm_hint_plan(ladder.Arm("baseline")) is None
+    with pytest.raises(UsageError, match="the initramfs guest has no runtime") as refused:
+        run._refuse_title_hints([ladder.Arm("baseline"), arm])
+    assert refused.value.hint is not None and "--guest vng" in refused.value.hint
+    # what the vng guest's agent hands `apply --hint-plan` with the arm's .json config
+    config_file, plan_file = tmp_path / "titled.json", tmp_path / "titled.hints.json"
+    assert arm.config is not None
+    config_file.write_text(arm.config.to_json())
+    plan.save(plan_file)
+    loaded = config_mod.load_input(config_file)
+    assert config_mod.load_hint_plan(loaded, plan_file) == plan
+    with pytest.raises(UsageError, match="a profile's title groups make their own"):
+        config_mod.load_hint_plan(config_mod.load_input(TITLE_PROFILE), plan_file)
+    HintPlan({"postgres: x": 7}, "postgres", {7: "nowhere"}).save(plan_file)
+    with pytest.raises(UsageError, match=r"hints \[7\] select no HintEquals layer"):
+        config_mod.load_hint_plan(loaded, plan_file)
+
+
+def test_a_cells_titles_give_each_process_the_hint_it_earns(tmp_path: Path):
+    from threadwise.refine.measure.ingest import _title_hints
+
+    (tmp_path / "titles.txt").write_text(
+        "202 /usr/lib/postgresql/15/bin/postgres -D /tmp/x/data -p 5499 \n"
+        "206 postgres: checkpointer                 \n"
+        "209 postgres: walwriter \n"
+        "300 postgres: app shop 127.0.0.1(4000) idle \n"
+        "301 \n")
+    plan = HintPlan({"postgres: checkpointer": 1, "postgres: walwriter": 2, "postgres: app shop": 3},
+                    "postgres", PLAN_LAYERS)
+    assert _title_hints(tmp_path, plan) == {206: 1, 209: 2, 300: 3}
+    assert _title_hints(tmp_path, None) is None
+    assert _title_hints(tmp_path / "absent", plan) == {}

@@ -104,10 +104,13 @@ attach() {
     say "attach $1: starting"
     t0=$(date +%s)
     if [ "$ATTACH_MODE" = runtime ]; then
-        # arms/ARM.args: the profile's scx_layered flags ([scheduler]), one per line, no spaces
-        # shellcheck disable=SC2046
+        # arms/ARM.args: the profile's scx_layered flags ([scheduler]), one per line, no spaces;
+        # arms/ARM.hints.json: its title groups, which the runtime hints (runtime/hints.py)
+        hint_plan=""
+        [ -f "$OUT/arms/$1.hints.json" ] && hint_plan="--hint-plan=$OUT/arms/$1.hints.json"
+        # shellcheck disable=SC2046,SC2086
         if ! threadwise apply "$OUT/arms/$1.json" --attach-timeout "$ATTACH_TIMEOUT" \
-                $(sed 's/^/--scx-arg=/' "$OUT/arms/$1.args" 2>/dev/null) \
+                $(sed 's/^/--scx-arg=/' "$OUT/arms/$1.args" 2>/dev/null) $hint_plan \
                 > "$OUT/arms/$1.apply.log" 2>&1; then
             say "attach $1: FAILED"; cat "$OUT/arms/$1.apply.log" >> "$LOG"; echo "attach-$1" > "$OUT/failed"; exit 4
         fi
@@ -307,6 +310,11 @@ probe() {
       [ -n "${3:-}" ] && sleep "$3"
       read -r at0 _ < /proc/uptime
       target_threads > "$1/threads.txt"
+      # each target process's title (NULs as spaces): where a profile selects by title, the hint
+      # it earns is part of where its threads belong (ingest's membership, runtime/hints.py)
+      [ -f "$OUT/arms/$ATTACHED.hints.json" ] && for p in $(target_pids); do
+          printf '%s ' "$p"; tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null; echo
+      done > "$1/titles.txt"
       # idle first (see unmatched): a thread counted as run was matched before the reads below
       idle_since "$OUT/arms/$ATTACHED.ran" "$1/threads.txt" > "$1/idle.txt"
       # each thread's state (R, S, D...): a re-match pending on a sleeping thread is taken when it
