@@ -40,6 +40,10 @@ def observe_command(
         help="Do not trace: rebuild a capture from what a killed observe left (its "
              "threadwise-observe-* work directory or its .NAME.tmp-PID-START partial capture; "
              "`threadwise clean --keep` lists them). Writes the capture it was writing, or -o.")] = None,
+    parquet: Annotated[Path | None, typer.Option(
+        "--parquet", metavar="ROOT",
+        help="Also write the capture as Parquet under ROOT/host=H/capture=C/ (a fleet's tree; "
+             "docs/fleet.md), as `export --format parquet` does.")] = None,
 ) -> None:
     """Record a workload's threads with eBPF into one DuckDB capture file.
 
@@ -80,6 +84,12 @@ def observe_command(
                f"({result.events_per_s:,.0f}/s), {result.events_lost:,} lost "
                f"({result.switch_gaps:,} switch-chain gaps), "
                f"{result.target_threads} target threads, ended by {result.end_reason}")
+    if parquet is not None:
+        # deferred: duckdb, as observe above
+        from threadwise.observe.interop.parquet import export_parquet
+
+        done = export_parquet(result.path, parquet, force=force)
+        typer.echo(f"wrote {done.directory}: {done.tables} tables, {done.rows:,} rows as Parquet")
 
 
 def _recover(leftover: Path, output: Path | None, force: bool) -> None:

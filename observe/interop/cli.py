@@ -28,9 +28,12 @@ def _export(capture: Path, output: Path, format_name: str, force: bool, profile:
     # deferred: export loads numpy and duckdb, which `threadwise --help` does without
     from threadwise.observe.interop.export_perfetto import ThreadLayers, export_perfetto, export_threads
 
-    if format_name != "perfetto":
+    if format_name not in ("perfetto", "parquet"):
         raise UsageError(f"unknown export format {format_name!r}",
-                         hint="the one format is: --format perfetto")
+                         hint="the formats are: --format perfetto, --format parquet")
+    if format_name == "parquet":
+        _export_parquet(capture, output, force, profile)
+        return
     layers = None
     if profile is not None:
         if place_threads is None:
@@ -49,19 +52,33 @@ def _export(capture: Path, output: Path, format_name: str, force: bool, profile:
                + f", in {done.seconds:.1f} s")
 
 
+def _export_parquet(capture: Path, root: Path, force: bool, profile: Path | None) -> None:
+    # deferred: duckdb, which `threadwise --help` does without
+    from threadwise.observe.interop.parquet import export_parquet
+
+    if profile is not None:
+        raise UsageError("--profile places threads in a Perfetto trace; a Parquet capture keeps every table "
+                         "as it is", hint="drop --profile, or use --format perfetto")
+    done = export_parquet(capture, root, force=force)
+    typer.echo(f"wrote {done.directory}: {done.tables} tables, {done.rows:,} rows (host {done.host}, "
+               f"capture {done.capture_id}); read back with `threadwise import {done.directory} -o FILE`")
+
+
 def _export_command(place_threads: PlaceThreads | None) -> Callable[..., None]:
     """The `export` command, placing threads with `place_threads` for --profile."""
 
     def export_command(
         capture: Annotated[Path, typer.Argument(help="A capture file (threadwise observe or import).")],
         output: Output,
-        format_name: Annotated[str, typer.Option("--format", help="Output format: perfetto.")] = "perfetto",
+        format_name: Annotated[str, typer.Option(
+            "--format", help="perfetto (a trace file), or parquet (a directory: one file per table under "
+                             "ROOT/host=H/capture=C/).")] = "perfetto",
         force: Force = False,
         profile: Annotated[Path | None, typer.Option(
             "--profile", help="The profile applied while the capture was taken: each thread's layer "
                               "becomes a track of the thread named `layer NAME`.")] = None,
     ) -> None:
-        """Write a capture as a Perfetto protobuf trace (open it at ui.perfetto.dev).
+        """Write a capture as a Perfetto protobuf trace (open it at ui.perfetto.dev), or as Parquet.
 
         Per-CPU ftrace bundles of sched_switch and sched_waking (compact_sched
         encoding, full events where the compact form would lose something),
@@ -69,6 +86,11 @@ def _export_command(place_threads: PlaceThreads | None) -> Callable[..., None]:
         capture window and its loss. The trace goes to -o FILE (e.g. run.pftrace).
 
         Example: threadwise export rolesim.duckdb --format perfetto -o rolesim.pftrace
+
+        --format parquet writes every table of the capture as one Parquet file under -o ROOT, in the
+        partition ROOT/host=HOST/capture=CAPTURE_ID/ (hive style: one tree holds a fleet's
+        captures), each file with the capture's schema version, host, kernel, CPUs and window in
+        its metadata (docs/fleet.md). `threadwise import ROOT/host=H/capture=C -o FILE` reads it back.
         """
         _export(capture, output, format_name, force, profile, place_threads)
 
@@ -76,7 +98,8 @@ def _export_command(place_threads: PlaceThreads | None) -> Callable[..., None]:
 
 
 def import_command(
-    trace: Annotated[Path, typer.Argument(help="A Perfetto trace or a perf.data from `perf sched record`.")],
+    trace: Annotated[Path, typer.Argument(help="A Perfetto trace, a perf.data from `perf sched record`, or a "
+                                                 "capture's Parquet directory (export --format parquet).")],
     output: Output,
     pid: Annotated[int | None, typer.Option("--pid", "-p", help="The target process's pid.")] = None,
     comm: Annotated[str | None, typer.Option(
@@ -103,6 +126,16 @@ def import_command(
     """
     # deferred: import loads numpy, pyarrow, duckdb and pydantic, which `threadwise --help` does without
     from threadwise.observe.interop.import_trace import import_trace
+    from threadwise.observe.interop.parquet import import_parquet
+
+    if trace.is_dir():
+        if pid is not None or comm is not None or shape is not None:
+            raise UsageError("a Parquet capture keeps its target and shape: --pid, --comm and --shape "
+                             "are for traces")
+        back = import_parquet(trace, output, force=force)
+        typer.echo(f"wrote {back.directory}: {back.tables} tables, {back.rows:,} rows (host {back.host}, "
+                   f"capture {back.capture_id})")
+        return
 
     done = import_trace(trace, output, pid=pid, comm=comm, shape=shape, force=force)
     typer.echo(f"wrote {done.path}: {done.duration_s:.2f} s, {done.events:,} events, "

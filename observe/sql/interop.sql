@@ -86,3 +86,21 @@ FROM raw_task_new
 UNION ALL SELECT ts, 'exit', cpu, tid, tid, tgid::UBIGINT, comm, NULL FROM raw_task_exit
 UNION ALL SELECT ts, 'rename', cpu, tid, tid, 0::UBIGINT, new_comm, old_comm FROM raw_task_rename
 ORDER BY ts;
+
+-- name: parquet_meta
+-- What each Parquet file of an exported capture carries in its metadata (interop/parquet.py).
+-- Columns: capture_id VARCHAR, schema_version INTEGER, host, kernel_release VARCHAR,
+--   start_wall TIMESTAMP, start_ts, end_ts BIGINT (monotonic ns), nr_cpus BIGINT
+SELECT capture_id, schema_version, host, kernel_release, start_wall, start_ts, end_ts,
+       (SELECT count(*) FROM cpu_topology) AS nr_cpus
+FROM capture LIMIT 1;
+
+-- name: parquet_tables
+-- Every table of the capture with the statement that made it (exported one file each).
+-- Columns: table_name, sql VARCHAR, by name
+SELECT table_name, sql FROM duckdb_tables() WHERE schema_name = 'main' ORDER BY table_name;
+
+-- name: parquet_views
+-- Every view of the capture with the statement that made it (carried in the metadata).
+-- Columns: view_name, sql VARCHAR, by name
+SELECT view_name, sql FROM duckdb_views() WHERE NOT internal AND schema_name = 'main' ORDER BY view_name;
