@@ -9,6 +9,9 @@ the checks read. Every check reads what the training wrote, never its memory.
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +19,7 @@ import pytest
 
 from threadwise.errors import KeepDefault
 from threadwise.refine.measure import store
+from threadwise.refine.measure.blockers import TRACE_ENV
 from threadwise.refine.measure.run import Where
 from threadwise.refine.measure.workload import bundled_workload_path
 from threadwise.refine.outcome import candidate_path
@@ -31,6 +35,22 @@ class Trained:
     lines: list[str]     # what train printed
 
 
+@contextlib.contextmanager
+def untraced() -> Iterator[None]:
+    """No trace cell in the trainings of these tests: with budget 0 no search reads blocker rows,
+    and none of them checks them (tests/lab/test_blockers_lab.py and test_train_lab.py trace).
+    Two trace cells cost a training about 35 s under TCG (CI time, docs/layout.md)."""
+    before = os.environ.get(TRACE_ENV)
+    os.environ[TRACE_ENV] = "off"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(TRACE_ENV, None)
+        else:
+            os.environ[TRACE_ENV] = before
+
+
 def train_briefly(tmp_path_factory: pytest.TempPathFactory, workload: str, test_file: str) -> Trained:
     name = f"{workload}-test"
     root = tmp_path_factory.mktemp(workload)
@@ -41,7 +61,8 @@ def train_briefly(tmp_path_factory: pytest.TempPathFactory, workload: str, test_
                            command=f"pytest {test_file}",
                            null_arm=False)  # the null arm's path is tests/lab/test_train_lab.py's
     try:
-        profile = train(options, progress=lambda line: (lines.append(line), print(line, flush=True)))
+        with untraced():
+            profile = train(options, progress=lambda line: (lines.append(line), print(line, flush=True)))
     except KeepDefault:
         profile = candidate_path(root / "artifacts" / name, name)
     print("\n".join(line for line in lines if line.startswith("wrote ") and "groups" in line))

@@ -58,14 +58,16 @@ def test_the_runs_own_map_is_pinned_then_removed(guest: dict[str, Any]) -> None:
 
 
 def test_every_backend_that_connects_after_the_attach_reaches_its_layer(guest: dict[str, Any]) -> None:
-    backends = [r for r in guest["new_backends"]
-                if r["title"] and r["title"].startswith("postgres: postgres ")]
-    print("\nnew backends (seen -> in `backends`, TCG):\n" + "\n".join(
-        f"  pid {r['pid']} {r['title']!r}: {r['placed_after_s']} s" for r in backends))
-    assert len(backends) >= 4, guest["new_backends"]   # 3 rounds of 2 connections; one may end unseen
-    late = [r for r in backends if r["placed_after_s"] is None]
+    print("\nnew backends (seen -> in `backends`, or ended first; TCG):\n" + "\n".join(
+        f"  pid {r['pid']} {r['title']!r}: placed after {r['placed_after_s']} s, ended after "
+        f"{r['ended_after_s']} s" for r in guest["new_backends"]))
+    # pgbench's own short connection before each run may end before any poll: not late, gone
+    late = [r for r in guest["new_backends"] if r["placed_after_s"] is None and r["ended_after_s"] is None]
     assert not late, late
-    times = [r["placed_after_s"] for r in backends]
+    placed = [r for r in guest["new_backends"] if r["placed_after_s"] is not None]
+    assert len(placed) >= 6, guest["new_backends"]   # 3 rounds of 2 connections, each for 6 s
+    assert all(r["title"].startswith("postgres: postgres postgres ") for r in placed), placed
+    times = [r["placed_after_s"] for r in placed]
     print(f"time to layer: median {statistics.median(times):.2f} s, max {max(times):.2f} s "
           f"({len(times)} backends, TCG)")
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests import datafiles
+from tests.lab.bundle_training import untraced
 from threadwise import givenclock
 from threadwise.errors import KeepDefault
 from threadwise.paths import cache_dir
@@ -29,7 +30,7 @@ from threadwise.refine.measure.workload import bundled_workload_path
 from threadwise.refine.outcome import candidate_path
 from threadwise.refine.train import TrainOptions, train
 
-# Each training boots the guest twice (A/A, step 0 with its trace cell), levels 0 and 1 at 3 repeats
+# Each training boots the guest once (step 0 with its A/A arm; no trace cell), levels 0 and 1 at 3 repeats
 # (the A/A floors need 4 pairs; a pair host load disturbed is left out), 2 s windows.
 pytestmark = pytest.mark.timeout(1800)
 
@@ -60,7 +61,8 @@ def trained(workload: Path, name: str, root: Path) -> tuple[Path, Path, list[str
                            artifacts_dir=root / "artifacts", command="pytest tests/lab/test_runtimes_lab.py",
                            null_arm=False)  # the null arm's path is tests/lab/test_train_lab.py's
     try:
-        profile = train(options, progress=lambda line: (lines.append(line), print(line, flush=True)))
+        with untraced():
+            profile = train(options, progress=lambda line: (lines.append(line), print(line, flush=True)))
     except KeepDefault:  # "keep the default scheduler" is a result too: the record holds the candidate
         profile = candidate_path(root / "artifacts" / name, name)
     return profile, root / "artifacts" / name, lines

@@ -3,7 +3,8 @@
 usage: canary_scenarios.py ROLESIM BAD GOOD CATCHALL REDIS_PROFILE SCENARIO...
 Each scenario runs a canary on a service started here: rolesim, its log as the probe, or Redis
 (the bundled workload's server), redis-benchmark as the probe:
-- bad: workers that starve (a ladder measured their p99 3.8-6.2x worse at bg=0), 5 minutes at most;
+- bad: workers that starve (a ladder measured their p99 3.8-6.2x worse at bg=0), 3 minutes at most
+  (rolled back as worse after 132-236 s in four runs; CI time);
 - killed: the good profile's canary SIGKILLed in a profile window (it cannot roll back itself: the
   supervisor must stop the profile it held, runtime/holder.py);
 - terminated: the same with SIGTERM (the canary rolls back, then exits 130);
@@ -177,7 +178,7 @@ def main() -> None:
     binary, bad, good, catch_all, redis, *names = sys.argv[1:]
     # bad at a 10% margin: rolled back after 12-23 pairs (229-236 s) in three runs; at the default
     # 15% it needs more pairs than a CI run should spend (its p99 pairs clip at 1.5x)
-    scenarios = {"bad": Scenario(bad, 0, "5m", margin=("--margin", "10%")),
+    scenarios = {"bad": Scenario(bad, 0, "3m", margin=("--margin", "10%")),
                  "killed": Scenario(good, 0, "8m", signal.SIGKILL),
                  "terminated": Scenario(good, 0, "8m", signal.SIGTERM),
                  "good": Scenario(good, 2, "6m", windows_per_visit=10),

@@ -10,7 +10,10 @@ runtime/hints.py), then:
 - `new_backends`: ROUNDS rounds of `pgbench -c 2` connect after the attach. The driver watches
   the postmaster's children every WATCH_S; for each new backend it records when it first saw it
   and when scx_layered's own task state (threadwise-layer-of) first had it in `backends`: the
-  time from a new process to its hinted layer, as a user would see it (TCG);
+  time from a new process to its hinted layer, as a user would see it (TCG). pgbench also opens
+  a short connection of its own before each run (its vacuum and truncate), which may end before
+  a poll reaches it: such a backend is recorded as `ended` (the runtime's 0.25-s poll hints
+  nothing shorter-lived, docs/runtime.md);
 - `processes`: every PostgreSQL process with its title, hint, expected layer (membership's
   first-match rule with the hint its title earns) and the layer scx_layered has it in, with
   whether it ran since the hints were written (a task is re-placed by its hint when it next
@@ -64,14 +67,19 @@ def watch_round(postmaster: int, port: int, names: list[str], plan: HintPlan) ->
         while time.monotonic() - started < ROUND_S + PLACED_WAIT_S:
             now = time.monotonic()
             for pid in set(pgserve.children(postmaster)) - before - set(seen):
-                seen[pid] = {"pid": pid, "seen_at": now, "placed_after_s": None, "title": None}
-            waiting = [r for r in seen.values() if r["placed_after_s"] is None]
+                seen[pid] = {"pid": pid, "seen_at": now, "placed_after_s": None, "title": None,
+                             "ended_after_s": None}
+            waiting = [r for r in seen.values() if r["placed_after_s"] is None and r["ended_after_s"] is None]
             if not waiting and seen and load.poll() is not None:
                 break
             placed = membership.read_placement([r["pid"] for r in waiting]) if waiting else {}
             for row in waiting:
-                row["title"] = pgserve.title(row["pid"]) or row["title"]
-                if plan.hint_for(row["title"]) is None:
+                title = pgserve.title(row["pid"])
+                if title is None:   # ended before it was read in its layer
+                    row["ended_after_s"] = round(time.monotonic() - row["seen_at"], 3)
+                    continue
+                row["title"] = title
+                if plan.hint_for(title) is None:
                     continue    # not (yet) a backend's title: no layer it must reach
                 if layer_name(names, placed.get(row["pid"])) == "backends":
                     row["placed_after_s"] = round(time.monotonic() - row["seen_at"], 3)
