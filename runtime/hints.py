@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 from threadwise.analyze.titles import title_selects
 from threadwise.errors import HintError, UsageError
 from threadwise.observe.titles import read_title
+from threadwise.procs import proc_start_time
 from threadwise.runtime import membership
 
 if TYPE_CHECKING:
@@ -219,6 +220,7 @@ class TitleHints:
     write: Callable[[int, int], None]            # (tid, hint): HintMap.write, or a test's recorder
     hinted: dict[int, int] = field(default_factory=dict)        # pid -> hint written
     written: dict[int, set[int]] = field(default_factory=dict)  # pid -> tids written
+    started: dict[int, int | None] = field(default_factory=dict)  # pid -> its start time (identity)
 
     def poll(self) -> tuple[list[Placement], list[HintError]]:
         """Hint every task whose process is new, retitled into another hint, or has new threads."""
@@ -226,6 +228,8 @@ class TitleHints:
         failed: list[HintError] = []
         alive = membership.pids_with_comm_prefix([self.plan.process])
         for pid in alive:
+            if pid in self.hinted and proc_start_time(pid) != self.started.get(pid):
+                self._forget(pid)   # a new process under a reused pid: nothing of it is written
             title = read_title(pid)
             hint = self.plan.hint_for(title)
             before = self.hinted.get(pid)
@@ -242,13 +246,18 @@ class TitleHints:
                 continue
             self.hinted[pid] = hint
             self.written[pid] = (self.written.get(pid, set()) if hint == before else set()) | set(done)
+            self.started.setdefault(pid, proc_start_time(pid))
             why = ("first seen" if before is None else "new threads" if hint == before
                    else f"title changed (hint {before} before)")
             placed.append(Placement(pid, title, hint, self.plan.layers.get(hint, "?"), tuple(done), why))
         for gone in set(self.hinted) - set(alive):
-            self.hinted.pop(gone, None)
-            self.written.pop(gone, None)
+            self._forget(gone)
         return placed, failed
+
+    def _forget(self, pid: int) -> None:
+        self.hinted.pop(pid, None)
+        self.written.pop(pid, None)
+        self.started.pop(pid, None)
 
     def _write(self, pid: int, tids: list[int], hint: int, failed: list[HintError]) -> list[int]:
         done = []

@@ -235,3 +235,17 @@ def test_a_cells_titles_give_each_process_the_hint_it_earns(tmp_path: Path):
     assert _title_hints(tmp_path, plan) == {206: 1, 209: 2, 300: 3}
     assert _title_hints(tmp_path, None) is None
     assert _title_hints(tmp_path / "absent", plan) == {}
+
+
+def test_a_reused_pid_is_a_new_process(titled, monkeypatch):
+    comm, pids = titled
+    written: list[tuple[int, int]] = []
+    classifier = TitleHints(plan_for(comm), lambda tid, hint: written.append((tid, hint)))
+    classifier.poll()
+    written.clear()
+    checkpointer = pids["checkpointer"]
+    real = hints.proc_start_time
+    monkeypatch.setattr(hints, "proc_start_time", lambda pid: -1 if pid == checkpointer else real(pid))
+    placed, _ = classifier.poll()
+    assert written == [(checkpointer, 1)]   # its tasks again: the old process's hints died with it
+    assert [(p.pid, p.why) for p in placed] == [(checkpointer, "first seen")]
