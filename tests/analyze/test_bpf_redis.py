@@ -38,12 +38,22 @@ def redis_analysis(redis_capture):
 def test_redis_groups(redis_analysis):
     groups = {row["pattern"]: row for row in redis_analysis.groups.iter_rows(named=True)}
     assert redis_analysis.process_name == "redis-server"
-    for pattern, prefix in (("redis-server", "redis-server"), ("io_thd_*", "io_thd_"), ("bio_*", "bio_"),
+    for pattern, prefix in (("redis-server", "redis-server"), ("io_thd_*", "io_thd_"),
                             ("jemalloc_bg_thd", "jemalloc_bg_thd")):
         assert pattern in groups, f"{pattern} missing: {sorted(groups)}"
         assert groups[pattern]["match_prefixes"] == [prefix]
         assert groups[pattern]["separable"]
-    assert groups["bio_*"]["thread_count"] == 3
+    # The three bio threads are one name family (bio_aof_fsync, bio_close_file, bio_lazy_free),
+    # merged into bio_* when their roles agree (analyze/names.py `family`): on a quiet host they
+    # do; in a make test on this host (2026-12-05, right after the fast tier) the AOF fsync
+    # thread's role differed and each kept a group of its own. Either way they are selectable.
+    bio = {pattern: row for pattern, row in groups.items() if pattern.startswith("bio_")}
+    assert sum(row["thread_count"] for row in bio.values()) == 3, sorted(groups)
+    assert all(row["separable"] for row in bio.values())
+    if "bio_*" in bio:
+        assert bio["bio_*"]["match_prefixes"] == ["bio_"]
+    else:
+        assert len({row["role"] for row in bio.values()}) > 1, bio   # split only where roles disagree
     # "in a wake chain" means one of the busiest chains, at >= busiest_min_rate wakeups/s
     if _main_to_io(redis_analysis)["wakeups_per_s"].sum() >= WakeParams().busiest_min_rate:
         assert groups["redis-server"]["in_wake_chain"]
