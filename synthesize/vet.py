@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from threadwise.errors import MissingTool, ThreadwiseError
 from threadwise.shape import Shape
 from threadwise.synthesize import oracle
@@ -65,7 +67,14 @@ def toml_text(profile: Profile) -> str:
 
 
 def validation_errors(profile: Profile) -> list[str]:
-    """The profile's validation errors (warnings are not errors), as `rule: message`."""
+    """The profile's validation errors (warnings are not errors), as `rule: message`: the schema's
+    own checks first (a search builds candidates with `model_copy`, which runs none of them: a
+    title group merged with a comm group got `match` beside `title`, and failed only when its
+    TOML was read back), then the rules."""
+    try:
+        Profile.model_validate(profile.model_dump())
+    except ValidationError as bad:
+        return [f"schema: {error['msg']}" for error in bad.errors()]
     return [f"{d.rule}: {d.message}" for d in validate(profile) if d.severity == "error"]
 
 

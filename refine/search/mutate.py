@@ -248,8 +248,11 @@ def _fused(profile: Profile, i: int, base: Group, comment: str,
     name = f"{a.name}-{b.name}"
     if len(name) > 64 or name in {g.name for g in profile.groups}:
         return None
+    if bool(a.title) != bool(b.title):
+        return None   # a title group's layer is matched by its hint alone: no comm pattern beside it
     group = base.model_copy(update={
-        "name": name, "match": list(dict.fromkeys([*a.match, *b.match])), "comment": comment,
+        "name": name, "match": list(dict.fromkeys([*a.match, *b.match])),
+        "title": list(dict.fromkeys([*a.title, *b.title])), "comment": comment,
         "evidence": _merged_evidence(a.evidence, b.evidence), **update,
     })
     candidate = replace_groups(profile, i, i + 2, [group])

@@ -425,3 +425,18 @@ def test_generated_mutations_pass_the_real_oracle(scx_binary: Path, profile: Pro
     for candidate in all_mutations(profile, shape):
         result = vet(candidate, shape)
         assert isinstance(result, Vetted) or result.stage == "lint", result
+
+
+def test_a_title_group_merges_only_with_another_title_group():
+    """A title group's layer is matched by its hint alone (HintEquals): merged with a comm group it
+    would hold `match` beside `title`, which the schema refuses (a training of PostgreSQL crashed
+    reading such a candidate back, 2026-12-05)."""
+    from threadwise.refine.search.mutate import merges
+    from threadwise.synthesize.api import load_valid, validation_errors
+
+    profile = load_valid(Path(__file__).resolve().parents[1] / "data" / "lab" / "postgres-titles.toml")
+    names = [c.name for c in merges(profile, synthetic(2))]
+    assert "merge:backends+postgres" not in names   # title group beside the comm group, both default
+    titled = profile.groups[2].model_copy(update={"match": ["postgres"]})
+    broken = profile.model_copy(update={"groups": [*profile.groups[:2], titled, *profile.groups[3:]]})
+    assert any(e.startswith("schema: ") for e in validation_errors(broken))
