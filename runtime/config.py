@@ -117,7 +117,7 @@ def load_hint_plan(loaded: LoadedInput, path: Path | None) -> HintPlan | None:
     """`apply --hint-plan`: the title hints of a .json config's HintEquals layers, read and checked
     against the config, or refused for a profile (which makes its own)."""
     # deferred: synthesize's typed config, which `threadwise --help` (importing this module) does without
-    from threadwise.runtime.hints import HintPlan
+    from threadwise.runtime.hints import HintPlan, hinted_layers
     from threadwise.synthesize.api import LayerConfig
 
     if path is None:
@@ -130,9 +130,7 @@ def load_hint_plan(loaded: LoadedInput, path: Path | None) -> HintPlan | None:
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise UsageError(f"{path}: not a hint plan ({error})",
                          hint="a ladder writes one per arm with title groups: arms/ARM.hints.json") from None
-    hinted = {m.value for spec in loaded.content for block in spec.matches for m in block
-              if m.kind == "HintEquals"}
-    unknown = sorted(set(plan.layers) - hinted)
+    unknown = sorted(set(plan.layers) - set(hinted_layers(loaded.content)))
     if unknown:
         raise UsageError(f"{path}: hints {unknown} select no HintEquals layer of {loaded.path}")
     return plan

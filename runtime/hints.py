@@ -191,9 +191,13 @@ def plan_from(profile: Profile, config: LayerConfig, source: str) -> HintPlan | 
         raise UsageError(f"{source}: title groups need the workload's process comm: the runtime finds "
                          "the processes to hint by it",
                          hint='set [workload] process = "COMM" (docs/profile-schema.md)')
-    layers = {match.value: spec.name for spec in config for block in spec.matches
-              for match in block if match.kind == "HintEquals"}
-    return HintPlan(patterns, profile.workload.process, layers)
+    return HintPlan(patterns, profile.workload.process, hinted_layers(config))
+
+
+def hinted_layers(config: LayerConfig) -> dict[int, str]:
+    """hint -> the name of the layer `HintEquals(hint)` selects, in `config`."""
+    return {match.value: spec.name for spec in config for block in spec.matches
+            for match in block if match.kind == "HintEquals"}
 
 
 @dataclass(frozen=True)

@@ -240,16 +240,15 @@ def merges(profile: Profile, shape: Shape) -> list[Candidate]:
 
 def _fused(profile: Profile, i: int, base: Group, comment: str,
            **update: object) -> tuple[Group, Profile] | None:
-    """Groups i and i+1 as one group (`base`'s settings with `update`; both groups' patterns in
-    order and their evidence together, named `a-b`), and the profile with it in their place; None
-    when that name is too long or taken, or the profile does not validate (e.g. more patterns
-    than one layer takes). Adjacent, so first-match order is unchanged (merges, joins)."""
+    """Groups i and i+1 as one group (`base`'s settings with `update`; both groups' patterns and
+    titles in order and their evidence together, named `a-b`), and the profile with it in their
+    place; None when that name is too long or taken, or the profile does not validate (e.g. more
+    patterns than one layer takes, or a title group fused with a comm group: `match` beside
+    `title`). Adjacent, so first-match order is unchanged (merges, joins)."""
     a, b = profile.groups[i], profile.groups[i + 1]
     name = f"{a.name}-{b.name}"
     if len(name) > 64 or name in {g.name for g in profile.groups}:
         return None
-    if bool(a.title) != bool(b.title):
-        return None   # a title group's layer is matched by its hint alone: no comm pattern beside it
     group = base.model_copy(update={
         "name": name, "match": list(dict.fromkeys([*a.match, *b.match])),
         "title": list(dict.fromkeys([*a.title, *b.title])), "comment": comment,
