@@ -44,7 +44,7 @@ from threadwise.refine.measure.plan import (  # noqa: F401
     make_plan,
     plan_cells,
 )
-from threadwise.runtime.hints import HintPlan, plan_from
+from threadwise.runtime.hints import HintPlan, map_path_in, plan_from
 from threadwise.runtime.lab.agent import Execution, agent_path
 from threadwise.runtime.lab.initramfs import run_initramfs
 from threadwise.runtime.lab.vng import run_in_lab
@@ -257,7 +257,7 @@ def write_plan(plan: Plan, out: Path, script: str) -> None:
 def arm_hint_plan(arm: Arm) -> HintPlan | None:
     """What the runtime hints for `arm` (title groups), None for the baseline or a profile
     without title groups."""
-    if arm.config is None or arm.profile_toml is None or "--task-hint-map" not in arm.scx_args:
+    if arm.config is None or arm.profile_toml is None or map_path_in(arm.scx_args) is None:
         return None
     # deferred: the profile's reader loads pydantic, which a plan without title groups does without
     from threadwise.synthesize.api import parse_profile

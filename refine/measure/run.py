@@ -27,6 +27,7 @@ from threadwise.refine.measure import ingest, judge, ladder, stats, store, summa
 from threadwise.refine.measure.bundled import build
 from threadwise.refine.measure.ladder import BASELINE, Arm
 from threadwise.refine.measure.workload import Workload
+from threadwise.runtime.hints import map_path_in
 from threadwise.runtime.lab.agent import Execution
 from threadwise.runtime.scx import sched_ext_state
 from threadwise.scx import SCX_LAYERED_VERSION, scx_layered_path
@@ -115,7 +116,7 @@ def _refuse_title_hints(arms: Sequence[Arm]) -> None:
     """The initramfs guest's agent attaches scx_layered itself, without the runtime that writes
     task hints: a profile's title layers would stay empty there and it would be measured as
     another profile."""
-    titled = [arm.name for arm in arms if "--task-hint-map" in arm.scx_args]
+    titled = [arm.name for arm in arms if map_path_in(arm.scx_args) is not None]
     if titled:
         raise UsageError(f"arms {', '.join(titled)} select processes by title, which needs the runtime's "
                          "task hints: the initramfs guest has no runtime",
