@@ -158,6 +158,8 @@ class GroupRow:
     #                                      split found roles no comm or uid tells apart (titles.py)
     request_evidence: str | None = None  # its most request-driven thread in words (requests.py): woken
     #                                      from outside the workload, irregularly, for short runs
+    fleet_evidence: str | None = None    # across a fleet's hosts (fleet.py): host counts, the share it is
+    #                                      sized at and each host's, roles that differ, outliers
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "role", Role(self.role))   # unknown role names fail here

@@ -383,6 +383,7 @@ def finish(groups: pl.DataFrame, grouping: Grouping, *, other_names: list[str],
                      "avg_runtime_range_ns": grouping.ranges.get(key), "thin_evidence": thin_text,
                      "process_titles": grouping.titles.get(key, []), "uid": grouping.uids.get(key),
                      "title_patterns": grouping.title_patterns.get(key, []),
+                     "fleet_evidence": None,   # one capture: a fleet's merge sets it (fleet.py)
                      "group_id": i, "note": note})
     decided = pl.DataFrame(rows, schema={k: GROUP_SCHEMA[k] for k in rows[0]})
     out = groups.drop("pattern").with_columns(group_id=pl.int_range(pl.len(), dtype=pl.Int64))

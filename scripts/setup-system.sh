@@ -38,7 +38,7 @@ ALL_PACKAGES=(
     libseccomp-dev libcap-ng-dev  # virtiofsd (the vng lab)
     kmod                # depmod, needed by virtme-ng
     e2fsprogs           # mkfs.ext4 -d: the lab guest's runtime disk (runtime/lab/runtimes.py)
-    openjdk-17-jdk-headless  # the bundled JVM workload (refine/workloads/poolservice.toml)
+    openjdk-17-jdk-headless  # the bundled JVM workload (refine/workloads/poolservice.toml); Spark (fleet engine)
     hyperfine linux-perf  # benchmarks (perf sched record: the tracer's peer)
 )
 case $SET in

@@ -220,7 +220,7 @@ def _group(row: GroupRow, taken: set[str], requests: dict[str, int],
     # no wake chain shows a thread woken from the network: the reviewer sees what did (requests.py)
     woken = (f"woken by requests from outside the workload: {row.request_evidence}"
              if row.request_evidence and row.role is Role.LATENCY else None)
-    notes = [x for x in (why, poller, rests, woken, near_hot_cutoff(row)) if x]
+    notes = [x for x in (why, poller, rests, woken, near_hot_cutoff(row), row.fleet_evidence) if x]
     sizing: dict[str, Any] = {"hot_threads": row.hot_threads}
     if poller is not None:
         sizing["preempt"] = False

@@ -15,7 +15,18 @@ from threadwise.errors import (
     InputError,
     UsageError,
 )
-from threadwise.options import Force, Json, MaybeOutput, MaybeShapeSpec, ShapeSpec
+from threadwise.options import (
+    EngineOption,
+    FleetEngine,
+    Force,
+    HostQuantile,
+    Json,
+    MaybeOutput,
+    MaybeShapeSpec,
+    ShapeSpec,
+    SparkMaster,
+    names_a_fleet,
+)
 from threadwise.paths import check_new_output, write_output
 from threadwise.scx import SCX_LAYERED_VERSION
 from threadwise.words import plain
@@ -39,8 +50,9 @@ def _requests(items: list[str] | None) -> dict[str, int]:
 
 
 def synthesize_command(
-    capture: Annotated[Path | None, typer.Argument(help="A capture written by `threadwise observe`.",
-                                                   show_default=False)] = None,
+    captures: Annotated[list[str] | None, typer.Argument(
+        help="A capture written by `threadwise observe`; or many (files, directories, globs, a Parquet "
+             "tree of host=H/capture=C/): one profile for the fleet.", show_default=False)] = None,
     name: Annotated[str | None, typer.Option("--name", "-n", help="Profile name.")] = None,
     output: MaybeOutput = None,
     request: Annotated[list[str] | None, typer.Option(
@@ -53,6 +65,9 @@ def synthesize_command(
         "--families", help="Runtime families file (default: synthesize/data/families-1.toml).")] = None,
     force: Force = False,
     shape: MaybeShapeSpec = None,
+    engine: EngineOption = FleetEngine.duckdb,
+    spark_master: SparkMaster = None,
+    host_quantile: HostQuantile = 0.9,
 ) -> None:
     """Write a profile TOML for a captured workload (or a sample with --example).
 
@@ -60,11 +75,15 @@ def synthesize_command(
     known; train passes its lab's) exclusive groups get at most its cores minus the reserve, sized
     down or made default otherwise, so `lint` is clean there; without it the profile is
     machine-independent.
+
+    Many captures of one service (its hosts) give one profile: each group sized at --host-quantile
+    of the hosts' CPU shares, its comment saying on how many hosts it was seen and where they
+    disagree (docs/fleet.md): threadwise synthesize 'fleet/host=*' --name web
     """
     # deferred: these load pydantic (~80 ms); `threadwise --help` imports this module
     from threadwise.shape import parse_shape
     from threadwise.synthesize.example import example_profile
-    from threadwise.synthesize.from_capture import check, synthesize_capture
+    from threadwise.synthesize.from_capture import FleetOptions, check, synthesize_capture, synthesize_fleet
     from threadwise.synthesize.schema import check_name
     from threadwise.synthesize.writer import dumps
 
@@ -81,15 +100,22 @@ def synthesize_command(
         profile = example_profile(name or "example")
         check(profile, report)
     else:
-        if capture is None or name is None:
+        if not captures or name is None:
             raise UsageError("synthesize needs CAPTURE and --name NAME (or --example)",
                              hint="threadwise synthesize capture.duckdb --name redis")
         # deferred: loads pydantic; `threadwise --help` imports this module
         from threadwise.synthesize.families import load_families
 
-        profile = synthesize_capture(capture, name, where=output or Path("profiles") / f"{name}.toml",
-                                     report=report, shape=target, requests=_requests(request),
-                                     max_groups=max_groups, families=load_families(families))
+        if names_a_fleet(captures):
+            profile = synthesize_fleet(captures, name, report=report, shape=target,
+                                       requests=_requests(request), max_groups=max_groups,
+                                       families=load_families(families),
+                                       fleet=FleetOptions(engine.value, spark_master, host_quantile))
+        else:
+            profile = synthesize_capture(Path(captures[0]), name,
+                                         where=output or Path("profiles") / f"{name}.toml", report=report,
+                                         shape=target, requests=_requests(request), max_groups=max_groups,
+                                         families=load_families(families))
     path = write_output(output or Path("profiles") / f"{profile.name}.toml", dumps(profile), force=force)
     typer.echo(f"wrote {path}: {len(profile.groups)} groups "
                f"({', '.join(f'{g.name}={g.treatment.value}' for g in profile.groups)})")

@@ -190,13 +190,21 @@ def _merged_name(parts: Sequence[Group], taken: set[str]) -> str:
     return _unique(parts[0].treatment.value, taken)
 
 
+def _own_notes(comment: str) -> list[str]:
+    """A part's notes worth keeping in a merge: its comment, or, for a group merged before, the
+    notes its own parts brought (its header and part lines are said again by the new merge)."""
+    if not comment.startswith("merged: "):
+        return [comment]
+    return [line for line in comment.splitlines()[1:] if not line.startswith("  ")]
+
+
 def _merge(parts: Sequence[Group], taken: set[str], why: str) -> Group:
     """One group with every part's patterns (order kept), evidence summed, comment why."""
     for part in parts:
         taken.discard(part.name)
     name = _merged_name(parts, taken)
     note = f"merged: {why}\n" + "\n".join(f"  {describe(p)}" for p in parts)
-    earlier = [p.comment for p in parts if p.comment and not p.comment.startswith("merged: ")]
+    earlier = [line for p in parts if p.comment for line in _own_notes(p.comment)]
     return Group(
         **overrides(parts[0]),   # the same in every part: `apart` and `_closest_pair` see to it
         name=name, match=list(dict.fromkeys(m for p in parts for m in p.match)),

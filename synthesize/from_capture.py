@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -69,3 +70,32 @@ def check(profile: Profile, report: Callable[[str], None]) -> None:
     if any(d.severity == "error" for d in problems):
         raise ThreadwiseError("the synthesized profile is not valid (see above); not written",
                               hint="this is a bug in synthesize; please report it")
+
+
+@dataclass(frozen=True)
+class FleetOptions:
+    """How a fleet is read: the engine (`duckdb`, `spark`), Spark's master, the quantile across hosts."""
+
+    engine: str = "duckdb"
+    master: str | None = None
+    quantile: float = 0.9
+
+
+def synthesize_fleet(captures: list[str], name: str, *, report: Callable[[str], None],
+                     fleet: FleetOptions = FleetOptions(), shape: Shape | None = None,
+                     requests: dict[str, int] | None = None, max_groups: int = DEFAULT_MAX_GROUPS,
+                     families: Families | None = None) -> Profile:
+    """The valid profile for many captures of one service (analyze.fleet: the groups of every host,
+    each sized at `fleet.quantile` across hosts, its comment saying how many hosts back it)."""
+    try:
+        # deferred: loads polars, duckdb and sklearn, which this module's other callers do without
+        from threadwise.analyze.fleet import analyze_fleet
+    except ImportError as missing:
+        raise MissingTool(f"the analyze stage is not available ({missing})",
+                          hint="install threadwise with its analyze stage") from None
+    analysis = analyze_fleet(captures, engine_name=fleet.engine, master=fleet.master,
+                             quantile=fleet.quantile, progress=report)
+    profile = build_profile(analysis.record, name, requests=requests, max_groups=max_groups,
+                            families=families, shape=shape)
+    check(profile, report)
+    return profile

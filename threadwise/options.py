@@ -18,8 +18,9 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-__all__ = ["Cpus", "Force", "HostPriority", "Json", "MaybeOutput", "MaybeShapeSpec", "Output", "ShapeSpec",
-           "Switch", "with_options"]
+__all__ = ["Cpus", "EngineOption", "FleetEngine", "Force", "HostPriority", "HostQuantile", "Json",
+           "MaybeOutput", "MaybeShapeSpec", "Output", "ShapeSpec", "SparkMaster", "Switch", "names_a_fleet",
+           "with_options"]
 
 Built = TypeVar("Built")
 
@@ -51,6 +52,29 @@ HostPriority = Annotated[Switch, typer.Option(
     "--host-priority",
     help="on: the lab's qemu runs before other work on this host (its threads at nice -20); off: it "
     "shares the host like any other work.")]
+
+
+class FleetEngine(StrEnum):
+    duckdb = "duckdb"
+    spark = "spark"
+
+
+# the commands that read many captures as one fleet (analyze, synthesize; docs/fleet.md)
+EngineOption = Annotated[FleetEngine, typer.Option(
+    "--engine", help="What computes a fleet's features: duckdb (embedded, this machine) or spark "
+    "(the --spark-master cluster).")]
+SparkMaster = Annotated[str | None, typer.Option(
+    "--spark-master", metavar="URL", show_default=False,
+    help="With --engine spark: local[N] (this machine, N cores; the default is local[2]) or a "
+    "cluster's URL, e.g. spark://head:7077.")]
+HostQuantile = Annotated[float, typer.Option(
+    "--host-quantile", min=0.01, max=1.0,
+    help="With many captures: size each group at this quantile of the hosts' CPU shares.")]
+
+
+def names_a_fleet(captures: list[str]) -> bool:
+    """Whether capture arguments name many captures (or may: a directory, a glob), not one file."""
+    return len(captures) > 1 or any(Path(c).is_dir() or any(ch in c for ch in "*?[") for c in captures)
 
 
 def with_options(build: Callable[..., Built]) -> Callable[[Callable[..., None]], Callable[..., None]]:

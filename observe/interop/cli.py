@@ -24,7 +24,7 @@ PlaceThreads = Callable[[Path, list[tuple[int, int, str, str]], int], dict[tuple
 
 
 def _export(capture: Path, output: Path, format_name: str, force: bool, profile: Path | None,
-            place_threads: PlaceThreads | None) -> None:
+            place_threads: PlaceThreads | None, host: str | None = None) -> None:
     # deferred: export loads numpy and duckdb, which `threadwise --help` does without
     from threadwise.observe.interop.export_perfetto import ThreadLayers, export_perfetto, export_threads
 
@@ -32,8 +32,10 @@ def _export(capture: Path, output: Path, format_name: str, force: bool, profile:
         raise UsageError(f"unknown export format {format_name!r}",
                          hint="the formats are: --format perfetto, --format parquet")
     if format_name == "parquet":
-        _export_parquet(capture, output, force, profile)
+        _export_parquet(capture, output, force, profile, host)
         return
+    if host is not None:
+        raise UsageError("--host names a Parquet capture's partition", hint="add --format parquet")
     layers = None
     if profile is not None:
         if place_threads is None:
@@ -52,14 +54,14 @@ def _export(capture: Path, output: Path, format_name: str, force: bool, profile:
                + f", in {done.seconds:.1f} s")
 
 
-def _export_parquet(capture: Path, root: Path, force: bool, profile: Path | None) -> None:
+def _export_parquet(capture: Path, root: Path, force: bool, profile: Path | None, host: str | None) -> None:
     # deferred: duckdb, which `threadwise --help` does without
     from threadwise.observe.interop.parquet import export_parquet
 
     if profile is not None:
         raise UsageError("--profile places threads in a Perfetto trace; a Parquet capture keeps every table "
                          "as it is", hint="drop --profile, or use --format perfetto")
-    done = export_parquet(capture, root, force=force)
+    done = export_parquet(capture, root, force=force, host=host)
     typer.echo(f"wrote {done.directory}: {done.tables} tables, {done.rows:,} rows (host {done.host}, "
                f"capture {done.capture_id}); read back with `threadwise import {done.directory} -o FILE`")
 
@@ -77,6 +79,9 @@ def _export_command(place_threads: PlaceThreads | None) -> Callable[..., None]:
         profile: Annotated[Path | None, typer.Option(
             "--profile", help="The profile applied while the capture was taken: each thread's layer "
                               "becomes a track of the thread named `layer NAME`.")] = None,
+        host: Annotated[str | None, typer.Option(
+            "--host", help="With --format parquet: the host's name in the fleet's tree (default: the "
+                           "hostname the capture recorded).", show_default=False)] = None,
     ) -> None:
         """Write a capture as a Perfetto protobuf trace (open it at ui.perfetto.dev), or as Parquet.
 
@@ -92,7 +97,7 @@ def _export_command(place_threads: PlaceThreads | None) -> Callable[..., None]:
         captures), each file with the capture's schema version, host, kernel, CPUs and window in
         its metadata (docs/fleet.md). `threadwise import ROOT/host=H/capture=C -o FILE` reads it back.
         """
-        _export(capture, output, format_name, force, profile, place_threads)
+        _export(capture, output, format_name, force, profile, place_threads, host)
 
     return export_command
 

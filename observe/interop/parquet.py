@@ -69,11 +69,14 @@ def _meta(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     return meta
 
 
-def export_parquet(capture: Path, root: Path, *, force: bool = False) -> ParquetCapture:
+def export_parquet(capture: Path, root: Path, *, force: bool = False,
+                   host: str | None = None) -> ParquetCapture:
     """Write `capture` under `root` as `host=H/capture=C/TABLE.parquet`; refuses an existing
-    partition unless `force`."""
+    partition unless `force`. `host`: the name the fleet knows the host by, for the partition and
+    the metadata (default: the hostname the capture recorded; a container's is often random)."""
     with open_capture(capture) as con:
         meta = _meta(con)
+        meta["host"] = host or meta["host"]
         directory = partition(root, meta["host"], meta["capture_id"])
         if directory.exists() and any(directory.iterdir()) and not force:
             raise UsageError(f"{directory} exists", hint="pass --force to replace it")
