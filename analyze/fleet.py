@@ -84,6 +84,7 @@ class FleetAnalysis:
     quantile: float
     engine: str
     tables: FleetTables                 # the engine's per-thread, per-capture and per-host features
+    group_map: pl.DataFrame             # host, capture, utid -> pattern: what the engine grouped by
 
     def evidence(self) -> dict[str, str]:
         """pattern -> its evidence in words."""
@@ -223,9 +224,11 @@ def analyze_fleet(arguments: list[str], *, engine_name: str = "duckdb", master: 
                      f"capture {capture.capture}")
             analyses.append(analyze_capture(capture.capture_file()))
         progress(f"fleet features on {chosen.name}: {len(fleet.captures)} captures, {len(fleet.hosts)} hosts")
-        tables = chosen.features([c.partition for c in fleet.captures], group_map(fleet, analyses))
+        grouped = group_map(fleet, analyses)
+        tables = chosen.features([c.partition for c in fleet.captures], grouped)
         record, groups = merge(fleet, analyses, tables, quantile)
-        return FleetAnalysis(record, groups, fleet.hosts, len(fleet.captures), quantile, chosen.name, tables)
+        return FleetAnalysis(record, groups, fleet.hosts, len(fleet.captures), quantile, chosen.name,
+                             tables, grouped)
 
 
 def render_fleet(fleet: FleetAnalysis) -> str:

@@ -8,31 +8,22 @@ real captures of rolesim.
 
 from __future__ import annotations
 
-import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 
+from tests.analyze.fleetcheck import assert_same_features, spark_missing
 from tests.synthetic.bulk import bulk_capture
 from threadwise.analyze.fleet import GroupAcrossHosts, analyze_fleet, nearest_rank, outliers
-from threadwise.analyze.fleet_engine import DuckDBEngine, SparkEngine, spark_sql
+from threadwise.analyze.fleet_engine import SparkEngine, spark_sql
 from threadwise.analyze.fleet_inputs import open_fleet
 from threadwise.errors import UsageError
 from threadwise.observe.interop.parquet import export_parquet
 
 HOSTS = ("2024", "web-a", "web-b")   # a host named like a number must stay a name
-
-
-def spark_missing() -> str | None:
-    """Why the Spark engine cannot run here, or None."""
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        return "pyspark is not installed (./scripts/setup-python.sh installs it)"
-    if shutil.which("java") is None:
-        return "no java on PATH: Spark needs a JRE 17 or later (scripts/setup-system.sh installs openjdk-17-jdk-headless)"
-    return None
 
 
 @pytest.fixture(scope="module")
@@ -105,21 +96,31 @@ def test_the_fleet_sizes_each_group_at_the_quantile_across_hosts(fleet_tree: Pat
 
 @pytest.mark.skipif(spark_missing() is not None, reason=spark_missing() or "")
 def test_duckdb_and_spark_compute_the_same_features(fleet_tree: Path):
-    with open_fleet([str(fleet_tree / "tree")]) as fleet:
-        from threadwise.analyze.api import analyze_capture
-        from threadwise.analyze.fleet import group_map
-
-        groups = group_map(fleet, [analyze_capture(c.capture_file()) for c in fleet.captures])
-        partitions = [c.partition for c in fleet.captures]
-        duck = DuckDBEngine().features(partitions, groups)
-        spark = SparkEngine().features(partitions, groups)
-    for name in ("threads", "captures", "hosts"):
-        a, b = getattr(duck, name), getattr(spark, name)
-        assert a.columns == b.columns and a.height == b.height > 0, name
-        for column in a.columns:
-            if a[column].dtype == pl.Float64:   # sums in another order: the last bits may differ
-                assert ((a[column] - b[column]).abs() <= 1e-12 * a[column].abs().max()).all(), (name, column)
-            else:   # counts, sums, discrete percentiles and names: exactly
-                same = a[column].cast(pl.String).to_list() == b[column].cast(pl.String).to_list()
-                assert same, (name, column)
+    fleet = analyze_fleet([str(fleet_tree / "tree")])
+    with open_fleet([str(fleet_tree / "tree")]) as again:
+        spark = SparkEngine().features([c.partition for c in again.captures], fleet.group_map)
+    assert_same_features(fleet.tables, spark)
     assert "PERCENTILE_DISC(0.9) WITHIN GROUP" in spark_sql("group_capture")   # exact, not approximate
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "threadwise.cli", *args], capture_output=True, text=True,
+                          check=False)
+
+
+def test_the_commands_take_a_fleet(fleet_tree: Path, tmp_path: Path):
+    tree = str(fleet_tree / "tree")
+    shown = _cli("analyze", tree, "--host-quantile", "0.5")
+    assert shown.returncode == 0, shown.stderr
+    assert "fleet: 6 captures of 3 hosts (2024, web-a, web-b), features on duckdb" in shown.stdout
+    assert "each group sized at p50 across hosts" in shown.stdout
+    assert "analyze 6/6: host web-b" in shown.stderr   # progress, on stderr
+    profile = tmp_path / "fleet.toml"
+    written = _cli("synthesize", f"{tree}/host=*", "--name", "bulk-fleet", "-o", str(profile))
+    assert written.returncode == 0, written.stderr
+    text = profile.read_text()
+    assert "trained from a fleet: 6 captures of 3 hosts" in text and "fleet: hot-* on 3 of 3 hosts" in text
+    refused = _cli("analyze", tree, "--spark-master", "local[2]")
+    assert refused.returncode != 0 and "--spark-master is for --engine spark" in refused.stderr
+    refused = _cli("analyze", tree, "--store")
+    assert refused.returncode != 0 and "--store and -o write one capture's analysis" in refused.stderr
