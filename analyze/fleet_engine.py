@@ -21,6 +21,8 @@ grouped thread's pattern. Each statement's result is kept as a view named after 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import warnings
 from dataclasses import dataclass
 from functools import cache
@@ -117,13 +119,18 @@ class DuckDBEngine:
 
     name = "duckdb"
 
-    def __init__(self, memory_limit: str = "2560MB") -> None:
-        self.memory_limit = memory_limit
+    def __init__(self, memory_limit: str | None = None) -> None:
+        self.memory_limit = memory_limit   # None: DuckDB's own, 80% of the machine's memory
 
     def features(self, partitions: list[Path], groups: pl.DataFrame) -> FleetTables:
+        # the exact percentiles keep every slice length of a group in memory (a holistic aggregate),
+        # so a fleet's needs grow with its largest captures; the rest spills to a private directory
         con = duckdb.connect()
+        scratch = tempfile.mkdtemp(prefix="threadwise-fleet-")
         try:
-            con.execute("SET memory_limit = ?", [self.memory_limit]).fetchall()
+            con.execute("SET temp_directory = ?", [scratch]).fetchall()
+            if self.memory_limit is not None:
+                con.execute("SET memory_limit = ?", [self.memory_limit]).fetchall()
             for table in PARTITIONED:
                 raw = f"raw_{table}"
                 con.read_parquet(_files(partitions, table), filename=True).create_view(raw)
@@ -142,6 +149,7 @@ class DuckDBEngine:
             return _tables(results)
         finally:
             con.close()
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 class SparkEngine:
@@ -153,7 +161,8 @@ class SparkEngine:
         self.master = master
         self.memory = memory
 
-    def _session(self) -> Any:
+    def session(self) -> Any:
+        """The Spark session (started at the first call: a JVM, seconds)."""
         try:
             # deferred: pyspark starts a JVM; only the Spark engine needs it
             from pyspark.sql import SparkSession
@@ -171,7 +180,7 @@ class SparkEngine:
                 .getOrCreate())
 
     def features(self, partitions: list[Path], groups: pl.DataFrame) -> FleetTables:
-        spark = self._session()
+        spark = self.session()
         for table in PARTITIONED:
             (spark.read.option("basePath", _base(partitions)).parquet(*_files(partitions, table))
              .createOrReplaceTempView(table))
