@@ -24,6 +24,7 @@ fleet's, and each group's evidence in words for the profile's comments.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections import Counter
 from collections.abc import Callable
@@ -39,6 +40,7 @@ from threadwise.analyze.fleet_inputs import Fleet, open_fleet
 from threadwise.analyze.model import Analysis
 
 DEFAULT_QUANTILE = 0.9
+_FIGURES = re.compile(r"\d+(?:[.,]\d+)*")
 OUTLIER_Z = 3.5          # Iglewicz and Hoaglin's modified z-score cutoff
 OUTLIER_MIN_CPU = 0.05   # ...and a host this far from the median at least (tiny groups are noise)
 GROUP_MAP_SCHEMA = {"host": pl.String, "capture": pl.String, "utid": pl.Int64, "pattern": pl.String}
@@ -174,8 +176,14 @@ def _caveats(fleet: Fleet, analyses: list[Analysis], quantile: float) -> list[st
     cpus = {a.nr_cpus for a in analyses}
     if len(cpus) > 1:
         out.append(f"the hosts have {', '.join(map(str, sorted(cpus)))} CPUs: sized for the fewest")
-    counted = Counter(c for a in analyses for c in dict.fromkeys(a.caveats))
-    out += [f"{c} (on {n} of {len(analyses)} captures)" for c, n in counted.most_common()]
+    # one line per kind of caveat: captures say the same thing with their own figures
+    kinds: dict[str, list[str]] = {}
+    for analysis in analyses:
+        for caveat in dict.fromkeys(analysis.caveats):
+            kinds.setdefault(_FIGURES.sub("#", caveat), []).append(caveat)
+    for said in sorted(kinds.values(), key=len, reverse=True):
+        figures = ", the figures of one" if len(set(said)) > 1 else ""
+        out.append(f"{said[0]} (on {len(said)} of {len(analyses)} captures{figures})")
     return out
 
 
