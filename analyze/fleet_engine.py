@@ -172,6 +172,7 @@ class SparkEngine:
         return (SparkSession.builder.master(self.master).appName("threadwise-fleet")
                 .config("spark.ui.enabled", "false")
                 .config("spark.log.level", "ERROR")
+                .config("spark.ui.showConsoleProgress", "false")
                 .config("spark.driver.memory", self.memory)
                 # a fleet's group tables are small: 200 shuffle partitions would be 200 tiny tasks
                 .config("spark.sql.shuffle.partitions", "8")
