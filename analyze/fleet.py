@@ -168,6 +168,20 @@ def _fleet_row(group: GroupAcrossHosts, rows: list[tuple[str, GroupRow]], host_r
         fleet_evidence=group.words(hosts, quantile))
 
 
+def _split_rows(group: GroupAcrossHosts, captures: list[tuple[str, list[GroupRow]]],
+                fleet: tuple[int, float]) -> list[GroupRow]:
+    """A pattern some capture split by title or behaviour: the parts of the one capture whose whole
+    share is nearest the sized share, each at its own size (the engine sees the pattern whole, so
+    the parts cannot be sized across hosts one by one)."""
+    hosts, quantile = fleet
+    split = sum(1 for _, found in captures if len(found) > 1)
+    host, found = min(captures, key=lambda hf: (abs(sum(r.cpu_share for r in hf[1]) - group.sized_share),
+                                                -len(hf[1]), hf[0]))
+    words = (f"{group.words(hosts, quantile)}; split by title or behaviour in {split} of {len(captures)} "
+             f"captures: these are the parts of one capture of {host}, at that capture's sizes")
+    return [replace(r, fleet_evidence=words) for r in found]
+
+
 def _caveats(fleet: Fleet, analyses: list[Analysis], quantile: float) -> list[str]:
     per_host = Counter(c.host for c in fleet.captures)
     out = [f"trained from a fleet: {len(fleet.captures)} captures of {len(per_host)} hosts "
@@ -190,22 +204,29 @@ def _caveats(fleet: Fleet, analyses: list[Analysis], quantile: float) -> list[st
 def merge(fleet: Fleet, analyses: list[Analysis], tables: FleetTables, quantile: float) -> tuple[
         AnalysisRecord, list[GroupAcrossHosts]]:
     """The fleet's record and each group's evidence (steps 3 of the module note)."""
-    rows: dict[str, list[tuple[str, GroupRow]]] = {}
-    roles: dict[str, list[tuple[str, str, float]]] = {}
+    parts: dict[str, list[tuple[str, list[GroupRow]]]] = {}   # pattern -> (host, its rows) per capture
     for capture, analysis in zip(fleet.captures, analyses, strict=True):
-        for row in analysis.record().groups:
-            rows.setdefault(row.pattern, []).append((capture.host, row))
-            roles.setdefault(row.pattern, []).append((capture.host, row.role.value, row.cpu_share))
+        mine: dict[str, list[GroupRow]] = {}
+        for row in analysis.record().groups:   # a title or behaviour split's parts share a pattern
+            mine.setdefault(row.pattern, []).append(row)
+        for pattern, found in mine.items():
+            parts.setdefault(pattern, []).append((capture.host, found))
     duration_ns = int(statistics.median(a.duration_ns for a in analyses))
     groups, fleet_rows = [], []
-    for pattern in sorted(rows):
+    for pattern in sorted(parts):
         host_rows = tables.hosts.filter(pl.col("pattern") == pattern)
         if host_rows.is_empty():
             continue   # a group whose threads never ran inside any window
-        group = _across_hosts(pattern, roles[pattern], host_rows, len(rows[pattern]), quantile)
+        captures = parts[pattern]
+        roles = [(host, max(found, key=lambda r: r.cpu_share).role.value, sum(r.cpu_share for r in found))
+                 for host, found in captures]
+        group = _across_hosts(pattern, roles, host_rows, len(captures), quantile)
         groups.append(group)
-        fleet_rows.append(_fleet_row(group, rows[pattern], host_rows, duration_ns,
-                                     (len(fleet.hosts), quantile)))
+        if all(len(found) == 1 for _, found in captures):
+            fleet_rows.append(_fleet_row(group, [(h, found[0]) for h, found in captures], host_rows,
+                                         duration_ns, (len(fleet.hosts), quantile)))
+        else:
+            fleet_rows += _split_rows(group, captures, (len(fleet.hosts), quantile))
     names = Counter(a.process_name for a in analyses)
     cgroups = {a.cgroup for a in analyses}
     record = AnalysisRecord(

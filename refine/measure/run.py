@@ -138,6 +138,22 @@ class LadderRun:
         return {cand: c for (ref, cand), c in self.judged.comparisons.items() if ref == self.reference}
 
 
+def _judge_run(con: duckdb.DuckDBPyConnection, run_id: int, asked: list[tuple[str, str]],
+               progress: Callable[[str], None]) -> tuple[judge.Judged, stats.Floors]:
+    """Store the run's floors and judge every (reference, candidate) pair `asked`, from one read of
+    its cells; say the host's share and the invalid cells."""
+    measured = store.measured(con, run_id)   # read once: floors and every comparison
+    floors = judge.store_floors(con, run_id, measured=measured)
+    judged = judge.Judged(measured, {(ref, cand): judge.judge(con, run_id, ref, cand, measured=measured)
+                                     for ref, cand in asked})
+    con.execute("CHECKPOINT")
+    host = summary.host_line(con, run_id)
+    if host:
+        progress(f"ladder: {host.replace('**', '')}")
+    progress(f"ladder: {summary.invalid_summary(con, run_id)}")
+    return judged, floors
+
+
 def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladder_file: Path,
                place: Where, levels: list[int], repeats: int, order: str = "rotate", seed: int = 1,
                purpose: str = "ladder", command: str | None = None,
@@ -199,18 +215,9 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
     con, ingested = _store(plan, out, execution, ladder_file=ladder_file, command=command,
                            purpose=purpose, scx_version=SCX_LAYERED_VERSION)
     try:
-        measured = store.measured(con, ingested.run_id)   # read once: floors and every comparison
-        floors = judge.store_floors(con, ingested.run_id, measured=measured)
         asked = [(reference, arm.name) for arm in arms if arm.name != reference]
-        asked += [pair for pair in also_judge if pair not in asked]
-        judged = judge.Judged(measured, {(ref, cand): judge.judge(con, ingested.run_id, ref, cand,
-                                                                  measured=measured)
-                                         for ref, cand in asked})
-        con.execute("CHECKPOINT")
-        host = summary.host_line(con, ingested.run_id)
-        if host:
-            progress(f"ladder: {host.replace('**', '')}")
-        progress(f"ladder: {summary.invalid_summary(con, ingested.run_id)}")
+        judged, floors = _judge_run(con, ingested.run_id, asked + [p for p in also_judge if p not in asked],
+                                    progress)
     finally:
         con.close()
     if not ingested.completed and execution.stopped_by_host is None:

@@ -124,3 +124,24 @@ def test_the_commands_take_a_fleet(fleet_tree: Path, tmp_path: Path):
     assert refused.returncode != 0 and "--spark-master is for --engine spark" in refused.stderr
     refused = _cli("analyze", tree, "--store")
     assert refused.returncode != 0 and "--store and -o write one capture's analysis" in refused.stderr
+
+
+def test_a_title_split_keeps_its_parts(tmp_path: Path):
+    """PostgreSQL's processes share one comm: its title groups share the pattern `postgres`. The
+    fleet keeps the parts of one capture, each its own group, and says so."""
+    from tests.analyze.test_titles import postgres
+    from threadwise.synthesize.build import build_profile
+    from threadwise.synthesize.rules import validate
+
+    for host in ("pg-a", "pg-b"):
+        postgres(tmp_path, name=host)
+        export_parquet(tmp_path / f"{host}.duckdb", tmp_path / "tree", host=host)
+    fleet = analyze_fleet([str(tmp_path / "tree")])
+    titled = {tuple(r.title_patterns) for r in fleet.record.groups}
+    assert {("postgres: checkpointer",), ("postgres: walwriter",), ("postgres: bench bench",)} <= titled
+    split = [r for r in fleet.record.groups if r.pattern == "postgres"]
+    assert len(split) > 3 and all("split by title or behaviour in 2 of 2 captures" in (r.fleet_evidence or "")
+                                  for r in split)
+    profile = build_profile(fleet.record, "pg-fleet")
+    assert not [d for d in validate(profile) if d.severity == "error"]
+    assert sum(1 for g in profile.groups if g.title) >= 3
