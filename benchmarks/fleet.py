@@ -47,6 +47,8 @@ def _arguments() -> argparse.Namespace:
                              "1B events would take about half an hour)")
     parser.add_argument("--out", type=Path, help="directory for the generated fleet (default: a temp dir)")
     parser.add_argument("--write-results", action="store_true", help="write benchmarks/RESULTS.md")
+    parser.add_argument("--section", default="fleet",
+                        help="RESULTS.md section to write (another name keeps the first run's table)")
     parser.add_argument("--run-engine", nargs=3, metavar=("ENGINE", "TREE", "MAP"), help=argparse.SUPPRESS)
     return parser.parse_args()
 
@@ -150,7 +152,8 @@ def main() -> int:
     table = _table(rows)
     print(table)
     if args.write_results:
-        write_section("fleet", f"## Fleet features: DuckDB against Spark local[2]\n\n{header}\n{table}")
+        title = "DuckDB against Spark local[2]" if args.section == "fleet" else args.section
+        write_section(args.section, f"## Fleet features: {title}\n\n{header}\n{table}")
     return 0
 
 
