@@ -136,7 +136,7 @@ def test_train_synthesizes_in_process_what_the_synthesize_command_writes(
     shape = "cores=2,threads-per-core=1"
     lines: list[str] = []
     ours = synthesize_start(capture, "rs", parse_shape(shape), Path("work/synthesized.toml"), lines.append)
-    synthesize_command(capture=capture, name="rs", output=Path("work/cli.toml"), request=None,
+    synthesize_command(captures=[str(capture)], name="rs", output=Path("work/cli.toml"), request=None,
                        example=False, max_groups=6, families=None, force=False, shape=shape)
     assert ours == load_profile(Path("work/cli.toml"))[0]
     assert Path("work/synthesized.toml").read_text() == Path("work/cli.toml").read_text()

@@ -134,7 +134,7 @@ def test_synthesize_from_a_capture_calls_analyze(tmp_path: Path, monkeypatch) ->
     monkeypatch.setattr(threadwise.analyze, "analyze_capture",
                         lambda path: seen.append(path) or FakeAnalysis(), raising=False)
     monkeypatch.chdir(tmp_path)
-    synthesize_command(capture=Path("r.duckdb"), name="rs", output=None,
+    synthesize_command(captures=["r.duckdb"], name="rs", output=None,
                        request=["hot-*=2250"], example=False)
     assert seen == [Path("r.duckdb")]
     profile, _ = load_profile(tmp_path / "profiles" / "rs.toml")
