@@ -265,10 +265,10 @@ def render_fleet(fleet: FleetAnalysis) -> str:
     lines = [f"fleet: {fleet.captures} captures of {len(fleet.hosts)} hosts ({', '.join(fleet.hosts)}), "
              f"features on {fleet.engine}; each group sized at p{fleet.quantile * 100:g} across hosts",
              f"{'pattern':<24} {'role':<17} {'hosts':>5} {'captures':>8} {'CPUs':>7}  per host"]
-    for group, row in zip(fleet.groups, fleet.record.groups, strict=True):
+    for group in fleet.groups:   # not zipped with the record's rows: a split pattern has several
         agree = sum(1 for r in group.role_by_host.values() if r == group.role)
         shares = " ".join(f"{h}={v:.3g}" for h, v in sorted(group.share_by_host.items()))
-        lines.append(f"{group.pattern:<24} {f'{row.role.value} {agree}/{len(group.hosts)}':<17} "
+        lines.append(f"{group.pattern:<24} {f'{group.role} {agree}/{len(group.hosts)}':<17} "
                      f"{len(group.hosts):>5} {group.captures:>8} {group.sized_share:>7.3f}  {shares}")
     disagree = [f"  {g.words(len(fleet.hosts), fleet.quantile).removeprefix('fleet: ')}"
                 for g in fleet.groups if g.outliers or len(g.hosts) < len(fleet.hosts)

@@ -17,7 +17,7 @@ import pytest
 
 from tests.analyze.fleetcheck import assert_same_features, spark_missing
 from tests.synthetic.bulk import bulk_capture
-from threadwise.analyze.fleet import GroupAcrossHosts, analyze_fleet, nearest_rank, outliers
+from threadwise.analyze.fleet import GroupAcrossHosts, analyze_fleet, nearest_rank, outliers, render_fleet
 from threadwise.analyze.fleet_engine import SparkEngine, spark_sql
 from threadwise.analyze.fleet_inputs import open_fleet
 from threadwise.errors import UsageError
@@ -142,6 +142,7 @@ def test_a_title_split_keeps_its_parts(tmp_path: Path):
     split = [r for r in fleet.record.groups if r.pattern == "postgres"]
     assert len(split) > 3 and all("split by title or behaviour in 2 of 2 captures" in (r.fleet_evidence or "")
                                   for r in split)
+    assert "postgres " in render_fleet(fleet)   # one line for the pattern, however many parts it keeps
     profile = build_profile(fleet.record, "pg-fleet")
     assert not [d for d in validate(profile) if d.severity == "error"]
     assert sum(1 for g in profile.groups if g.title) >= 3
