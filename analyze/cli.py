@@ -10,6 +10,7 @@ import typer
 
 from threadwise.errors import UsageError
 from threadwise.options import (
+    DEFAULT_HOST_QUANTILE,
     EngineOption,
     FleetEngine,
     HostQuantile,
@@ -37,7 +38,7 @@ def analyze_command(
                           "needs no capture.")] = False,
     engine: EngineOption = FleetEngine.duckdb,
     spark_master: SparkMaster = None,
-    host_quantile: HostQuantile = 0.9,
+    host_quantile: HostQuantile = DEFAULT_HOST_QUANTILE,
 ) -> None:
     """Find thread groups, their roles and the comm prefixes that select them.
 

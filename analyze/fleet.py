@@ -38,8 +38,8 @@ from threadwise.analyze.contract import AnalysisRecord, GroupRow, Role
 from threadwise.analyze.fleet_engine import Engine, FleetTables, engine
 from threadwise.analyze.fleet_inputs import Fleet, open_fleet
 from threadwise.analyze.model import Analysis
+from threadwise.options import DEFAULT_HOST_QUANTILE
 
-DEFAULT_QUANTILE = 0.9
 _FIGURES = re.compile(r"\d+(?:[.,]\d+)*")
 OUTLIER_Z = 3.5          # Iglewicz and Hoaglin's modified z-score cutoff
 OUTLIER_MIN_CPU = 0.05   # ...and a host this far from the median at least (tiny groups are noise)
@@ -59,17 +59,25 @@ class GroupAcrossHosts:
     role: str                        # the role most hosts give it
     outliers: dict[str, float]       # hosts whose share stands apart, and their share
 
+    @property
+    def agreeing(self) -> int:
+        """Hosts that give the group the fleet's role."""
+        return sum(1 for r in self.role_by_host.values() if r == self.role)
+
+    @property
+    def dissent(self) -> list[str]:
+        """`ROLE on HOST` for each host that gives it another role, by host."""
+        return [f"{r} on {h}" for h, r in sorted(self.role_by_host.items()) if r != self.role]
+
     def words(self, fleet_hosts: int, quantile: float) -> str:
         """The evidence as the profile's comment says it."""
         shares = ", ".join(f"{h} {v:.3g}" for h, v in sorted(self.share_by_host.items()))
-        agree = sum(1 for r in self.role_by_host.values() if r == self.role)
         text = (f"fleet: {self.pattern} on {len(self.hosts)} of {fleet_hosts} hosts "
                 f"({self.captures} captures); "
                 f"sized at p{quantile * 100:g} across hosts of its CPU share, {self.sized_share:.3g} "
-                f"CPUs (per host: {shares}); role {self.role} on {agree} of {len(self.hosts)} hosts")
-        others = sorted(f"{r} on {h}" for h, r in self.role_by_host.items() if r != self.role)
-        if others:
-            text += f" ({', '.join(others)})"
+                f"CPUs (per host: {shares}); role {self.role} on {self.agreeing} of {len(self.hosts)} hosts")
+        if self.dissent:
+            text += f" ({', '.join(sorted(self.dissent))})"
         if self.outliers:
             median = statistics.median(self.share_by_host.values())
             text += "; outlier: " + ", ".join(f"{h} {v:.3g} against a median of {median:.3g}"
@@ -87,10 +95,6 @@ class FleetAnalysis:
     engine: str
     tables: FleetTables                 # the engine's per-thread, per-capture and per-host features
     group_map: pl.DataFrame             # host, capture, utid -> pattern: what the engine grouped by
-
-    def evidence(self) -> dict[str, str]:
-        """pattern -> its evidence in words."""
-        return {g.pattern: g.words(len(self.hosts), self.quantile) for g in self.groups}
 
 
 def nearest_rank(values: list[float], quantile: float) -> float:
@@ -150,12 +154,11 @@ def _fleet_row(group: GroupAcrossHosts, rows: list[tuple[str, GroupRow]], host_r
     fleet's role, with the fleet's role, share and busiest thread, and all hosts' names."""
     mine = [(h, r) for h, r in rows if r.role == group.role] or rows
     _, base = min(mine, key=lambda hr: (abs(hr[1].cpu_share - group.sized_share), hr[0]))
-    disagree = [f"{r} on {h}" for h, r in sorted(group.role_by_host.items()) if r != group.role]
-    agree = len(group.role_by_host) - len(disagree)
+    agree = group.agreeing
     thin = base.thin_evidence
-    if disagree:
+    if group.dissent:
         thin = "; ".join(x for x in (thin, f"the hosts disagree: {group.role} on {agree}, "
-                                     f"{', '.join(disagree)}") if x)
+                                     f"{', '.join(group.dissent)}") if x)
     hosts, quantile = fleet
     hot = [max(r.hot_threads for h2, r in rows if h2 == h) for h in group.hosts]
     return replace(
@@ -240,7 +243,7 @@ def merge(fleet: Fleet, analyses: list[Analysis], tables: FleetTables, quantile:
 
 
 def analyze_fleet(arguments: list[str], *, engine_name: str = "duckdb", master: str | None = None,
-                  quantile: float = DEFAULT_QUANTILE,
+                  quantile: float = DEFAULT_HOST_QUANTILE,
                   progress: Callable[[str], None] = lambda _line: None) -> FleetAnalysis:
     """Analyze the captures `arguments` name (files, directories, globs, Parquet trees) as one fleet."""
     if not 0 < quantile <= 1:
@@ -266,13 +269,11 @@ def render_fleet(fleet: FleetAnalysis) -> str:
              f"features on {fleet.engine}; each group sized at p{fleet.quantile * 100:g} across hosts",
              f"{'pattern':<24} {'role':<17} {'hosts':>5} {'captures':>8} {'CPUs':>7}  per host"]
     for group in fleet.groups:   # not zipped with the record's rows: a split pattern has several
-        agree = sum(1 for r in group.role_by_host.values() if r == group.role)
         shares = " ".join(f"{h}={v:.3g}" for h, v in sorted(group.share_by_host.items()))
-        lines.append(f"{group.pattern:<24} {f'{group.role} {agree}/{len(group.hosts)}':<17} "
+        lines.append(f"{group.pattern:<24} {f'{group.role} {group.agreeing}/{len(group.hosts)}':<17} "
                      f"{len(group.hosts):>5} {group.captures:>8} {group.sized_share:>7.3f}  {shares}")
     disagree = [f"  {g.words(len(fleet.hosts), fleet.quantile).removeprefix('fleet: ')}"
-                for g in fleet.groups if g.outliers or len(g.hosts) < len(fleet.hosts)
-                or len(set(g.role_by_host.values())) > 1]
+                for g in fleet.groups if g.outliers or len(g.hosts) < len(fleet.hosts) or g.dissent]
     if disagree:
         lines += ["where the hosts disagree:", *disagree]
     lines += ["caveats:", *(f"  {c}" for c in fleet.record.caveats)]

@@ -73,11 +73,7 @@ def _expand(argument: str) -> list[Path]:
 def _captures_in(path: Path) -> tuple[list[Path], list[Path]]:
     """(Parquet partitions, DuckDB files) that `path` holds or is."""
     if path.is_file():
-        if path.name == CAPTURE_FILE:
-            return [path.parent], []
-        if path.suffix == ".parquet":
-            return [path.parent], []
-        return [], [path]
+        return ([path.parent], []) if path.suffix == ".parquet" else ([], [path])
     partitions = sorted(p.parent for p in path.rglob(CAPTURE_FILE))
     if partitions:
         return partitions, []

@@ -43,8 +43,8 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--switches", type=int, default=10_000_000, help="sched_switch events per capture")
     parser.add_argument("--engines", default="duckdb,spark", help="engines to run")
     parser.add_argument("--spark-max-captures", type=int, default=25,
-                        help="Spark only up to this fleet size (local[2] reads ~0.5M events/s here: "
-                             "1B events would take about half an hour)")
+                        help="Spark only up to this fleet size (local[2] read 0.30-0.82M events/s here, "
+                             "2026-12-05: 1B events would take about 20 minutes)")
     parser.add_argument("--out", type=Path, help="directory for the generated fleet (default: a temp dir)")
     parser.add_argument("--write-results", action="store_true", help="write benchmarks/RESULTS.md")
     parser.add_argument("--section", default="fleet",

@@ -16,6 +16,7 @@ from threadwise.errors import (
     UsageError,
 )
 from threadwise.options import (
+    DEFAULT_HOST_QUANTILE,
     EngineOption,
     FleetEngine,
     Force,
@@ -67,7 +68,7 @@ def synthesize_command(
     shape: MaybeShapeSpec = None,
     engine: EngineOption = FleetEngine.duckdb,
     spark_master: SparkMaster = None,
-    host_quantile: HostQuantile = 0.9,
+    host_quantile: HostQuantile = DEFAULT_HOST_QUANTILE,
 ) -> None:
     """Write a profile TOML for a captured workload (or a sample with --example).
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from threadwise.errors import MissingTool, ThreadwiseError
+from threadwise.options import DEFAULT_HOST_QUANTILE
 from threadwise.paths import file_sha256
 from threadwise.shape import Shape
 from threadwise.synthesize.build import DEFAULT_MAX_GROUPS, build_profile, from_analysis
@@ -41,6 +42,12 @@ def sha256(path: Path) -> str | None:
     return file_sha256(path) if path.is_file() else None
 
 
+def no_analyze_stage(missing: ImportError) -> MissingTool:
+    """What synthesize says when the analyze stage cannot be loaded (an install without it)."""
+    return MissingTool(f"the analyze stage is not available ({missing})",
+                       hint="install threadwise with its analyze stage")
+
+
 def synthesize_capture(capture: Path, name: str, *, where: Path, report: Callable[[str], None],
                        shape: Shape | None = None, requests: dict[str, int] | None = None,
                        max_groups: int = DEFAULT_MAX_GROUPS, families: Families | None = None,
@@ -52,8 +59,7 @@ def synthesize_capture(capture: Path, name: str, *, where: Path, report: Callabl
             # deferred: loads polars, duckdb and sklearn, which this module's other callers do without
             from threadwise.analyze import analyze_capture
         except ImportError as missing:
-            raise MissingTool(f"the analyze stage is not available ({missing})",
-                              hint="install threadwise with its analyze stage") from None
+            raise no_analyze_stage(missing) from None
         analysis = analyze_capture(capture)
     profile = build_profile(from_analysis(analysis), name, capture=relative(capture, where.parent),
                             capture_sha256=sha256(capture), requests=requests, max_groups=max_groups,
@@ -78,7 +84,7 @@ class FleetOptions:
 
     engine: str = "duckdb"
     master: str | None = None
-    quantile: float = 0.9
+    quantile: float = DEFAULT_HOST_QUANTILE
 
 
 def synthesize_fleet(captures: list[str], name: str, *, report: Callable[[str], None],
@@ -91,8 +97,7 @@ def synthesize_fleet(captures: list[str], name: str, *, report: Callable[[str], 
         # deferred: loads polars, duckdb and sklearn, which this module's other callers do without
         from threadwise.analyze.fleet import analyze_fleet
     except ImportError as missing:
-        raise MissingTool(f"the analyze stage is not available ({missing})",
-                          hint="install threadwise with its analyze stage") from None
+        raise no_analyze_stage(missing) from None
     analysis = analyze_fleet(captures, engine_name=fleet.engine, master=fleet.master,
                              quantile=fleet.quantile, progress=report)
     profile = build_profile(analysis.record, name, requests=requests, max_groups=max_groups,

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-ROLESIM_ARGS = ("--hot", "2", "--workers", "3")
+from tests.conftest import ROLESIM_ARGS  # the bpf tier's rolesim: 2 hot threads, 3 workers
 
 
 @dataclass(frozen=True)

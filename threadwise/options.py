@@ -10,6 +10,7 @@ this module, so the shape is parsed by the commands (threadwise.shape loads pyda
 from __future__ import annotations
 
 import functools
+import glob
 import inspect
 from collections.abc import Callable
 from enum import StrEnum
@@ -18,9 +19,9 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-__all__ = ["Cpus", "EngineOption", "FleetEngine", "Force", "HostPriority", "HostQuantile", "Json",
-           "MaybeOutput", "MaybeShapeSpec", "Output", "ShapeSpec", "SparkMaster", "Switch", "names_a_fleet",
-           "with_options"]
+__all__ = ["DEFAULT_HOST_QUANTILE", "Cpus", "EngineOption", "FleetEngine", "Force", "HostPriority",
+           "HostQuantile", "Json", "MaybeOutput", "MaybeShapeSpec", "Output", "ShapeSpec", "SparkMaster",
+           "Switch", "names_a_fleet", "with_options"]
 
 Built = TypeVar("Built")
 
@@ -67,6 +68,7 @@ SparkMaster = Annotated[str | None, typer.Option(
     "--spark-master", metavar="URL", show_default=False,
     help="With --engine spark: local[N] (this machine, N cores; the default is local[2]) or a "
     "cluster's URL, e.g. spark://head:7077.")]
+DEFAULT_HOST_QUANTILE = 0.9   # p90 across hosts: a busy host's need, not the fleet's average
 HostQuantile = Annotated[float, typer.Option(
     "--host-quantile", min=0.01, max=1.0,
     help="With many captures: size each group at this quantile of the hosts' CPU shares.")]
@@ -74,7 +76,7 @@ HostQuantile = Annotated[float, typer.Option(
 
 def names_a_fleet(captures: list[str]) -> bool:
     """Whether capture arguments name many captures (or may: a directory, a glob), not one file."""
-    return len(captures) > 1 or any(Path(c).is_dir() or any(ch in c for ch in "*?[") for c in captures)
+    return len(captures) > 1 or any(Path(c).is_dir() or glob.has_magic(c) for c in captures)
 
 
 def with_options(build: Callable[..., Built]) -> Callable[[Callable[..., None]], Callable[..., None]]:

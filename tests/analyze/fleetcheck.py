@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import polars as pl
 
-from threadwise.analyze.fleet_engine import FleetTables
+from threadwise.analyze.fleet import FleetAnalysis
+from threadwise.analyze.fleet_engine import FleetTables, SparkEngine
+from threadwise.analyze.fleet_inputs import open_fleet
 
 
 def spark_missing() -> str | None:
@@ -33,3 +36,10 @@ def assert_same_features(duck: FleetTables, spark: FleetTables) -> None:
             else:
                 same = a[column].cast(pl.String).to_list() == b[column].cast(pl.String).to_list()
                 assert same, (name, column)
+
+
+def assert_spark_agrees(tree: Path, fleet: FleetAnalysis) -> None:
+    """Spark, over the same tree and the same grouping, computes what DuckDB computed for `fleet`."""
+    with open_fleet([str(tree)]) as again:   # the tree in place: nothing imported
+        spark = SparkEngine().features([c.partition for c in again.captures], fleet.group_map)
+    assert_same_features(fleet.tables, spark)

@@ -15,12 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.analyze.fleetcheck import assert_same_features, spark_missing
+from tests.analyze.fleetcheck import assert_spark_agrees, spark_missing
 from tests.conftest import alone_with_labs
 from tests.simulated_fleet import HOSTS, simulate
 from threadwise.analyze.fleet import FleetAnalysis, analyze_fleet
-from threadwise.analyze.fleet_engine import SparkEngine
-from threadwise.analyze.fleet_inputs import open_fleet
 from threadwise.scx import SCX_LAYERED_VERSION
 from threadwise.synthesize.build import build_profile
 from threadwise.synthesize.rules import validate
@@ -63,6 +61,4 @@ def test_twenty_captures_of_four_hosts_train_one_profile(fleet: FleetAnalysis, t
 
 @pytest.mark.skipif(spark_missing() is not None, reason=spark_missing() or "")
 def test_duckdb_and_spark_agree_on_the_real_fleet(fleet_tree: Path, fleet: FleetAnalysis):
-    with open_fleet([str(fleet_tree)]) as again:   # the tree in place: nothing imported
-        spark = SparkEngine().features([c.partition for c in again.captures], fleet.group_map)
-    assert_same_features(fleet.tables, spark)
+    assert_spark_agrees(fleet_tree, fleet)

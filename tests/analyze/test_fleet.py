@@ -15,10 +15,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.analyze.fleetcheck import assert_same_features, spark_missing
+from tests.analyze.fleetcheck import assert_spark_agrees, spark_missing
 from tests.synthetic.bulk import bulk_capture
 from threadwise.analyze.fleet import GroupAcrossHosts, analyze_fleet, nearest_rank, outliers, render_fleet
-from threadwise.analyze.fleet_engine import SparkEngine, spark_sql
+from threadwise.analyze.fleet_engine import spark_sql
 from threadwise.analyze.fleet_inputs import open_fleet
 from threadwise.errors import UsageError
 from threadwise.observe.interop.parquet import export_parquet
@@ -96,10 +96,7 @@ def test_the_fleet_sizes_each_group_at_the_quantile_across_hosts(fleet_tree: Pat
 
 @pytest.mark.skipif(spark_missing() is not None, reason=spark_missing() or "")
 def test_duckdb_and_spark_compute_the_same_features(fleet_tree: Path):
-    fleet = analyze_fleet([str(fleet_tree / "tree")])
-    with open_fleet([str(fleet_tree / "tree")]) as again:
-        spark = SparkEngine().features([c.partition for c in again.captures], fleet.group_map)
-    assert_same_features(fleet.tables, spark)
+    assert_spark_agrees(fleet_tree / "tree", analyze_fleet([str(fleet_tree / "tree")]))
     assert "PERCENTILE_DISC(0.9) WITHIN GROUP" in spark_sql("group_capture")   # exact, not approximate
 
 
