@@ -44,7 +44,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--engines", default="duckdb,spark", help="engines to run")
     parser.add_argument("--spark-max-captures", type=int, default=25,
                         help="Spark only up to this fleet size (local[2] read 0.30-0.82M events/s here, "
-                             "2026-12-05: 1B events would take about 20 minutes)")
+                             "2026-12-05; at 1B, 100 captures, it ran out of its 4 GB heap after 18 minutes)")
     parser.add_argument("--out", type=Path, help="directory for the generated fleet (default: a temp dir)")
     parser.add_argument("--write-results", action="store_true", help="write benchmarks/RESULTS.md")
     parser.add_argument("--section", default="fleet",
@@ -166,8 +166,10 @@ def _table(rows: list[dict[str, object]]) -> str:
         rate = f"{r['events'] / r['seconds'] / 1e6:.2f}M" if ok else "failed"  # type: ignore[operator]
         seconds = f"{r['seconds']:.1f}" if ok else "-"
         hosts = -(-int(r["captures"]) // CAPTURES_PER_HOST)  # type: ignore[call-overload]
+        # a failed Spark child reports no JVM high-water mark: its driver's RSS alone would mislead
+        rss = "-" if not ok and r["engine"] == "spark" else f"{r['rss']:,.0f}"
         lines.append(f"| {r['captures']} | {hosts} | {events} | {r['engine']} | {seconds} | "
-                     f"{r['wall']:.1f} | {rate} | {r['rss']:,.0f} | {r['code']} |")
+                     f"{r['wall']:.1f} | {rate} | {rss} | {r['code']} |")
     return "\n".join(lines)
 
 
