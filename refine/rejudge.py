@@ -44,7 +44,7 @@ class Rejudged:
     runs: int
     revalidated: int  # profile cells valid by today's rule that schema 1 had dropped
     changed: list[str]  # steps whose decision the current rule changed
-    verdict: str
+    verdict: str | None  # the training's headline; None for a bare ladder (no training steps)
 
 
 def revalidate(con: duckdb.DuckDBPyConnection) -> int:
@@ -85,7 +85,8 @@ def rejudge_file(con: duckdb.DuckDBPyConnection) -> Rejudged:
         for reference, candidate in sorted(pairs):
             comparison(run_id, reference, candidate)
     changed = []
-    for step, run_id, candidate, decision, _reason in con.execute(sql("step_rows")).fetchall():
+    steps = con.execute(sql("step_rows")).fetchall()
+    for step, run_id, candidate, decision, _reason in steps:
         if run_id is None:
             continue  # rejected before measuring: nothing to judge
         if step == 0:
@@ -108,7 +109,7 @@ def rejudge_file(con: duckdb.DuckDBPyConnection) -> Rejudged:
         con.execute(sql("update_step"), [new, reason, max(widest) if widest else math.nan,
                                          run_id if floors.by_level else None, step])
     con.execute("CHECKPOINT")
-    return Rejudged(len(runs), revalidated, changed, report.verdict_sentence(con))
+    return Rejudged(len(runs), revalidated, changed, report.verdict_sentence(con) if steps else None)
 
 
 def training_from_report(con: duckdb.DuckDBPyConnection, report_md: Path) -> None:
@@ -176,7 +177,7 @@ def rejudge_record(record: Path, profile: Path | None = None) -> list[str]:
         if record.is_dir():
             row = con.execute(report.sql("training")).fetchone()
             target = profile or Path(row[3])
-            if target.is_file():
+            if target.is_file() and result.verdict is not None:
                 placed = place(con, record, target, result.verdict)
                 lines.append(f"rejudge: rewrote {target}'s header" if placed == target else
                              f"rejudge: {target} does not beat the default scheduler by today's judge: "
@@ -187,6 +188,10 @@ def rejudge_record(record: Path, profile: Path | None = None) -> list[str]:
     lines.append(f"rejudge: {result.runs} runs judged again in {ladder_file}"
                  + (f"; {result.revalidated} cells the profile's starved background had made invalid "
                     "are valid by today's rule" if result.revalidated else ""))
+    if result.verdict is None:   # `threadwise ladder`'s file: comparisons, no training to headline
+        lines.append("  a ladder without training steps: its comparisons are stored again, no verdict of "
+                     "a trained profile to give")
+        return lines
     lines += [f"  {line}" for line in result.changed or ["no step decision changed"]]
     lines.append(result.verdict.replace("**", ""))
     return lines

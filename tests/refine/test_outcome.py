@@ -17,6 +17,7 @@ from threadwise import givenclock
 from threadwise.refine import outcome, report
 from threadwise.refine.measure import store
 from threadwise.refine.outcome import KEEP_DEFAULT, candidate_path
+from threadwise.refine.rejudge import rejudge_record
 from threadwise.synthesize.provenance import KEEP_DEFAULT_MARK, says_keep_default
 
 ROOT = Path(__file__).parents[2]
@@ -104,3 +105,21 @@ def test_rejudge_retires_a_losing_profile_and_apply_refuses_it(tmp_path: Path) -
     assert refused.returncode == 2
     assert "keep the default scheduler for this service" in refused.stderr
     assert "--ignore-verdict" in refused.stderr
+
+
+def test_rejudge_of_a_bare_ladder_gives_no_training_verdict(tmp_path: Path) -> None:
+    """`threadwise ladder`'s file has cells and comparisons but no training steps: rejudge judges its
+    runs again and says there is no trained profile to give a verdict on (it once printed "The
+    synthesized profile did not beat the default scheduler (not measured)")."""
+    ladder = tmp_path / "ladder.duckdb"
+    shutil.copyfile(RECORDS["poolservice"] / "ladder.duckdb", ladder)
+    con = store.open_ladder(ladder)
+    try:
+        con.execute("DELETE FROM step")
+        con.execute("DELETE FROM training")
+    finally:
+        con.close()
+    lines = rejudge_record(ladder)
+    assert lines[0].startswith("rejudge: ") and "runs judged again" in lines[0]
+    assert "no verdict of a trained profile" in lines[-1]
+    assert not any("default scheduler" in line for line in lines)
