@@ -40,6 +40,7 @@ ALL_PACKAGES=(
     e2fsprogs           # mkfs.ext4 -d: the lab guest's runtime disk (runtime/lab/runtimes.py)
     openjdk-17-jdk-headless  # the bundled JVM workload (refine/workloads/poolservice.toml); Spark (fleet engine)
     hyperfine linux-perf  # benchmarks (perf sched record: the tracer's peer)
+    procps              # ps: scripts/test.sh stops the fast tier it runs in the background
 )
 case $SET in
     build) APT_PACKAGES=("${BUILD_PACKAGES[@]}");;
