@@ -37,10 +37,10 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
 def test_the_profile_selects_the_request_workers(trained: Trained):
     """Which group the workers land in depends on the load the capture saw
     (docs/bundled-workloads.md "memcached"): at a 200-us think time they read as latency
-    threads of their own, at the workload's 2 ms as housekeeping with the idle maintainers (no
-    wake chain carries a request that arrives from the network). What must hold is that a group
-    built from their evidence selects them, first (scx_layered places a thread in the first
-    layer that matches it), and not the workload's catch-all."""
+    threads of their own, at 2 ms, before the request evidence, as housekeeping with the idle
+    maintainers (no wake chain carries a request that arrives from the network). What must hold
+    is that a group built from their evidence selects them, first (scx_layered places a thread
+    in the first layer that matches it), and not the workload's catch-all."""
     profile = trained.profile
     groups = tomllib.loads(profile.read_text())["group"]
     first = next((g for g in groups if "mc-worker".startswith(tuple(m.rstrip("*") for m in g["match"]))),
