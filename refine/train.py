@@ -45,6 +45,7 @@ from threadwise.refine.measure.workload import Workload, load_workload, render_a
 from threadwise.refine.search import loop, screening
 from threadwise.refine.search.diagnose import load_blockers, load_silences
 from threadwise.refine.search.loop import RefineResult, Step
+from threadwise.refine.search.screen_guide import ScreenAwareGuide
 from threadwise.refine.search.step_ladders import StepLadders, Training
 from threadwise.runtime.lab.turns import host_slots, take_turn
 from threadwise.shape import Shape
@@ -299,6 +300,7 @@ def confirm(choice: screening.ScreenChoice, options: TrainOptions, training: Tra
                          primary=training.primary, secondary=training.secondary, budget=options.budget,
                          references=[choice.null] if options.null_arm else [], start_because=choice.because,
                          candidates=offered, blockers=ladders.last_ladder(load_blockers),
+                         guide=ScreenAwareGuide(loop.order, choice.losses) if choice.losses else loop.order,
                          silences=ladders.last_ladder(load_silences),
                          on_step=lambda step: progress(step_line(step)))
     unmatched = [name for name in options.skip if name not in offered.skipped]

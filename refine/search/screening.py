@@ -20,6 +20,7 @@ from threadwise.refine.measure.run import LadderRun, Where, run_ladder
 from threadwise.refine.measure.workload import Workload
 from threadwise.refine.search import loop, screen
 from threadwise.refine.search.candidate import Candidate
+from threadwise.refine.search.screen_guide import ScreenLosses
 from threadwise.refine.search.vetting import Vetted, vet
 from threadwise.shape import Shape
 from threadwise.synthesize.api import Profile
@@ -48,6 +49,7 @@ class ScreenChoice:
     shape: Shape
     because: str
     null: Arm
+    losses: ScreenLosses | None = None   # what the screen measured, for the guided order
 
 
 def screen_step(start: Profile, shape: Shape, plan: ScreenPlan, *, workload: Workload, workload_toml: str,
@@ -83,7 +85,12 @@ def screen_step(start: Profile, shape: Shape, plan: ScreenPlan, *, workload: Wor
         assert entry.score is not None
         progress(f"train: screen #{entry.rank} {entry.candidate.name}: loss {entry.score.loss:.2f}, "
                  f"gain {entry.score.gain(primary[0]):.2f} (A/A units)")
-    return ScreenChoice(top.candidate.profile, top.candidate.shape_for(shape), result.because(), null)
+    start_score = next(e.score for e in result.entries if e.arm == screen.START_ARM)
+    losses = ScreenLosses(start_score.loss, {
+        e.candidate.name: e.score.loss for e in result.entries
+        if e.score is not None and e.arm != screen.START_ARM}) if start_score is not None else None
+    return ScreenChoice(top.candidate.profile, top.candidate.shape_for(shape), result.because(), null,
+                        losses)
 
 
 
