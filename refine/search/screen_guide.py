@@ -25,13 +25,12 @@ from dataclasses import dataclass
 
 import duckdb
 
-from threadwise.refine.measure import store
 from threadwise.refine.search.candidate import Candidate
 from threadwise.refine.search.diagnose import Blocker, Failure
 from threadwise.refine.search.guide import Choice
-from threadwise.refine.search.loop import Guide
-from threadwise.refine.search.screen import START_ARM
-from threadwise.sqlfiles import statement
+from threadwise.refine.search.loop import START, Guide
+from threadwise.refine.search.screen import ScreenResult
+from threadwise.refine.search.screen_report import screen_rows
 from threadwise.synthesize.api import Profile
 
 DEMOTE_UNITS = 2.0  # A/A units beyond the start's loss that demote a screened change
@@ -45,14 +44,17 @@ class ScreenLosses:
     by_candidate: Mapping[str, float]
 
     @classmethod
+    def of_result(cls, result: ScreenResult) -> ScreenLosses:
+        """From the screen train just ran (the start is always measured in it)."""
+        losses = {e.candidate.name: e.score.loss for e in result.entries if e.score is not None}
+        return cls(losses.pop(START), losses)
+
+    @classmethod
     def of_ladder(cls, con: duckdb.DuckDBPyConnection) -> ScreenLosses | None:
-        """From a ladder file's `screen` table (None: the training screened nothing)."""
-        if ("screen",) not in con.execute(store.sql("tables")).fetchall():
-            return None   # a ladder file older than schema 6
-        rows = con.execute(statement("threadwise.refine", "sql/screen.sql", "screen_rows")).fetchall()
-        losses = {candidate: loss for _run, _arm, candidate, *_, loss, _gain, _rank, _chosen in rows
-                  if loss is not None}
-        start = losses.pop(START_ARM, None)
+        """From a ladder file's stored screen (None: the training screened nothing)."""
+        losses = {candidate: loss for _run, _arm, candidate, *_, loss, _gain, _rank, _chosen
+                  in screen_rows(con) if loss is not None}
+        start = losses.pop(START, None)
         return cls(start, losses) if start is not None else None
 
     def demotes(self, name: str) -> float | None:

@@ -45,9 +45,14 @@ def confirmed_candidate(con: duckdb.DuckDBPyConnection) -> str | None:
     return found[0] if found else None
 
 
+def screen_rows(con: duckdb.DuckDBPyConnection) -> list[tuple]:
+    """The stored screen's candidates (screen.sql `screen_rows`; none when nothing was screened)."""
+    return con.execute(_sql("screen_rows")).fetchall() if _has_screen(con) else []
+
+
 def screen_section(con: duckdb.DuckDBPyConnection) -> list[str]:
     """## The screen (nothing when the training screened nothing)."""
-    rows = con.execute(_sql("screen_rows")).fetchall() if _has_screen(con) else []
+    rows = screen_rows(con)
     if not rows:
         return []
     run_id = next(row[0] for row in rows if row[0] is not None)

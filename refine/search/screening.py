@@ -85,12 +85,8 @@ def screen_step(start: Profile, shape: Shape, plan: ScreenPlan, *, workload: Wor
         assert entry.score is not None
         progress(f"train: screen #{entry.rank} {entry.candidate.name}: loss {entry.score.loss:.2f}, "
                  f"gain {entry.score.gain(primary[0]):.2f} (A/A units)")
-    start_score = next(e.score for e in result.entries if e.arm == screen.START_ARM)
-    losses = ScreenLosses(start_score.loss, {
-        e.candidate.name: e.score.loss for e in result.entries
-        if e.score is not None and e.arm != screen.START_ARM}) if start_score is not None else None
     return ScreenChoice(top.candidate.profile, top.candidate.shape_for(shape), result.because(), null,
-                        losses)
+                        ScreenLosses.of_result(result))
 
 
 

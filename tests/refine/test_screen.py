@@ -18,6 +18,7 @@ from threadwise.refine.measure.stats import Measured, Obs
 from threadwise.refine.search import screen, vetting
 from threadwise.refine.search.candidate import Candidate
 from threadwise.refine.search.loop import START
+from threadwise.refine.search.screen_guide import ScreenLosses
 from threadwise.shape import synthetic
 from threadwise.synthesize.reader import load_profile
 from threadwise.synthesize.schema import Profile
@@ -138,3 +139,12 @@ def test_run_screen_ranks_every_vetted_candidate_and_the_top_is_what_step_0_conf
     assert sorted(e.rank for e in result.entries if e.rank) == [1, 2, 3, 4]
     assert result.null is not None and result.null.arm == screen.NULL_ARM
     assert candidates[1].name in result.because() and "confirmed" in result.because()
+    # what the guided order is told (search/screen_guide.py): the start's loss apart, every
+    # measured candidate's by name; the losers here lie far beyond the start's
+    losses = ScreenLosses.of_result(result)
+    by_arm = {e.arm: e for e in result.entries}
+    assert losses.start == by_arm["start"].score.loss   # type: ignore[union-attr]
+    assert losses.by_candidate == {e.candidate.name: e.score.loss for e in result.entries
+                                   if e.score is not None and e.arm != "start"}
+    assert losses.demotes(by_arm["c01"].candidate.name) is not None
+    assert losses.demotes(by_arm["c02"].candidate.name) is None
