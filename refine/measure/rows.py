@@ -181,6 +181,7 @@ class ScreenRow:
     screen_rank: int | None = None
     chosen: bool
     toml_diff: str
+    rank_rule: str
 
 
 LadderRow = (RunRow | ArmRow | CellRow | SampleRow | MembershipRow | ComparisonRow | FloorRow | StepRow

@@ -27,10 +27,10 @@ from threadwise.refine.measure.rows import ROW_TYPES, LadderRow
 from threadwise.refine.measure.stats import Measured, Obs
 from threadwise.sqlfiles import insert_rows, statement
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # version -> the script that brings a file of that version to the next (sql/)
 MIGRATIONS = {1: "migrate_1_2.sql", 2: "migrate_2_3.sql", 3: "migrate_3_4.sql", 4: "migrate_4_5.sql",
-              5: "migrate_5_6.sql"}
+              5: "migrate_5_6.sql", 6: "migrate_6_7.sql"}
 
 
 def sql(name: str) -> str:

@@ -17,8 +17,14 @@ Approach (docs/search.md): two rungs, as in successive halving and racing (F-Rac
   scheduler (`score`): per level and objective metric, its mean paired log ratio against the
   geometric mean of the two default-scheduler cells of the same repeat, in units of that level's
   A/A spread (at least the judge's 5% resolution). An arm's `loss` is how far its worst unit
-  lies beyond one unit on the bad side; its `gain` its best primary unit. Ranked by loss, then
-  gain: the candidate a confirmation can make a profile (better somewhere, worse nowhere) first.
+  lies beyond one unit on the bad side; its `gain` its best primary unit; its `worst` the unit
+  of its weakest metric and level. Ranked (`RANK_RULE`) by loss; among equal losses an arm with a
+  clear gain (at least `CLEAR_GAIN_UNITS`) first, and among those the safest (highest worst)
+  first, then gain. Why safety before gain: the keep rule asks for a gain at one level and no loss
+  at any; once the gain is clear, a larger one does not make the confirmation likelier to pass,
+  a margin at the weakest level does (mariadb's screen put `other:preempt=true` first on its bg=4
+  gain, 0.963x at bg=0; step 0 read 0.88x there and it lost). The screen's table stores the rule
+  it ranked by (`rank_rule`); `loss-then-gain` (loss, then gain) ranked the screens before it.
 - The confirmation is the search's step 0 (loop.py) on the screen's top arm: a fresh ladder at
   the training's repeats and levels, judged by the one judge with its unchanged rule. The screen
   only chooses what is confirmed; no verdict or decision reads its numbers. So the false-verdict
@@ -46,6 +52,11 @@ NULL_ARM = "null"   # the same scx_layered, every thread in the catch-all
 START_ARM = "start"
 Metric = tuple[str, Direction]
 UNIT_FLOOR = math.log1p(RESOLUTION)   # no level's unit is narrower than the judge's resolution
+# A gain this many A/A units beyond the default's is clear: one repeat's estimate minus its own
+# noise (about one unit) still lies a unit above the default.
+CLEAR_GAIN_UNITS = 2.0
+RANK_RULE = "loss-then-safety"   # how `rank_entries` orders today, stored with every screen row
+RANK_RULES = ("loss-then-gain", RANK_RULE)   # loss-then-gain: the screens before 2026-12-06
 # Operator classes taken in turn, so a narrow screen still tries each kind of change: what a
 # group is (treatment), how the machine is cut (reserve, join, merge, split, sizing), and the
 # scx_layered options that decide who holds a CPU (the guide's remedies).
@@ -109,8 +120,15 @@ class Score:
     def gain(self, primary: str) -> float:
         return max((u for (metric, _), u in self.units.items() if metric == primary), default=-math.inf)
 
-    def rank_key(self, primary: str) -> tuple[bool, float, float, str]:
-        return (not self.complete, round(self.loss, 6), -round(self.gain(primary), 6), self.arm)
+    def rank_key(self, primary: str, rule: str = RANK_RULE) -> tuple:
+        """Sort key under `rule` (RANK_RULES; the module's note says why safety comes first)."""
+        gain = round(self.gain(primary), 6)
+        if rule == "loss-then-gain":
+            return (not self.complete, round(self.loss, 6), -gain, self.arm)
+        if rule != RANK_RULE:
+            raise ValueError(f"unknown screen rank rule {rule!r} (known: {', '.join(RANK_RULES)})")
+        return (not self.complete, round(self.loss, 6), gain < CLEAR_GAIN_UNITS, -round(self.worst, 6),
+                -gain, self.arm)
 
 
 def _unit(measured: Measured, level: int, metric: str) -> float:
@@ -177,6 +195,7 @@ class ScreenResult:
     null: Score | None
     levels: tuple[int, ...]
     primary: str
+    rule: str = RANK_RULE              # how the entries were ranked (RANK_RULES)
 
     @property
     def top(self) -> Screened:
@@ -194,10 +213,10 @@ class ScreenResult:
                 f"loss {top.score.loss:.2f}, gain {top.score.gain(primary):.2f} A/A units): confirmed here")
 
 
-def rank_entries(entries: Sequence[Screened], primary: str) -> tuple[Screened, ...]:
-    """The entries with their ranks (measured ones, by `Score.rank_key`)."""
+def rank_entries(entries: Sequence[Screened], primary: str, rule: str = RANK_RULE) -> tuple[Screened, ...]:
+    """The entries with their ranks (measured ones, by `Score.rank_key` under `rule`)."""
     measured = sorted((e for e in entries if e.score is not None),
-                      key=lambda e: e.score.rank_key(primary) if e.score else ())
+                      key=lambda e: e.score.rank_key(primary, rule) if e.score else ())
     ranks = {id(e): i for i, e in enumerate(measured, start=1)}
     return tuple(Screened(e.candidate, e.arm, e.vetted, e.rejected, e.score, ranks.get(id(e)))
                  for e in entries)

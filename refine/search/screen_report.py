@@ -50,6 +50,22 @@ def screen_rows(con: duckdb.DuckDBPyConnection) -> list[tuple]:
     return con.execute(_sql("screen_rows")).fetchall() if _has_screen(con) else []
 
 
+def rank_rule(con: duckdb.DuckDBPyConnection) -> str:
+    """The rule the stored screen was ranked by (search/screen.py RANK_RULES)."""
+    rules = [row[0] for row in con.execute(_sql("rank_rule")).fetchall()] if _has_screen(con) else []
+    if len(rules) > 1:
+        raise ValueError(f"one screen ranked by {len(rules)} rules: {rules}")
+    return rules[0] if rules else screen.RANK_RULE
+
+
+# How each rule ranks, in REPORT.md's words
+_RANKED_BY = {
+    "loss-then-gain": "then by its best primary gain",
+    "loss-then-safety": (f"then those with a clear primary gain (at least {screen.CLEAR_GAIN_UNITS:g} units) "
+                         "first, the safest of them (highest worst unit) first, then by that gain"),
+}
+
+
 def screen_section(con: duckdb.DuckDBPyConnection) -> list[str]:
     """## The screen (nothing when the training screened nothing)."""
     rows = screen_rows(con)
@@ -64,7 +80,7 @@ def screen_section(con: duckdb.DuckDBPyConnection) -> list[str]:
              f"Ladder run {run_id} measured the start, the null arm and {len(rows) - 1} candidates of its "
              f"neighbourhood side by side (levels {info.levels}, {info.repeats} repeat(s)); each is ranked "
              "against the default scheduler by its worst metric and level in units of that level's A/A "
-             "spread (loss: units beyond one on the bad side), then by its best primary gain "
+             f"spread (loss: units beyond one on the bad side), {_RANKED_BY[rank_rule(con)]} "
              "(docs/search.md). The screen only chooses what step 0 confirms: no verdict or decision "
              "reads these figures.", "",
              f"| rank | candidate | arm | {head} | loss | gain |", "|---|---|---|" + "---|" * (

@@ -105,7 +105,8 @@ def _store(ladder_file: Path, run_id: int, result: screen.ScreenResult, start: P
             gain=score.gain(result.primary) if score else None, screen_rank=entry.rank,
             chosen=entry is top,
             toml_diff=loop.toml_diff(start, entry.candidate.profile, "start.toml",
-                                     f"{entry.candidate.name}.toml")))
+                                     f"{entry.candidate.name}.toml"),
+            rank_rule=result.rule))
     con = store.open_ladder(ladder_file)
     try:
         store.insert(con, "screen", rows)

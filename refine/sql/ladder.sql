@@ -7,7 +7,7 @@
 -- Written by refine/measure/ladder.py (ingest of the guest agent's raw files).
 
 CREATE TABLE IF NOT EXISTS ladder_meta (
-    schema_version INTEGER NOT NULL        -- 6 (store.MIGRATIONS brings older files up to it)
+    schema_version INTEGER NOT NULL        -- 7 (store.MIGRATIONS brings older files up to it)
 );
 
 CREATE TABLE IF NOT EXISTS run (
@@ -191,5 +191,6 @@ CREATE TABLE IF NOT EXISTS screen (
     gain        DOUBLE,                    -- its best primary gain, A/A units
     screen_rank INTEGER,                   -- 1 = the top (NULL: not measured)
     chosen      BOOLEAN NOT NULL,          -- confirmed by the search's step 0
-    toml_diff   VARCHAR NOT NULL           -- unified diff from the start profile
+    toml_diff   VARCHAR NOT NULL,          -- unified diff from the start profile
+    rank_rule   VARCHAR NOT NULL           -- how the screen ranked (search/screen.py RANK_RULES)
 );

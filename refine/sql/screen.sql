@@ -1,5 +1,5 @@
 -- screen.sql: what REPORT.md reads of a training's screen, its null arm and its lab minutes
--- (refine/search/screen_report.py). Ladder schema 6; an older file has no screen rows.
+-- (refine/search/screen_report.py). Ladder schema 7; a file older than schema 6 has no screen rows.
 
 -- name: screen_rows
 -- Every candidate of the screen, ranked ones first by rank, then the refused ones.
@@ -10,6 +10,12 @@
 SELECT run_id, arm, candidate, description, reserve_cores, rejected, loss, gain, screen_rank, chosen
 FROM screen
 ORDER BY screen_rank IS NULL, screen_rank, candidate;
+
+-- name: rank_rule
+-- The rule the screen was ranked by (search/screen.py RANK_RULES; one per screen).
+-- Columns: rank_rule VARCHAR
+-- Parameters: none
+SELECT DISTINCT rank_rule FROM screen WHERE screen_rank IS NOT NULL;
 
 -- name: chosen
 -- The candidate the screen chose for step 0 to confirm.

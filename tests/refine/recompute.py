@@ -15,7 +15,7 @@ import duckdb
 
 from threadwise.refine.measure import judge, stats, store
 from threadwise.refine.measure.ladder import BASELINE
-from threadwise.refine.search import screen
+from threadwise.refine.search import screen, screen_report
 from threadwise.refine.search.loop import BEST, CANDIDATE
 
 
@@ -55,8 +55,9 @@ def _screen_again(con: duckdb.DuckDBPyConnection, path: Path) -> int:
     metrics = [info.primary, *info.secondary]
     scores = {arm: screen.score(measured, arm, metrics, info.levels)  # type: ignore[arg-type]
               for _run, arm, *_ in rows}
-    ranked = sorted(scores, key=lambda arm: scores[arm].rank_key(info.primary[0]))
-    assert [arm for _run, arm, *_ in rows] == ranked, f"{path}: screen ranks"
+    rule = screen_report.rank_rule(con)   # the rule the training ranked by, as stored
+    ranked = sorted(scores, key=lambda arm: scores[arm].rank_key(info.primary[0], rule))
+    assert [arm for _run, arm, *_ in rows] == ranked, f"{path}: screen ranks ({rule})"
     for _run, arm, loss, gain, rank, chosen in rows:
         assert _close(loss, scores[arm].loss) and _close(gain, scores[arm].gain(info.primary[0])), \
             f"{path}: screen arm {arm}"

@@ -61,6 +61,28 @@ def test_a_candidate_within_noise_idle_and_better_loaded_outranks_one_that_loses
     assert default.ratios[("rps", 4)] == pytest.approx(79 / 50 / math.sqrt(1.02), rel=1e-6)
 
 
+def test_among_arms_without_loss_a_clear_gain_comes_first_and_the_safest_of_those_first() -> None:
+    # "bold" gains most under load but sits nearest a loss idle; "safe" gains less, loses nothing;
+    # "flat" is safest of all but gains nothing clear (the rule asks for a gain somewhere)
+    better_p99 = {0: 950.0, 4: 3800.0}
+    measured = ladder({"bold": {0: (97.0, better_p99[0]), 4: (85.0, better_p99[4])},
+                       "safe": {0: (102.0, better_p99[0]), 4: (75.0, better_p99[4])},
+                       "flat": {0: (104.0, better_p99[0]), 4: (52.0, better_p99[4])}})
+    scores = {arm: screen.score(measured, arm, METRICS, LEVELS) for arm in ("bold", "safe", "flat")}
+    assert all(s.loss == 0 for s in scores.values())
+    assert scores["bold"].gain("rps") > scores["safe"].gain("rps") >= screen.CLEAR_GAIN_UNITS
+    assert scores["flat"].gain("rps") < screen.CLEAR_GAIN_UNITS
+    assert scores["flat"].worst > scores["safe"].worst > scores["bold"].worst
+
+    def ranked(rule: str) -> list[str]:
+        return sorted(scores, key=lambda arm: scores[arm].rank_key("rps", rule))
+
+    assert ranked(screen.RANK_RULE) == ["safe", "bold", "flat"]
+    assert ranked("loss-then-gain") == ["bold", "safe", "flat"]
+    with pytest.raises(ValueError, match="unknown screen rank rule"):
+        scores["bold"].rank_key("rps", "gain-only")
+
+
 def test_the_unit_is_never_narrower_than_the_judges_resolution() -> None:
     # identical default arms: a 3% difference is less than one unit, so it is no loss
     measured = ladder({"small": {0: (97.0, 1000.0), 4: (50.0, 4000.0)}}, aa_jitter=0.0)

@@ -76,9 +76,11 @@ def record(tmp_path: Path) -> Path:
         store.insert(con, "screen", [ScreenRow(
             run_id=1, arm=arm, candidate=arm if arm == "start" else "g:treatment=exclusive",
             description=arm, reserve_cores=1, loss=scores[arm].loss, gain=scores[arm].gain(PRIMARY),
-            screen_rank=ranked.index(arm) + 1, chosen=ranked[0] == arm, toml_diff="") for arm in ranked]
+            screen_rank=ranked.index(arm) + 1, chosen=ranked[0] == arm, toml_diff="",
+            rank_rule=screen.RANK_RULE) for arm in ranked]
             + [ScreenRow(candidate="g:reserve", description="refused", reserve_cores=0,
-                         rejected="lint: two hot threads on one core", chosen=False, toml_diff="")])
+                         rejected="lint: two hot threads on one core", chosen=False, toml_diff="",
+                         rank_rule=screen.RANK_RULE)])
         store.insert(con, "step", [StepRow(step=0, run_id=2, candidate="start", description="start",
                                            decision="kept", reason="step 0", toml_diff="", noise=0.1,
                                            decision_seed="null", floors_run=2, chosen_because="the screen")])
@@ -125,3 +127,30 @@ def test_a_loss_the_null_arm_shares_is_the_schedulers_and_the_record_says_trade_
 
 def test_the_synthetic_record_recomputes(record: Path) -> None:
     assert recompute_ladder_file(record) > 0
+
+
+def test_a_screen_before_schema_7_keeps_the_rule_it_was_ranked_by() -> None:
+    """mariadb's record (2026-12-05, schema 6) ranked by loss, then gain: `other:preempt=true`
+    first on its bg=4 gain, 0.963x at bg=0 (step 0 read 0.88x there). Read through the migration,
+    its rows say `loss-then-gain`, its ranks recompute under that rule, and its report says so;
+    today's rule puts the arm with a clear gain and the most margin at bg=0 first."""
+    path = Path(__file__).resolve().parents[2] / "artifacts" / "mariadb" / "ladder.duckdb"
+    con = store.open_ladder(path, read_only=True)
+    try:
+        assert screen_report.rank_rule(con) == "loss-then-gain"
+        assert screen_report.confirmed_candidate(con) == "other:preempt=true"
+        section = "\n".join(screen_report.screen_section(con))
+        rows = screen_report.screen_rows(con)
+        run_id = rows[0][0]
+        info = store.run_info(con, run_id)
+        measured = store.measured(con, run_id)
+    finally:
+        con.close()
+    assert "then by its best primary gain" in section
+    metrics = [info.primary, *info.secondary]
+    scores = {candidate: screen.score(measured, arm, metrics, info.levels)  # type: ignore[arg-type]
+              for _run, arm, candidate, *_ in rows if arm is not None}
+    today = sorted(scores, key=lambda c: scores[c].rank_key(info.primary[0]))
+    assert today[0] == "mariadbd:slice_us=500"
+    assert scores[today[0]].worst > scores["other:preempt=true"].worst
+    assert recompute_ladder_file(path) > 0
