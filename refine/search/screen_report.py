@@ -80,27 +80,29 @@ def screen_section(con: duckdb.DuckDBPyConnection) -> list[str]:
              f"Ladder run {run_id} measured the start, the null arm and {len(rows) - 1} candidates of its "
              f"neighbourhood side by side (levels {info.levels}, {info.repeats} repeat(s)); each is ranked "
              "against the default scheduler by its worst metric and level in units of that level's A/A "
-             f"spread (loss: units beyond one on the bad side), {_RANKED_BY[rank_rule(con)]} "
+             f"spread (loss: units beyond one on the bad side; worst: its weakest unit, + better), "
+             f"{_RANKED_BY[rank_rule(con)]} "
              "(docs/search.md). The screen only chooses what step 0 confirms: no verdict or decision "
              "reads these figures.", "",
-             f"| rank | candidate | arm | {head} | loss | gain |", "|---|---|---|" + "---|" * (
-                 len(metrics) * len(info.levels)) + "---|---|"]
+             f"| rank | candidate | arm | {head} | loss | gain | worst |", "|---|---|---|" + "---|" * (
+                 len(metrics) * len(info.levels)) + "---|---|---|"]
     for _run, arm, candidate, _desc, _reserve, rejected, loss, gain, rank, chosen in rows:
         name = f"**`{candidate}`** (confirmed)" if chosen else f"`{candidate}`"
         if arm is None:
             blanks = " | ".join("-" for _ in metrics for _ in info.levels)
-            lines.append(f"| - | {name} | - | {blanks} | refused: {rejected} | - |")
+            lines.append(f"| - | {name} | - | {blanks} | refused: {rejected} | - | - |")
             continue
         scored = screen.score(measured, arm, metrics, info.levels)  # type: ignore[arg-type]
         ratios = " | ".join(_ratio(scored.ratios.get((metric, level))) for metric, _ in metrics
                             for level in info.levels)
-        lines.append(f"| {rank} | {name} | {arm} | {ratios} | {loss:.2f} | {gain:.2f} |")
+        lines.append(f"| {rank} | {name} | {arm} | {ratios} | {loss:.2f} | {gain:.2f} | "
+                     f"{scored.worst:+.2f} |")
     null = screen.score(measured, screen.NULL_ARM, metrics, info.levels)  # type: ignore[arg-type]
     if null.ratios:
         ratios = " | ".join(_ratio(null.ratios.get((metric, level))) for metric, _ in metrics
                             for level in info.levels)
         lines.append(f"| - | null arm (every thread in the catch-all) | {screen.NULL_ARM} | {ratios} | "
-                     f"{null.loss:.2f} | {null.gain(info.primary[0]):.2f} |")
+                     f"{null.loss:.2f} | {null.gain(info.primary[0]):.2f} | {null.worst:+.2f} |")
     return [*lines, ""]
 
 

@@ -103,6 +103,8 @@ def test_the_screen_section_lists_every_candidate_ranked_and_the_refused_one(rec
     start_row = next(line for line in lines if "`start`" in line)
     assert start_row.startswith("| 1 | **`start`** (confirmed)") and "| 1.56x |" in start_row
     assert any(line.startswith("| 2 | `g:treatment=exclusive`") for line in lines)
+    assert any(line.endswith("| loss | gain | worst |") for line in lines)
+    assert start_row.endswith(" |") and start_row.rsplit("|", 2)[-2].strip().startswith("-")  # 0.9x at bg=0
     assert any("refused: lint: two hot threads" in line for line in lines)
     null_row = next(line for line in lines if line.startswith("| - | null arm"))
     assert "| null | 0.886x | 0.936x |" in null_row, null_row
