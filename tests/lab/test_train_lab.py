@@ -143,25 +143,31 @@ def test_the_bad_candidate_is_measured_worse_and_rejected(trained):
 
     The deciding comparison is best -> candidate (the bad candidate gives hot-0 about a third of
     best's rate under background: a large effect). Against the baseline the effect is smaller
-    (about 0.7x) and a busy host's floors can cover it, so that is not asserted. `worse` is a
-    claim of power, which bursty host load takes away (docs/lab.md): when the record says the
-    host was busy, the test holds the judge to what it promises then, never `better`.
+    (about 0.7x) and a busy host's floors can cover it, so that is not asserted. The direction
+    is asserted (hot-0's rate below best's under background), and never `better`. A `worse`
+    verdict is a claim of power at 2 repeats, which a host whose speed swings takes away without
+    denying the lab anything (a fresh clone's run of 2026-12-06: hot-0 0.569x [0.291, 1.11] at
+    bg=2, within noise, the host denying 1.3%): the step must have been reverted for a `worse`
+    verdict on some metric (the workers' p99 then: 9.97x [5.6, 17.7]), or the record says the
+    host was busy.
     """
     _, record = trained
     con = store.open_ladder(record / "ladder.duckdb", read_only=True)
-    candidate, run_id, decision = con.execute(
-        "SELECT candidate, run_id, decision FROM step WHERE step = 1").fetchone()
+    candidate, run_id, decision, reason = con.execute(
+        "SELECT candidate, run_id, decision, reason FROM step WHERE step = 1").fetchone()
     assert (candidate, decision) == (BAD, "reverted")
     # under background, where the candidate's claim is made: at bg=0 the exclusive best itself
     # counts fewer chunks than an Open layer under TCG (docs/profile-schema.md, "Presets: the
     # evidence"), so there the bad candidate may read better
-    verdicts = {v for (v,) in con.execute(
-        "SELECT verdict FROM comparison WHERE run_id = ? AND reference = 'best' "
-        "AND candidate = 'candidate' AND metric = 'hot_chunks_per_s' AND level > 0", [run_id]).fetchall()}
+    loaded = con.execute(
+        "SELECT verdict, ratio FROM comparison WHERE run_id = ? AND reference = 'best' "
+        "AND candidate = 'candidate' AND metric = 'hot_chunks_per_s' AND level > 0", [run_id]).fetchall()
     busy = summary.host_line(con, run_id) or ""
     con.close()
-    assert "better" not in verdicts, verdicts
-    assert "worse" in verdicts or "busy host" in busy, (verdicts, busy)
+    verdicts = {verdict for verdict, _ in loaded}
+    assert loaded and "better" not in verdicts, verdicts
+    assert all(ratio < 1 for _, ratio in loaded), loaded
+    assert "worse" in verdicts or "(revert: worse:" in reason or "busy host" in busy, (loaded, reason, busy)
 
 
 def test_the_screen_ranked_every_candidate_and_step_0_confirmed_its_top(trained):
