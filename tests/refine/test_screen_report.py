@@ -132,15 +132,15 @@ def test_the_synthetic_record_recomputes(record: Path) -> None:
 
 
 def test_a_screen_before_schema_7_keeps_the_rule_it_was_ranked_by() -> None:
-    """mariadb's record (2026-12-05, schema 6) ranked by loss, then gain: `other:preempt=true`
-    first on its bg=4 gain, 0.963x at bg=0 (step 0 read 0.88x there). Read through the migration,
-    its rows say `loss-then-gain`, its ranks recompute under that rule, and its report says so;
-    today's rule puts the arm with a clear gain and the most margin at bg=0 first."""
-    path = Path(__file__).resolve().parents[2] / "artifacts" / "mariadb" / "ladder.duckdb"
+    """onnxrt's record (2026-12-05, schema 6) ranked by loss, then gain: the start first on its
+    bg=4 gain (15.55 units), -0.29 units at bg=0. Read through the migration, its rows say
+    `loss-then-gain`, its ranks recompute under that rule, and its report says so; today's rule
+    puts first the arm with a clear gain and the most margin at its weakest level."""
+    path = Path(__file__).resolve().parents[2] / "artifacts" / "onnxrt" / "ladder.duckdb"
     con = store.open_ladder(path, read_only=True)
     try:
         assert screen_report.rank_rule(con) == "loss-then-gain"
-        assert screen_report.confirmed_candidate(con) == "other:preempt=true"
+        assert screen_report.confirmed_candidate(con) == "start"
         section = "\n".join(screen_report.screen_section(con))
         rows = screen_report.screen_rows(con)
         run_id = rows[0][0]
@@ -153,6 +153,18 @@ def test_a_screen_before_schema_7_keeps_the_rule_it_was_ranked_by() -> None:
     scores = {candidate: screen.score(measured, arm, metrics, info.levels)  # type: ignore[arg-type]
               for _run, arm, candidate, *_ in rows if arm is not None}
     today = sorted(scores, key=lambda c: scores[c].rank_key(info.primary[0]))
-    assert today[0] == "mariadbd:slice_us=500"
-    assert scores[today[0]].worst > scores["other:preempt=true"].worst
+    assert today[0] == "onnxload:slice_us=10000"
+    assert scores[today[0]].worst > 0 > scores["start"].worst
     assert recompute_ladder_file(path) > 0
+
+
+def test_a_training_since_schema_7_stores_the_rule_it_ranked_by() -> None:
+    """mariadb's record (2026-12-06) was ranked by today's rule and says so."""
+    path = Path(__file__).resolve().parents[2] / "artifacts" / "mariadb" / "ladder.duckdb"
+    con = store.open_ladder(path, read_only=True)
+    try:
+        assert screen_report.rank_rule(con) == screen.RANK_RULE
+        section = "\n".join(screen_report.screen_section(con))
+    finally:
+        con.close()
+    assert "the safest of them (highest worst unit) first" in section
