@@ -210,7 +210,8 @@ class ScreenResult:
         figures = ", ".join(f"{metric} bg={level} {ratio:.3g}x" for (metric, level), ratio
                             in sorted(top.score.ratios.items(), key=lambda kv: (kv[0][0] != primary, kv[0])))
         return (f"the screen's top of {measured} arms ({top.candidate.name}: {figures}; "
-                f"loss {top.score.loss:.2f}, gain {top.score.gain(primary):.2f} A/A units): confirmed here")
+                f"loss {top.score.loss:.2f}, gain {top.score.gain(primary):.2f}, "
+                f"worst {top.score.worst:+.2f} A/A units; ranked {self.rule}): confirmed here")
 
 
 def rank_entries(entries: Sequence[Screened], primary: str, rule: str = RANK_RULE) -> tuple[Screened, ...]:

@@ -161,6 +161,7 @@ def test_run_screen_ranks_every_vetted_candidate_and_the_top_is_what_step_0_conf
     assert sorted(e.rank for e in result.entries if e.rank) == [1, 2, 3, 4]
     assert result.null is not None and result.null.arm == screen.NULL_ARM
     assert candidates[1].name in result.because() and "confirmed" in result.because()
+    assert f"ranked {screen.RANK_RULE}" in result.because() and "worst " in result.because()
     # what the guided order is told (search/screen_guide.py): the start's loss apart, every
     # measured candidate's by name; the losers here lie far beyond the start's
     losses = ScreenLosses.of_result(result)
