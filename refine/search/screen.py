@@ -56,7 +56,8 @@ UNIT_FLOOR = math.log1p(RESOLUTION)   # no level's unit is narrower than the jud
 # noise (about one unit) still lies a unit above the default.
 CLEAR_GAIN_UNITS = 2.0
 RANK_RULE = "loss-then-safety"   # how `rank_entries` orders today, stored with every screen row
-RANK_RULES = ("loss-then-gain", RANK_RULE)   # loss-then-gain: the screens before 2026-12-06
+LOSS_THEN_GAIN = "loss-then-gain"   # how the screens before 2026-12-06 were ranked
+RANK_RULES = (LOSS_THEN_GAIN, RANK_RULE)
 # Operator classes taken in turn, so a narrow screen still tries each kind of change: what a
 # group is (treatment), how the machine is cut (reserve, join, merge, split, sizing), and the
 # scx_layered options that decide who holds a CPU (the guide's remedies).
@@ -123,7 +124,7 @@ class Score:
     def rank_key(self, primary: str, rule: str = RANK_RULE) -> tuple:
         """Sort key under `rule` (RANK_RULES; the module's note says why safety comes first)."""
         gain = round(self.gain(primary), 6)
-        if rule == "loss-then-gain":
+        if rule == LOSS_THEN_GAIN:
             return (not self.complete, round(self.loss, 6), -gain, self.arm)
         if rule != RANK_RULE:
             raise ValueError(f"unknown screen rank rule {rule!r} (known: {', '.join(RANK_RULES)})")
@@ -195,7 +196,6 @@ class ScreenResult:
     null: Score | None
     levels: tuple[int, ...]
     primary: str
-    rule: str = RANK_RULE              # how the entries were ranked (RANK_RULES)
 
     @property
     def top(self) -> Screened:
@@ -211,13 +211,13 @@ class ScreenResult:
                             in sorted(top.score.ratios.items(), key=lambda kv: (kv[0][0] != primary, kv[0])))
         return (f"the screen's top of {measured} arms ({top.candidate.name}: {figures}; "
                 f"loss {top.score.loss:.2f}, gain {top.score.gain(primary):.2f}, "
-                f"worst {top.score.worst:+.2f} A/A units; ranked {self.rule}): confirmed here")
+                f"worst {top.score.worst:+.2f} A/A units; ranked {RANK_RULE}): confirmed here")
 
 
-def rank_entries(entries: Sequence[Screened], primary: str, rule: str = RANK_RULE) -> tuple[Screened, ...]:
-    """The entries with their ranks (measured ones, by `Score.rank_key` under `rule`)."""
+def rank_entries(entries: Sequence[Screened], primary: str) -> tuple[Screened, ...]:
+    """The entries with their ranks (measured ones, by `Score.rank_key` under `RANK_RULE`)."""
     measured = sorted((e for e in entries if e.score is not None),
-                      key=lambda e: e.score.rank_key(primary, rule) if e.score else ())
+                      key=lambda e: e.score.rank_key(primary) if e.score else ())
     ranks = {id(e): i for i, e in enumerate(measured, start=1)}
     return tuple(Screened(e.candidate, e.arm, e.vetted, e.rejected, e.score, ranks.get(id(e)))
                  for e in entries)

@@ -60,8 +60,8 @@ def rank_rule(con: duckdb.DuckDBPyConnection) -> str:
 
 # How each rule ranks, in REPORT.md's words
 _RANKED_BY = {
-    "loss-then-gain": "then by its best primary gain",
-    "loss-then-safety": (f"then those with a clear primary gain (at least {screen.CLEAR_GAIN_UNITS:g} units) "
+    screen.LOSS_THEN_GAIN: "then by its best primary gain",
+    screen.RANK_RULE: (f"then those with a clear primary gain (at least {screen.CLEAR_GAIN_UNITS:g} units) "
                          "first, the safest of them (highest worst unit) first, then by that gain"),
 }
 

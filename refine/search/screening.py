@@ -106,7 +106,7 @@ def _store(ladder_file: Path, run_id: int, result: screen.ScreenResult, start: P
             chosen=entry is top,
             toml_diff=loop.toml_diff(start, entry.candidate.profile, "start.toml",
                                      f"{entry.candidate.name}.toml"),
-            rank_rule=result.rule))
+            rank_rule=screen.RANK_RULE))
     con = store.open_ladder(ladder_file)
     try:
         store.insert(con, "screen", rows)
