@@ -97,19 +97,34 @@ class Result:
     seconds: float
 
 
-@contextlib.contextmanager
-def _signals_raise() -> Iterator[None]:
-    """SIGINT and SIGTERM both become a KeyboardInterrupt naming the signal, which the loop rolls
-    back on (then the canary exits as interrupted)."""
-    def handler(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(signal.Signals(signum).name)
+class _StopRequest:
+    """SIGINT and SIGTERM as state as well as an exception. The handler raises a KeyboardInterrupt
+    naming the signal, which the loop rolls back on; but an exception raised from a signal handler
+    can be lost: in a finalizer (`__del__`, e.g. a Popen's, "Exception ignored") or inside a DuckDB
+    query, which turns it into RuntimeError("Query interrupted"). A canary once judged on for 300 s
+    after a SIGTERM (a CI run, 2026-12-06). So the request is also kept, and the loop checks it
+    between steps."""
 
-    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, previous in old.items():
-            signal.signal(sig, previous)
+    def __init__(self) -> None:
+        self.signal: str | None = None
+
+    def _handler(self, signum: int, _frame: object) -> None:
+        self.signal = signal.Signals(signum).name
+        raise KeyboardInterrupt(self.signal)
+
+    def check(self) -> None:
+        """Raise the request again if its first raise went astray."""
+        if self.signal is not None:
+            raise KeyboardInterrupt(self.signal)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        old = {sig: signal.signal(sig, self._handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, previous in old.items():
+                signal.signal(sig, previous)
 
 
 def _busy_ticks() -> tuple[int, int]:
@@ -297,16 +312,19 @@ def run_canary(switch: Switch, probe: Probe, settings: Settings, con: duckdb.Duc
     judged-better on the profile or on the default scheduler. `con` is the open record."""
     trial = _Trial(switch, settings, con, progress, clock)
     plan = block_plan(settings.windows_per_visit)
+    stop = _StopRequest()
     try:
-        with _signals_raise():
+        with stop.installed():
             for block in itertools.count():
                 for arm, in_block, completes in plan:
+                    stop.check()
                     if trial.out_of_time():
                         return trial.finish(Outcome.NO_DECISION, f"no measurable benefit: no decision after "
                                             f"{trial.pairs} pairs in {settings.max_duration_s:g} s "
                                             "(rolled back)")
                     pair = 2 * settings.windows_per_visit * block + in_block
                     ended = trial.switch_to(arm)
+                    stop.check()
                     if ended is None:
                         ended = trial.recorded(arm, block, pair, read_window(
                             arm, switch, probe, settings, trial.names, target_pid=target_pid, clock=clock,
@@ -318,6 +336,8 @@ def run_canary(switch: Switch, probe: Probe, settings: Settings, con: duckdb.Duc
     except KeyboardInterrupt as why:
         return trial.finish(Outcome.INTERRUPTED, f"{why}: rolled back to the default scheduler")
     except BaseException:
+        if stop.signal is not None:   # the signal surfaced as another error (DuckDB's "Query interrupted")
+            return trial.finish(Outcome.INTERRUPTED, f"{stop.signal}: rolled back to the default scheduler")
         if trial.attached:
             switch.detach()
         raise

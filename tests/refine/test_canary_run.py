@@ -194,6 +194,56 @@ def test_sigterm_rolls_back_before_the_canary_exits(tmp_path):
     assert con.execute("SELECT outcome FROM canary").fetchone() == ("interrupted",)
 
 
+class SignalInFinalizer:
+    """SIGTERM delivered while a finalizer runs: Python prints "Exception ignored" and the
+    handler's KeyboardInterrupt is lost (as a Popen's __del__ can lose it in the real canary)."""
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(100):   # bytecode after the kill: the handler runs here, inside __del__
+            pass
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_sigterm_whose_exception_was_lost_still_rolls_back(tmp_path):
+    host = Host((1.0, 1.0))
+    real_sleep = host.sleep
+    sent = []
+
+    def sleep_then_term(seconds: float) -> None:
+        real_sleep(seconds)
+        if host.now > 30 and not sent:
+            sent.append(host.now)
+            SignalInFinalizer()
+
+    host.sleep = sleep_then_term  # type: ignore[method-assign]
+    result, con = canary(tmp_path, host)
+    assert sent and result.outcome is Outcome.INTERRUPTED and "SIGTERM" in result.reason
+    assert host.now < sent[0] + 30, "the canary judged on after the signal"
+    assert not host.enabled
+    assert con.execute("SELECT outcome FROM canary").fetchone() == ("interrupted",)
+
+
+def test_a_sigterm_that_surfaces_as_a_duckdb_error_still_rolls_back(tmp_path):
+    """DuckDB turns a KeyboardInterrupt raised in a query into its own error (here in a Python
+    function the query calls; "Query interrupted" in a long one)."""
+    host = Host((1.0, 1.0))
+    real_end = host.end
+    side = duckdb.connect()
+    side.create_function("term", lambda: os.kill(os.getpid(), signal.SIGTERM) or 1, [], "INTEGER")
+
+    def end_then_term() -> dict[str, float]:
+        if host.now > 30:
+            side.execute("SELECT term()").fetchall()
+        return real_end()
+
+    host.end = end_then_term  # type: ignore[method-assign]
+    result, con = canary(tmp_path, host)
+    assert result.outcome is Outcome.INTERRUPTED and "SIGTERM" in result.reason
+    assert not host.enabled
+    assert con.execute("SELECT outcome FROM canary").fetchone() == ("interrupted",)
+
+
 def test_an_existing_record_is_kept_unless_forced(tmp_path):
     (tmp_path / "canary.duckdb").write_text("mine")
     with pytest.raises(UsageError, match="exists") as refused:
