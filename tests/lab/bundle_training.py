@@ -2,7 +2,10 @@
 
 Shared by the bundles' lab tests (memcached, mariadb, onnxrt): one real `train` (observe on the
 host, the synthesized profile against the default scheduler with the A/A arm interleaved, no
-mutation: budget 0), levels 0 and 1 at 3 repeats, 3-s windows, in the default (initramfs) guest.
+mutation: budget 0), levels 0 and 1 at 2 repeats, 3-s windows, in the default (initramfs) guest.
+Two repeats: what these tests check (the service runs, every cell measures, its threads sit in
+their layers, the record recomputes) needs no verdict's power, and a third repeat cost each
+module about a third more lab time (CI time, docs/layout.md).
 "Keep the default scheduler" is a result too: then the record's rejected candidate is the profile
 the checks read. Every check reads what the training wrote, never its memory.
 """
@@ -56,7 +59,7 @@ def train_briefly(tmp_path_factory: pytest.TempPathFactory, workload: str, test_
     root = tmp_path_factory.mktemp(workload)
     lines: list[str] = []
     options = TrainOptions(bundled_workload_path(workload), name, Where(lab=True, cpus=2),
-                           levels=[0, 1], repeats=3, budget=0, seed=3, observe_s=4.0, window_s=3.0,
+                           levels=[0, 1], repeats=2, budget=0, seed=3, observe_s=4.0, window_s=3.0,
                            profiles_dir=root / "profiles", artifacts_dir=root / "artifacts",
                            command=f"pytest {test_file}",
                            null_arm=False)  # the null arm's path is tests/lab/test_train_lab.py's

@@ -19,9 +19,8 @@ from tests.lab.bundle_training import Trained, check_cells_measure_and_threads_s
 from tests.refine.recompute import recompute_ladder_file
 from threadwise.refine.measure.bundled import build
 
-# One boot (step 0; no trace cell: bundle_training.untraced), levels 0 and 1 at 3 repeats, 3-s
-# windows, plus the
-# service's start under TCG (the interpreter and ORT load from the runtime disk); room for a
+# One boot (step 0; no trace cell: bundle_training.untraced), levels 0 and 1 at 2 repeats, 3-s
+# windows, plus the service's start under TCG (the interpreter and ORT load from the runtime disk); room for a
 # busy host and a turn behind another lab.
 pytestmark = pytest.mark.timeout(1800)
 

@@ -3,8 +3,8 @@
 usage: canary_scenarios.py ROLESIM BAD GOOD CATCHALL REDIS_PROFILE SCENARIO...
 Each scenario runs a canary on a service started here: rolesim, its log as the probe, or Redis
 (the bundled workload's server), redis-benchmark as the probe:
-- bad: workers that starve (a ladder measured their p99 3.8-6.2x worse at bg=0), 3 minutes at most
-  (rolled back as worse after 132-236 s in four runs; CI time);
+- bad: workers that starve (a ladder measured their p99 3.8-6.2x worse at bg=0), 2 minutes at most
+  (CI time; at a 3-minute cap it rolled back as worse after 132-236 s in four runs: power, printed);
 - killed: the good profile's canary SIGKILLed in a profile window (it cannot roll back itself: the
   supervisor must stop the profile it held, runtime/holder.py);
 - terminated: the same with SIGTERM (the canary rolls back, then exits 130);
@@ -13,7 +13,7 @@ Each scenario runs a canary on a service started here: rolesim, its log as the p
   kept, then stopped with `threadwise stop`;
 - catch_all: the profile is scx_layered's catch-all alone, 2 minutes at most: never `better`;
 - redis: the committed profiles/redis.toml (its record of 2026-12-05: get_rps 2.05x better at
-  bg 2) on Redis with two spinners beside it, 3 minutes at most (CI time: it ran 5.4 min to a keep there on
+  bg 2) on Redis with two spinners beside it, 2 minutes at most (CI time: it ran 5.4 min to a keep there on
   2026-12-05): kept, then stopped with `threadwise stop`, or undecided at the cap.
 Writes $THREADWISE_LAB_OUT/results.json (tests/lab/test_canary_lab.py asserts on it).
 """
@@ -132,22 +132,39 @@ def wait_for_state(wanted: str, timeout_s: float) -> float | None:
     return None
 
 
+def signal_state(pid: int) -> dict[str, str]:
+    """The kernel's account of a process's signals (/proc/PID/status: pending, blocked, ignored,
+    caught masks) and each thread's state."""
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    kept = {k: v.strip() for k, _, v in (line.partition(":") for line in status)
+            if k in ("State", "Threads", "SigQ", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")}
+    for task in sorted(Path(f"/proc/{pid}/task").iterdir()):
+        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        kept[f"task {task.name}"] = f"{fields[0]} wchan {(task / 'wchan').read_text(errors='replace')}"
+    return kept
+
+
 def interrupted(name: str, scenario: Scenario, service: subprocess.Popen[bytes], log: Path,
                 signum: int) -> dict:
     """The canary, sent `signum` a few seconds into its first profile window."""
     started = time.monotonic()
     argv = [sys.executable, "-m", "threadwise.cli", *canary_argv(name, scenario, service, log)]
-    proc = subprocess.Popen(argv, stdout=(OUT / f"{name}.stdout").open("wb"), stderr=subprocess.STDOUT)
+    # unbuffered: a canary that must be SIGKILLed keeps its last lines
+    proc = subprocess.Popen(argv, stdout=(OUT / f"{name}.stdout").open("wb"), stderr=subprocess.STDOUT,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
     attached_after = wait_for_state("enabled", 300)
     if attached_after is not None:
         time.sleep(5)   # into the first window
     proc.send_signal(signum)   # ours, by its pid
+    signals_after = None
     try:
-        rc = proc.wait(timeout=300)
+        # a rollback takes a detach and the summary (about 30 s under TCG)
+        rc = proc.wait(timeout=150)
     except subprocess.TimeoutExpired:
+        signals_after = signal_state(proc.pid)   # why it did not act on the signal: blocked, pending?
         proc.kill()
         rc = proc.wait()
-    return {"rc": rc, "attached_after": attached_after,
+    return {"rc": rc, "attached_after": attached_after, "signals_after": signals_after,
             "disabled_after": wait_for_state("disabled", 180),
             "stdout": (OUT / f"{name}.stdout").read_text(errors="replace"),
             "seconds": round(time.monotonic() - started, 1)}
@@ -176,14 +193,14 @@ def canary(name: str, binary: str, scenario: Scenario) -> dict:
 
 def main() -> None:
     binary, bad, good, catch_all, redis, *names = sys.argv[1:]
-    # bad at a 10% margin: rolled back after 12-23 pairs (229-236 s) in three runs; at the default
-    # 15% it needs more pairs than a CI run should spend (its p99 pairs clip at 1.5x)
-    scenarios = {"bad": Scenario(bad, 0, "3m", margin=("--margin", "10%")),
+    # bad at a 10% margin: rolled back after 12-23 pairs (229-236 s) in three runs at 3 minutes; at
+    # the default 15% it needs more pairs than a CI run should spend (its p99 pairs clip at 1.5x)
+    scenarios = {"bad": Scenario(bad, 0, "2m", margin=("--margin", "10%")),
                  "killed": Scenario(good, 0, "8m", signal.SIGKILL),
                  "terminated": Scenario(good, 0, "8m", signal.SIGTERM),
                  "good": Scenario(good, 2, "6m", windows_per_visit=10),
                  "catch_all": Scenario(catch_all, 0, "2m"),
-                 "redis": Scenario(redis, 2, "3m", service="redis")}
+                 "redis": Scenario(redis, 2, "2m", service="redis")}
     results: dict[str, object] = {}
     for name in names:
         try:
