@@ -20,7 +20,7 @@ from types import FrameType
 
 import typer
 
-from threadwise import demo
+from threadwise import demo, termination
 from threadwise.analyze import cli as analyze_cli
 from threadwise.errors import FindingsReported, InputError, PermissionProblem, ThreadwiseError, UsageError
 from threadwise.observe import cli as observe_cli
@@ -29,6 +29,7 @@ from threadwise.refine.evidence import record_note
 from threadwise.runtime import cli as runtime_cli
 from threadwise.synthesize import cli as synthesize_cli
 from threadwise.synthesize.api import thread_layers
+from threadwise.termination import Terminated
 
 app = typer.Typer(
     name="threadwise",
@@ -130,28 +131,36 @@ def translate(exc: BaseException) -> ThreadwiseError | None:
     return None
 
 
-class Terminated(BaseException):
-    """SIGTERM, raised in the main thread so that every `finally` runs: the lab's qemu, a service
-    and a tracer started by this command are stopped by PID (a plain SIGTERM death left qemu
-    running, orphaned, once a `train` was stopped by its PID)."""
-
-
 def _terminate(_signum: int, _frame: FrameType | None) -> None:
+    termination.request()   # kept as well as raised: the raise can be lost (termination.py)
     raise Terminated("SIGTERM")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI (see `_main`) with SIGTERM turned into `Terminated` while it runs: exit 143."""
+    """Run the CLI (see `_main`) with SIGTERM turned into `Terminated` while it runs: exit 143,
+    also when the exception went astray (lost in a finalizer, or turned into another error)."""
     if threading.current_thread() is not threading.main_thread():
         return _main(argv)
+    termination.clear()
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        return _main(argv)
+        try:
+            status = _main(argv)
+        except Exception as error:
+            if not termination.requested():
+                raise
+            # the SIGTERM surfaced as another error (DuckDB's "Query interrupted"): say which
+            print(f"{type(error).__name__}: {error}", file=sys.stderr)
+            status = 1
+        if termination.requested():
+            raise Terminated("SIGTERM")
+        return status
     except Terminated:
         print("terminated (SIGTERM): stopped what this command had started", file=sys.stderr)
         return 143
     finally:
         signal.signal(signal.SIGTERM, previous)
+        termination.clear()
 
 
 def run_command(argv: list[str]) -> int:

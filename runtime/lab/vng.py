@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from threadwise import termination
 from threadwise.errors import GuestCommandFailed, LabError, LabTimeout, MissingTool, UsageError
 from threadwise.givenclock import Deadline
 from threadwise.runtime.lab import labtee
@@ -261,6 +262,7 @@ def _boot(argv: list[str], env: dict[str, str], cwd: Path, console: Path, timeou
                     except subprocess.TimeoutExpired:
                         if follower is not None:
                             follower.poll()
+                        termination.check()   # a SIGTERM whose exception was lost (termination.py)
                         if deadline.passed():
                             raise
             if follower is not None:
