@@ -84,20 +84,35 @@ def _woken(analysis: Analysis) -> pl.DataFrame:
     return threads
 
 
+IDLE = "(idle)"   # wake_sources.sql: the softirq ran while the CPU was idle
+
+
 def _request_driven(threads: pl.DataFrame, client: str) -> None:
-    """Woken from the network: the context is recorded, a softirq (on loopback, on the client's
-    thread) or the client itself woke them, irregularly, and the evidence counts."""
+    """Woken from the network, thread by thread: the context is recorded, and a softirq or the
+    client itself woke each of them. That is the ground truth. On loopback the softirq that
+    delivers a request runs on the client's thread, or, on a CPU that was idle, in the idle task:
+    so the process most often on the CPU then is the client or `(idle)` (a quiet host, 2026-12-06:
+    one of MariaDB's two connection threads read `(idle)`), and the client for one at least.
+    How regular one thread's wake-ups are is not ground truth either: it depends on the
+    connections it got and on the host. On a busy host (a fresh clone's make test, 2026-12-06)
+    one of memcached's two workers read a wake CV of 0.215 and the other 0.497. So at least one
+    thread must carry the whole evidence, and the group the evidence of its threads together
+    (`_roles_of`)."""
     assert (threads["known"] == threads["wakeups"]).all(), threads
-    assert (threads["request_source"] == client).all(), threads
+    assert threads["request_source"].is_in([client, IDLE]).all(), threads
+    assert (threads["request_source"] == client).any(), threads
     assert ((threads["from_softirq"] + threads["from_other"]) >= 0.9 * threads["known"]).all(), threads
-    assert (threads["wake_interval_cv"] >= IRREGULAR_CV).all(), threads
-    assert (threads["request_driven"] >= 0.5).all(), threads
+    irregular = threads.filter(pl.col("wake_interval_cv") >= IRREGULAR_CV)
+    assert irregular.height >= 1 and (irregular["request_driven"] >= 0.5).all(), threads
 
 
 def _roles_of(analysis: Analysis, threads: pl.DataFrame) -> dict[str, tuple[str, float, str | None]]:
+    """Each group of `threads`: its role, confidence and request evidence in words; its threads'
+    request evidence together (weighted by their wakeups) must count."""
     groups = {r["pattern"]: r for r in analysis.groups.iter_rows(named=True)}
-    return {g: (groups[g]["role"], groups[g]["confidence"], groups[g]["request_evidence"])
-            for g in set(threads["group"].to_list())}
+    ours = set(threads["group"].to_list())
+    assert all((groups[g]["request_driven"] or 0.0) >= 0.5 for g in ours), [groups[g] for g in ours]
+    return {g: (groups[g]["role"], groups[g]["confidence"], groups[g]["request_evidence"]) for g in ours}
 
 
 def test_memcached_workers_are_woken_by_requests_and_read_as_latency(memcached):
@@ -107,7 +122,8 @@ def test_memcached_workers_are_woken_by_requests_and_read_as_latency(memcached):
     _request_driven(workers, "mcload")
     for group, (role, confidence, evidence) in _roles_of(memcached, workers).items():
         assert role == "latency" and confidence > 0.5, (group, role, confidence)
-        assert evidence is not None and evidence.startswith("mc-worker ") and "over mcload" in evidence
+        assert evidence is not None and evidence.startswith("mc-worker ") and (
+            "over mcload" in evidence or f"over {IDLE}" in evidence), evidence
     # memcached's LRU maintainer sleeps on its own timer: hard interrupts, no request evidence
     for row in threads.filter(pl.col("name") == "mc-lrumaint").iter_rows(named=True):
         assert row["from_hardirq"] >= 0.9 * row["known"] and row["request_driven"] < 0.5, row
@@ -115,10 +131,12 @@ def test_memcached_workers_are_woken_by_requests_and_read_as_latency(memcached):
 
 def test_mariadb_connection_threads_are_woken_by_requests_and_read_as_latency(mariadb):
     threads = _woken(mariadb)
-    # every thread is `mariadbd`: a connection thread is one that sysbench's requests wake
-    connections = threads.filter(pl.col("request_source") == "sysbench")
-    assert connections.height >= 2, threads   # sysbench --threads=2: two connections, two threads
+    # every thread is `mariadbd`. sysbench --threads=2: two connections, two connection threads,
+    # which its requests wake far more often than anything else wakes a thread of the server
+    # (20,479 and 14,168 wakeups in 6 s, then 167: a quiet host, 2026-12-06)
+    connections = threads.sort(["wakeups", "utid"], descending=[True, False]).head(2)
+    assert connections["wakeups"].min() >= 5 * threads["wakeups"].sort(descending=True)[2], threads
     _request_driven(connections, "sysbench")
     for group, (role, confidence, evidence) in _roles_of(mariadb, connections).items():
         assert role == "latency" and confidence > 0.5, (group, role, confidence)
-        assert evidence is not None and "over sysbench" in evidence, evidence
+        assert evidence is not None and ("over sysbench" in evidence or f"over {IDLE}" in evidence), evidence

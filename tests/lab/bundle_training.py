@@ -40,9 +40,9 @@ class Trained:
 
 @contextlib.contextmanager
 def untraced() -> Iterator[None]:
-    """No trace cell in the trainings of these tests: with budget 0 no search reads blocker rows,
-    and none of them checks them (tests/lab/test_blockers_lab.py and test_train_lab.py trace).
-    Two trace cells cost a training about 35 s under TCG (CI time, docs/layout.md)."""
+    """No trace cell in the trainings of the lab tests: none of them checks blocker rows (a
+    candidate stand-in or budget 0: no guided step reads them); tests/lab/test_blockers_lab.py
+    traces. Two trace cells cost a training about 35 s under TCG (CI time, docs/layout.md)."""
     before = os.environ.get(TRACE_ENV)
     os.environ[TRACE_ENV] = "off"
     try:

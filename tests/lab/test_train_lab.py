@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.lab.bundle_training import untraced
 from tests.refine.recompute import recompute_ladder_file
 from threadwise.errors import KeepDefault
 from threadwise.refine.measure import store, summary
@@ -57,7 +58,8 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
                            screen_width=2)
     lines: list[str] = []
     try:
-        profile = train(options, progress=lambda line: (lines.append(line), print(line, flush=True)))
+        with untraced():   # no check here reads blocker rows; tests/lab/test_blockers_lab.py traces
+            profile = train(options, progress=lambda line: (lines.append(line), print(line, flush=True)))
     except KeepDefault:  # "keep the default scheduler" is a result too: the record holds the candidate
         profile = candidate_path(root / "artifacts" / "rolesim-test", "rolesim-test")
     return profile, root / "artifacts" / "rolesim-test"
