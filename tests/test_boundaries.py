@@ -37,7 +37,7 @@ ORDER = ("observe", "analyze", "synthesize", "runtime", "refine")
 BASICS = {"threadwise.errors", "threadwise.paths", "threadwise.scx", "threadwise.durations",
           "threadwise.sqlfiles", "threadwise.procs", "threadwise.topology", "threadwise.shape",
           "threadwise.givenclock", "threadwise.diagnostics", "threadwise.sourcemap", "threadwise.words",
-          "threadwise.options"}
+          "threadwise.options", "threadwise.termination"}
 SHELL = {"threadwise.cli", "threadwise.demo"}
 SOURCES = sorted(p for d in (*STAGES, "threadwise") for p in (ROOT / d).rglob("*.py"))
 
