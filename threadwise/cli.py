@@ -16,7 +16,6 @@ import signal
 import sys
 import threading
 import tomllib
-from types import FrameType
 
 import typer
 
@@ -131,36 +130,30 @@ def translate(exc: BaseException) -> ThreadwiseError | None:
     return None
 
 
-def _terminate(_signum: int, _frame: FrameType | None) -> None:
-    termination.request()   # kept as well as raised: the raise can be lost (termination.py)
-    raise Terminated("SIGTERM")
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI (see `_main`) with SIGTERM turned into `Terminated` while it runs: exit 143,
     also when the exception went astray (lost in a finalizer, or turned into another error)."""
     if threading.current_thread() is not threading.main_thread():
         return _main(argv)
-    termination.clear()
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    request = termination.COMMAND
+    request.clear()
     try:
-        try:
-            status = _main(argv)
-        except Exception as error:
-            if not termination.requested():
-                raise
-            # the SIGTERM surfaced as another error (DuckDB's "Query interrupted"): say which
-            print(f"{type(error).__name__}: {error}", file=sys.stderr)
-            status = 1
-        if termination.requested():
-            raise Terminated("SIGTERM")
-        return status
+        with request.installed(signal.SIGTERM):
+            try:
+                status = _main(argv)
+            except Exception as error:
+                if request.signal is None:
+                    raise
+                # the SIGTERM surfaced as another error (DuckDB's "Query interrupted"): say which
+                print(f"{type(error).__name__}: {error}", file=sys.stderr)
+                status = 1
+            request.check()
+            return status
     except Terminated:
         print("terminated (SIGTERM): stopped what this command had started", file=sys.stderr)
         return 143
     finally:
-        signal.signal(signal.SIGTERM, previous)
-        termination.clear()
+        request.clear()
 
 
 def run_command(argv: list[str]) -> int:

@@ -24,13 +24,12 @@ ejected ends the canary (rolled back); SIGINT and SIGTERM roll back before the c
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
@@ -40,6 +39,7 @@ from threadwise.refine.canary import record
 from threadwise.refine.canary.probe import Probe
 from threadwise.refine.canary.sequence import Decision, Metric, Sequential
 from threadwise.refine.measure.metrics import require
+from threadwise.termination import StopRequest
 
 if TYPE_CHECKING:
     import duckdb
@@ -95,36 +95,6 @@ class Result:
     pairs: int
     windows: int
     seconds: float
-
-
-class _StopRequest:
-    """SIGINT and SIGTERM as state as well as an exception. The handler raises a KeyboardInterrupt
-    naming the signal, which the loop rolls back on; but an exception raised from a signal handler
-    can be lost: in a finalizer (`__del__`, e.g. a Popen's, "Exception ignored") or inside a DuckDB
-    query, which turns it into RuntimeError("Query interrupted"). A canary once judged on for 300 s
-    after a SIGTERM (a CI run, 2026-12-06). So the request is also kept, and the loop checks it
-    between steps."""
-
-    def __init__(self) -> None:
-        self.signal: str | None = None
-
-    def _handler(self, signum: int, _frame: object) -> None:
-        self.signal = signal.Signals(signum).name
-        raise KeyboardInterrupt(self.signal)
-
-    def check(self) -> None:
-        """Raise the request again if its first raise went astray."""
-        if self.signal is not None:
-            raise KeyboardInterrupt(self.signal)
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[None]:
-        old = {sig: signal.signal(sig, self._handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield
-        finally:
-            for sig, previous in old.items():
-                signal.signal(sig, previous)
 
 
 def _busy_ticks() -> tuple[int, int]:
@@ -312,9 +282,10 @@ def run_canary(switch: Switch, probe: Probe, settings: Settings, con: duckdb.Duc
     judged-better on the profile or on the default scheduler. `con` is the open record."""
     trial = _Trial(switch, settings, con, progress, clock)
     plan = block_plan(settings.windows_per_visit)
-    stop = _StopRequest()
+    # SIGINT and SIGTERM roll back; kept as state too, the raise can be lost (termination.py)
+    stop = StopRequest(KeyboardInterrupt)
     try:
-        with stop.installed():
+        with stop.installed(signal.SIGINT, signal.SIGTERM):
             for block in itertools.count():
                 for arm, in_block, completes in plan:
                     stop.check()

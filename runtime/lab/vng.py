@@ -262,7 +262,7 @@ def _boot(argv: list[str], env: dict[str, str], cwd: Path, console: Path, timeou
                     except subprocess.TimeoutExpired:
                         if follower is not None:
                             follower.poll()
-                        termination.check()   # a SIGTERM whose exception was lost (termination.py)
+                        termination.COMMAND.check()   # a SIGTERM whose exception was lost (termination.py)
                         if deadline.passed():
                             raise
             if follower is not None:

@@ -13,6 +13,7 @@ import duckdb
 import numpy as np
 import pytest
 
+from tests.lost_signal import SignalInFinalizer
 from threadwise.errors import SchedulerFailure, UsageError
 from threadwise.refine.canary import record
 from threadwise.refine.canary.run import Outcome, Settings, run_canary
@@ -192,16 +193,6 @@ def test_sigterm_rolls_back_before_the_canary_exits(tmp_path):
     assert result.outcome is Outcome.INTERRUPTED and "SIGTERM" in result.reason
     assert not host.enabled
     assert con.execute("SELECT outcome FROM canary").fetchone() == ("interrupted",)
-
-
-class SignalInFinalizer:
-    """SIGTERM delivered while a finalizer runs: Python prints "Exception ignored" and the
-    handler's KeyboardInterrupt is lost (as a Popen's __del__ can lose it in the real canary)."""
-
-    def __del__(self) -> None:
-        os.kill(os.getpid(), signal.SIGTERM)
-        for _ in range(100):   # bytecode after the kill: the handler runs here, inside __del__
-            pass
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
