@@ -11,11 +11,15 @@ repeat r at arm r (cyclically), so over as many repeats as arms each arm takes e
 once: with three or more arms ABBA kept the middle arms in the middle (a step's candidate always
 ran between the baseline and the best, confounding arm with position and time since attach).
 With two arms it is ABBA. `abba` (reversed every repeat) and `shuffle` (seeded) remain.
+An arm may run fewer repeats than the plan (`fewer`: its first k, then it sits out its turns):
+a training's null arm is reported, never decided on, and at k = the number of arms under
+`rotate` it still takes each position once (docs/search.md "Time").
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -88,8 +92,10 @@ def check_arm_name(name: str) -> str:
 
 
 def plan_cells(arms: list[str], levels: list[int], repeats: int, order: str,
-               seed: int) -> tuple[tuple[str, tuple[Cell, ...]], ...]:
-    """Turns of (arm, its cells for one repeat) in execution order."""
+               seed: int, fewer: Mapping[str, int] | None = None) -> tuple[tuple[str, tuple[Cell, ...]], ...]:
+    """Turns of (arm, its cells for one repeat) in execution order; an arm named in `fewer`
+    runs only its first that many repeats."""
+    fewer = dict(fewer or {})
     if order not in ORDERS:
         raise UsageError(f"unknown order {order!r}", hint=f"one of {', '.join(ORDERS)}")
     if repeats < 1:
@@ -98,6 +104,8 @@ def plan_cells(arms: list[str], levels: list[int], repeats: int, order: str,
         raise UsageError(f"bad levels {levels}", hint="non-negative spinner counts, e.g. 0,1,2,4,8")
     if len(set(arms)) != len(arms):
         raise UsageError(f"arm names repeat: {arms}", hint="give each profile arm its own name")
+    if not set(fewer) <= set(arms) or any(not 1 <= k <= repeats for k in fewer.values()):
+        raise UsageError(f"bad per-arm repeats {fewer}", hint=f"arms of the plan, each 1..{repeats}")
     rng = random.Random(seed)
     turns = []
     idx = 0
@@ -111,6 +119,8 @@ def plan_cells(arms: list[str], levels: list[int], repeats: int, order: str,
             sequence = list(arms)
             rng.shuffle(sequence)
         for arm in sequence:
+            if repeat > fewer.get(arm, repeats):
+                continue
             cells = []
             for level in sorted(levels):
                 cells.append(Cell(idx, arm, level, repeat))
@@ -121,9 +131,9 @@ def plan_cells(arms: list[str], levels: list[int], repeats: int, order: str,
 
 def make_plan(workload: Workload, arms: list[Arm], *, levels: list[int], repeats: int,
               order: str = DEFAULT_ORDER, seed: int = 1, shape: str, workload_toml: str = "",
-              background_duty: float = 1.0) -> Plan:
+              background_duty: float = 1.0, fewer: Mapping[str, int] | None = None) -> Plan:
     for arm in arms:
         check_arm_name(arm.name)
-    turns = plan_cells([arm.name for arm in arms], levels, repeats, order, seed)
+    turns = plan_cells([arm.name for arm in arms], levels, repeats, order, seed, fewer)
     return Plan(workload, tuple(arms), tuple(sorted(levels)), repeats, order, seed, shape,
                 workload_toml, background_duty, turns)

@@ -16,7 +16,7 @@ import shlex
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,6 +161,7 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
                timeout_s: float | None = None, background: str = "",
                stop_when: Callable[[stats.Measured], str | None] | None = None,
                also_judge: Sequence[tuple[str, str]] = (), trace: bool = True,
+               fewer: Mapping[str, int] | None = None,
                progress: Callable[[str], None] = print) -> LadderRun:
     """Measure `arms` on `workload`, store the run in `ladder_file`, judge every arm vs `reference`.
 
@@ -172,10 +173,12 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
     `also_judge`: more (reference, candidate) pairs to judge and store (a search's deciding pair);
     the result's `judged` holds every comparison stored, computed once from one read of the cells.
     `trace`: plan the extra trace cells of the blocker evidence (blockers.py) where the policy asks;
-    False for a run nothing reads them of (the search's screen: 2 cells per arm it would trace)."""
+    False for a run nothing reads them of (the search's screen: 2 cells per arm it would trace).
+    `fewer`: arms that run only their first k repeats (a training's null arm, plan.py)."""
     plan = ladder.make_plan(workload, arms, levels=levels, repeats=repeats, order=order, seed=seed,
                             shape=place.shape.spec, workload_toml=workload_toml,
-                            background_duty=SPIKY_DUTY if background == SPIKY_BACKGROUND else 1.0)
+                            background_duty=SPIKY_DUTY if background == SPIKY_BACKGROUND else 1.0,
+                            fewer=fewer)
     scx = scx_layered_path()
     out = keep_raw if keep_raw else Path(tempfile.mkdtemp(prefix="threadwise-ladder-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -193,8 +196,9 @@ def run_ladder(workload: Workload, workload_toml: str, arms: list[Arm], *, ladde
     # host that slow measures nothing worth keeping, and a run must end). Elsewhere the estimate is
     # a plain deadline, with no watchdog to end a stuck run sooner.
     budget = timeout_s or (3 if initramfs else 1) * _timeout(plan)
+    fewer_text = "".join(f", {arm} {k}" for arm, k in (fewer or {}).items())
     progress(f"ladder: {len(plan.cells)} cells ({len(arms)} arms x {len(plan.levels)} levels x "
-             f"{repeats} repeats, {workload.objective.window_s:g} s windows), "
+             f"{repeats} repeats{fewer_text}, {workload.objective.window_s:g} s windows), "
              + (f"in the lab ({place.cpus} vCPUs, TCG, {place.guest} guest)" if place.lab else "on this host")
              + f"; raw results in {out}")
     if place.lab:

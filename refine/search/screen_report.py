@@ -134,8 +134,10 @@ def null_section(con: duckdb.DuckDBPyConnection) -> list[str]:
     null_vs = {m: _comparisons(con, run_id, BASELINE, screen.NULL_ARM, m) for m in metrics}
     profile_vs = {m: _comparisons(con, run_id, BASELINE, START, m) for m in metrics}
     over_null = {m: _comparisons(con, run_id, screen.NULL_ARM, START, m) for m in metrics}
+    null_repeats = con.execute(_sql("arm_repeats"), [run_id, screen.NULL_ARM]).fetchone()[0]
     lines = ["## What scx_layered itself costs", "",
-             f"Step 0 (ladder run {run_id}) measured the null arm beside the profile: the same scx_layered "
+             f"Step 0 (ladder run {run_id}) measured the null arm beside the profile, at {null_repeats} of "
+             f"its {info.repeats} repeats: the same scx_layered "
              "and flags with every thread in the catch-all. Against the default scheduler it is what any "
              "scx_layered config costs this service here; the profile against the null arm is what its "
              "layers add (ratios with 95% intervals and verdicts, as the judge stored them).", "",
@@ -226,5 +228,6 @@ def minutes_section(con: duckdb.DuckDBPyConnection) -> list[str]:
                      f"{attach_s / 60:.1f} | {rest / 60:.1f} |")
     lines += ["", "In all: " + ", ".join(f"{kind} {seconds / 60:.1f} min" for kind, seconds in total.items()
                                          if seconds) + " of lab time (attaches: each profile arm's last "
-              "attach time x the run's repeats).", ""]
+              "attach time x the repeats it ran; the rest: boot, the service's start, each attach's wait for "
+              "its threads and scx_layered's first step, each detach, and the unmeasured trace cells).", ""]
     return lines

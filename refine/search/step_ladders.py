@@ -78,18 +78,30 @@ class LadderPlan(NamedTuple):
     purpose: str
     stops_early: bool  # stop once the candidate clearly lost (`lost_early`)
     also_judge: list[tuple[str, str]]  # comparisons stored beside those against the baseline
+    fewer: dict[str, int]  # arms that run only their first k repeats (step 0's null arm)
 
 
-def ladder_plan(arm_names: Collection[str], *, step: int, seed: int, early_stop: bool) -> LadderPlan:
+def null_repeats(repeats: int) -> int:
+    """How many repeats step 0's null arm runs: half the training's, at least the judge's
+    minimum of pairs. The null arm is reported, never decided on (no verdict, keep rule or early
+    stop reads it), so its own intervals may be wider; its half costs a training about 4 of its
+    30 lab minutes (16 cells and 4 attaches of 28 s at 8 repeats, docs/search.md "Time")."""
+    return min(repeats, max(stats.MIN_PAIRS, -(-repeats // 2)))
+
+
+def ladder_plan(arm_names: Collection[str], *, step: int, seed: int, early_stop: bool,
+                repeats: int) -> LadderPlan:
     """Step `step`'s ladder plan: its own seed and purpose; a search step (best against candidate)
     may stop early and stores best -> candidate, which the loop decides from; step 0 stores the
     start against the null arm when both run, which tells what part of a loss is the profile's
-    own and what part scx_layered's (report.py)."""
+    own and what part scx_layered's (report.py), the null arm at `null_repeats`."""
     searching = {loop.BEST, loop.CANDIDATE} <= set(arm_names)
     beside_null = [(NULL_ARM, loop.START)] if {NULL_ARM, loop.START} <= set(arm_names) else []
+    fewer = {NULL_ARM: null_repeats(repeats)} if NULL_ARM in arm_names else {}
     return LadderPlan(seed=seed + 1 + step, purpose=f"refine-step-{step}",
                       stops_early=early_stop and searching,
-                      also_judge=[(loop.BEST, loop.CANDIDATE)] if searching else beside_null)
+                      also_judge=[(loop.BEST, loop.CANDIDATE)] if searching else beside_null,
+                      fewer={k: v for k, v in fewer.items() if v < repeats})
 
 
 def lost_early(measured: stats.Measured, *, primary: Metric, secondary: Sequence[Metric]) -> str | None:
@@ -132,7 +144,7 @@ class StepLadders:
         """One ladder of `arms` for the next step; step 0's must give the start enough pairs."""
         step = len(self.runs)
         plan = ladder_plan({arm.name for arm in arms}, step=step, seed=self.training.seed,
-                           early_stop=self.training.early_stop)
+                           early_stop=self.training.early_stop, repeats=self.training.repeats)
         result = once_more_after_tcg_oops(partial(self._run, arms, plan), step, self.training.progress)
         self.runs.append(result.run_id)
         if not result.ingested.completed:
@@ -148,7 +160,7 @@ class StepLadders:
                           repeats=t.repeats, seed=plan.seed, purpose=plan.purpose, command=t.command,
                           progress=t.progress, keep_raw=t.work / raw,
                           stop_when=self.lost_early if plan.stops_early else None,
-                          also_judge=plan.also_judge)
+                          also_judge=plan.also_judge, fewer=plan.fewer)
 
     def _check_start(self, result: LadderRun) -> None:
         """Step 0: fail unless the start has pairs enough, then show the run's own noise floors."""

@@ -29,16 +29,25 @@ SELECT candidate FROM screen WHERE chosen;
 -- Parameters: none
 SELECT run_id FROM step WHERE step = 0;
 
+-- name: arm_repeats
+-- How many repeats an arm of a run measured (a training's null arm runs fewer than the run's).
+-- Columns: repeats BIGINT
+-- Parameters: ? INTEGER run_id; ? VARCHAR arm
+SELECT count(DISTINCT repeat) FROM cell WHERE run_id = ? AND arm = ?;
+
 -- name: run_minutes
 -- Each run's purpose, wall time and what its cells and attaches took of it.
 -- Columns: run_id INTEGER; purpose VARCHAR; wall_s DOUBLE (NULL: measured before schema 6);
 --          cells INTEGER; window_s DOUBLE, the cells' measured windows and warm-ups, seconds;
---          attach_s DOUBLE, the profile arms' attaches (last turn's time x repeats), seconds
+--          attach_s DOUBLE, the profile arms' attaches (each arm's last turn's time x the repeats
+--          it ran), seconds
 -- Parameters: none
 SELECT r.run_id, r.purpose, r.wall_s,
        (SELECT count(*) FROM cell c WHERE c.run_id = r.run_id) AS cells,
        (SELECT coalesce(sum(c.wall_s), 0) + count(*) * r.warmup_s FROM cell c WHERE c.run_id = r.run_id)
            AS window_s,
-       (SELECT coalesce(sum(a.attach_s), 0) * r.repeats FROM arm a WHERE a.run_id = r.run_id) AS attach_s
+       (SELECT coalesce(sum(a.attach_s * (SELECT count(DISTINCT c.repeat) FROM cell c
+                                          WHERE c.run_id = a.run_id AND c.arm = a.arm)), 0)
+        FROM arm a WHERE a.run_id = r.run_id) AS attach_s
 FROM run r
 ORDER BY r.run_id;

@@ -104,11 +104,13 @@ def test_spinners_ran_scheduler_attached_threads_in_their_layers(trained):
     cells = con.execute("SELECT c.run_id, c.idx, c.arm, c.level, c.reasons, c.spinner_cpu_s, "
                         "c.wall_s, c.state_before, c.state_after, a.kind FROM cell c JOIN arm a "
                         "USING (run_id, arm) ORDER BY c.run_id, c.idx").fetchall()
-    # step 0: baseline, A/A, null, start; step 1: baseline, A/A, best, candidate; x 2 levels x 3 repeats.
+    # step 0: baseline, A/A, start x 3 repeats and the null arm x 2 (half, at least 2:
+    # step_ladders.null_repeats); step 1: baseline, A/A, best, candidate x 3; each at 2 levels.
     # Step 1's ladder may stop after its second whole repeat when the bad candidate has clearly
     # lost (train's early stop, stats.early_loss): then the run records why, and has no cell more.
     step0, step1 = (run_id for (run_id,) in con.execute("SELECT run_id FROM step ORDER BY step").fetchall())
-    assert sum(1 for c in cells if c[0] == step0) == 24
+    assert sum(1 for c in cells if c[0] == step0) == 2 * (3 * 3 + 2)
+    assert {c[3] for c in cells if c[0] == step0 and c[2] == "null"} == {0, 2}
     step1_cells = sum(1 for c in cells if c[0] == step1)
     info = store.run_info(con, step1)
     if info.completed:

@@ -66,6 +66,28 @@ def test_rotate_gives_each_arm_each_position_equally_often(arms: list[str], repe
             assert max(counts.values()) - min(counts.get(p, 0) for p in range(len(arms))) <= 1, arm
 
 
+def test_an_arm_with_fewer_repeats_runs_its_first_ones_and_still_takes_each_position_once() -> None:
+    # a training's step 0: the null arm at half of 8 repeats (step_ladders.null_repeats)
+    arms = ["baseline", "baseline-aa", "null", "start"]
+    turns = plan_cells(arms, [0, 1], 8, DEFAULT_ORDER, seed=1, fewer={"null": 4})
+    cells = [c for _, cs in turns for c in cs]
+    assert [c.idx for c in cells] == list(range(len(cells))) == list(range(2 * (3 * 8 + 4)))
+    assert sorted({c.repeat for c in cells if c.arm == "null"}) == [1, 2, 3, 4]
+    assert all(sorted(c.repeat for c in cells if c.arm == arm) == sorted(list(range(1, 9)) * 2)
+               for arm in ("baseline", "baseline-aa", "start"))
+    # in repeats 1-4 every arm runs, each in another place of the rotation
+    first = [[arm for arm, cs in turns if cs[0].repeat == r] for r in range(1, 5)]
+    assert sorted(order.index("null") for order in first) == [0, 1, 2, 3]
+    # the others keep their rotation afterwards, without the null arm's turn
+    assert [arm for arm, cs in turns if cs[0].repeat == 5] == ["baseline", "baseline-aa", "start"]
+
+
+@pytest.mark.parametrize("fewer", [{"other": 2}, {"null": 0}, {"null": 9}])
+def test_fewer_repeats_for_an_arm_not_planned_or_out_of_range_are_refused(fewer) -> None:
+    with pytest.raises(UsageError, match="per-arm repeats"):
+        plan_cells(["baseline", "null"], [0], 8, DEFAULT_ORDER, seed=1, fewer=fewer)
+
+
 def test_shuffle_is_seeded_and_covers_every_arm_each_repeat():
     one = plan_cells(["a", "b", "c"], [0], 4, "shuffle", seed=7)
     two = plan_cells(["a", "b", "c"], [0], 4, "shuffle", seed=7)

@@ -50,18 +50,27 @@ def copied_record(tmp_path: Path) -> Path:
 
 def test_step_zero_judges_the_start_beside_the_null_arm_and_never_stops_early() -> None:
     names = ["baseline", "baseline-aa", NULL_ARM, START]
-    assert ladder_plan(names, step=0, seed=7, early_stop=True) == LadderPlan(
-        seed=8, purpose="refine-step-0", stops_early=False, also_judge=[(NULL_ARM, START)])
-    # without the null arm (--no-null-arm) nothing more is judged
-    assert ladder_plan(["baseline", "baseline-aa", START], step=0, seed=7, early_stop=True).also_judge == []
+    assert ladder_plan(names, step=0, seed=7, early_stop=True, repeats=8) == LadderPlan(
+        seed=8, purpose="refine-step-0", stops_early=False, also_judge=[(NULL_ARM, START)],
+        fewer={NULL_ARM: 4})
+    # without the null arm (--no-null-arm) nothing more is judged, and every arm runs every repeat
+    plain = ladder_plan(["baseline", "baseline-aa", START], step=0, seed=7, early_stop=True, repeats=8)
+    assert plain.also_judge == [] and plain.fewer == {}
+
+
+@pytest.mark.parametrize(("repeats", "null"), [(8, 4), (12, 6), (3, 2), (5, 3), (2, None), (1, None)])
+def test_the_null_arm_runs_half_the_repeats_and_never_fewer_than_the_judges_minimum(repeats, null) -> None:
+    plan = ladder_plan(["baseline", "baseline-aa", NULL_ARM, START], step=0, seed=1, early_stop=True,
+                       repeats=repeats)
+    assert plan.fewer == ({NULL_ARM: null} if null else {})
 
 
 def test_a_search_step_judges_best_against_candidate_and_stops_early_only_when_asked() -> None:
     names = {"baseline", "baseline-aa", BEST, CANDIDATE}
-    plan = ladder_plan(names, step=3, seed=7, early_stop=True)
+    plan = ladder_plan(names, step=3, seed=7, early_stop=True, repeats=8)
     assert plan == LadderPlan(seed=11, purpose="refine-step-3", stops_early=True,
-                              also_judge=[(BEST, CANDIDATE)])
-    assert not ladder_plan(names, step=3, seed=7, early_stop=False).stops_early   # --no-early-stop
+                              also_judge=[(BEST, CANDIDATE)], fewer={})
+    assert not ladder_plan(names, step=3, seed=7, early_stop=False, repeats=8).stops_early   # --no-early-stop
 
 
 # --- the early-stop decision, on the record's own runs ----------------------------------------------
