@@ -92,7 +92,7 @@ def check_arm_name(name: str) -> str:
 
 
 def plan_cells(arms: list[str], levels: list[int], repeats: int, order: str,
-               seed: int, fewer: Mapping[str, int] | None = None) -> tuple[tuple[str, tuple[Cell, ...]], ...]:
+               seed: int, *, fewer: Mapping[str, int] | None = None) -> tuple[tuple[str, tuple[Cell, ...]], ...]:
     """Turns of (arm, its cells for one repeat) in execution order; an arm named in `fewer`
     runs only its first that many repeats."""
     fewer = dict(fewer or {})
@@ -134,6 +134,6 @@ def make_plan(workload: Workload, arms: list[Arm], *, levels: list[int], repeats
               background_duty: float = 1.0, fewer: Mapping[str, int] | None = None) -> Plan:
     for arm in arms:
         check_arm_name(arm.name)
-    turns = plan_cells([arm.name for arm in arms], levels, repeats, order, seed, fewer)
+    turns = plan_cells([arm.name for arm in arms], levels, repeats, order, seed, fewer=fewer)
     return Plan(workload, tuple(arms), tuple(sorted(levels)), repeats, order, seed, shape,
                 workload_toml, background_duty, turns)
