@@ -91,8 +91,11 @@ def check_arm_name(name: str) -> str:
     return name
 
 
+Turns = tuple[tuple[str, tuple[Cell, ...]], ...]
+
+
 def plan_cells(arms: list[str], levels: list[int], repeats: int, order: str,
-               seed: int, *, fewer: Mapping[str, int] | None = None) -> tuple[tuple[str, tuple[Cell, ...]], ...]:
+               seed: int, *, fewer: Mapping[str, int] | None = None) -> Turns:
     """Turns of (arm, its cells for one repeat) in execution order; an arm named in `fewer`
     runs only its first that many repeats."""
     fewer = dict(fewer or {})
