@@ -48,9 +48,12 @@ SPEC_HELP = "A workload TOML file, or the name of a bundled one (see `threadwise
 # 1.9% false verdicts per comparison on every pool (docs/judge.md "Sample size and power"). A step
 # that is clearly losing stops after 3 (--early-stop). `ladder` keeps 3: one comparison to look at.
 SEARCH_REPEATS = 8
-# Candidates the screen measures beside the start (docs/search.md "Width and time"): at 12, a
-# 4-level training's screen and its confirmation at 8 repeats fit in about 30 lab minutes.
-SCREEN_WIDTH = 12
+# Candidates the screen measures beside the start (docs/search.md "Time"). Each costs about 45 s
+# under TCG, two thirds of it scx_layered's attach, so the width is a training's main lever on its
+# lab minutes: at 12 a JVM service's 4-level training took 31-34. The arm each record's screen
+# chose was the start or among the first 4 of 12 candidates in 5 of 6 records (rolesim's was the
+# 11th), so 8 keeps those.
+SCREEN_WIDTH = 8
 
 WorkloadSpec = Annotated[str, typer.Option("--workload", "-w", help=SPEC_HELP, show_default=False)]
 Lab = Annotated[bool, typer.Option("--lab", help="Run every cell in one lab VM boot (for hosts without "
