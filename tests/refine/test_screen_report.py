@@ -132,11 +132,12 @@ def test_the_synthetic_record_recomputes(record: Path) -> None:
 
 
 def test_a_screen_before_schema_7_keeps_the_rule_it_was_ranked_by() -> None:
-    """onnxrt's record (2026-12-05, schema 6) ranked by loss, then gain: the start first on its
-    bg=4 gain (15.55 units), -0.29 units at bg=0. Read through the migration, its rows say
-    `loss-then-gain`, its ranks recompute under that rule, and its report says so; today's rule
-    puts first the arm with a clear gain and the most margin at its weakest level."""
-    path = Path(__file__).resolve().parents[2] / "artifacts" / "onnxrt" / "ladder.duckdb"
+    """onnxrt's record of 2026-12-05 (schema 6, kept as a fixture since its retraining) ranked by
+    loss, then gain: the start first on its bg=4 gain (15.55 units), -0.29 units at bg=0. Read
+    through the migration, its rows say `loss-then-gain`, its ranks recompute under that rule,
+    and its report says so; today's rule puts first the arm with a clear gain and the most margin
+    at its weakest level."""
+    path = Path(__file__).resolve().parent / "fixtures" / "records" / "onnxrt-2026-12-05" / "ladder.duckdb"
     con = store.open_ladder(path, read_only=True)
     try:
         assert screen_report.rank_rule(con) == "loss-then-gain"
