@@ -84,8 +84,8 @@ class LadderPlan(NamedTuple):
 def null_repeats(repeats: int) -> int:
     """How many repeats step 0's null arm runs: half the training's, at least the judge's
     minimum of pairs. The null arm is reported, never decided on (no verdict, keep rule or early
-    stop reads it), so its own intervals may be wider; its half costs a training about 4 of its
-    30 lab minutes (16 cells and 4 attaches of 28 s at 8 repeats, docs/search.md "Time")."""
+    stop reads it), so its own intervals may be wider; running half saves a training about 4 of
+    its 30 lab minutes (16 cells and 4 attaches of 20-30 s at 8 repeats, docs/search.md "Time")."""
     return min(repeats, max(stats.MIN_PAIRS, -(-repeats // 2)))
 
 
