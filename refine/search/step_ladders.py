@@ -97,11 +97,11 @@ def ladder_plan(arm_names: Collection[str], *, step: int, seed: int, early_stop:
     own and what part scx_layered's (report.py), the null arm at `null_repeats`."""
     searching = {loop.BEST, loop.CANDIDATE} <= set(arm_names)
     beside_null = [(NULL_ARM, loop.START)] if {NULL_ARM, loop.START} <= set(arm_names) else []
-    fewer = {NULL_ARM: null_repeats(repeats)} if NULL_ARM in arm_names else {}
+    null = null_repeats(repeats)
     return LadderPlan(seed=seed + 1 + step, purpose=f"refine-step-{step}",
                       stops_early=early_stop and searching,
                       also_judge=[(loop.BEST, loop.CANDIDATE)] if searching else beside_null,
-                      fewer={k: v for k, v in fewer.items() if v < repeats})
+                      fewer={NULL_ARM: null} if NULL_ARM in arm_names and null < repeats else {})
 
 
 def lost_early(measured: stats.Measured, *, primary: Metric, secondary: Sequence[Metric]) -> str | None:

@@ -160,10 +160,10 @@ first_step() {
         'BEGIN { w = since + ms / 1000 + 1 - now; printf "%.1f", (w > 0 ? w : 0) }')
     say "attach $1: first step (every ${2} ms) in $wait_s s"
     sleep "$wait_s"
-    # a thread scx_layered started between the attach and here was born at -20 too
-    [ -n "$SCX_PID" ] && unnice "$SCX_PID"
-    [ -n "$SCX_PID" ] && say "attach $1: scx_layered's threads at nice $(nices "$SCX_PID")"
-    return 0
+    if [ -n "$SCX_PID" ]; then   # a thread it started after the attach was born at -20 too
+        unnice "$SCX_PID"
+        say "attach $1: scx_layered's threads at nice $(nices "$SCX_PID")"
+    fi
 }
 
 # unnice PID: every thread of PID at nice 0 (scx_layered loaded at -20, attach above).
