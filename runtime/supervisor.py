@@ -41,7 +41,7 @@ from types import FrameType
 
 from threadwise.errors import ThreadwiseError
 from threadwise.procs import is_alive_and_ours, proc_start_time
-from threadwise.runtime import hints, newcomers, scx
+from threadwise.runtime import hints, newcomers, priority, scx
 from threadwise.runtime.exitinfo import ExitKind, ExitReport, classify
 from threadwise.runtime.holder import holder_gone
 from threadwise.runtime.state import Phase, RunFiles, RunState, read_state, write_state
@@ -56,8 +56,9 @@ DISABLE_WAIT_S = 30.0
 MARKER = "threadwise.runtime.supervisor"
 
 
-def _pdeathsig() -> None:  # runs in the child between fork and exec
+def _child_setup() -> None:  # runs in the child between fork and exec
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
+    priority.load_at_high_priority()
 
 
 def uptime_s() -> float:
@@ -105,6 +106,7 @@ class Supervisor:
         self.stop_requested = False
         self.state = RunState(Phase.STARTING, source=source, config=str(config))
         self._hint_map: hints.HintMap | None = None
+        self._load_nice: int | None = None   # the nice scx_layered loaded at (priority.py)
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self.stop_requested = True
@@ -148,9 +150,10 @@ class Supervisor:
                 stderr=subprocess.STDOUT,
                 env=env,
                 # The supervisor runs no threads, so preexec_fn is safe here.
-                preexec_fn=_pdeathsig,  # noqa: PLW1509
+                preexec_fn=_child_setup,  # noqa: PLW1509
             )
         self.state.scx_pid, self.state.scx_start = child.pid, proc_start_time(child.pid)
+        self._load_nice = priority.nice_of(child.pid)   # exec'd already: Popen waited for it
         self.state.scx_binary = str(binary)
         self._save()
         try:
@@ -185,10 +188,12 @@ class Supervisor:
             snap = scx.sched_ext_state()
             if snap.layered_attached:
                 attach_s = time.monotonic() - started
+                priority.run_at_normal(child.pid)   # it loaded at nice -20
                 self.state.phase, self.state.ops = Phase.ATTACHED, snap.ops
                 self.state.attached_at, self.state.attach_s = time.time(), attach_s
                 self._save()
-                self.log(f"attached: {snap.ops} after {attach_s:.1f} s")
+                self.log(f"attached: {snap.ops} after {attach_s:.1f} s (loaded at nice "
+                         f"{self._load_nice}, runs at {priority.nice_of(child.pid)})")
                 return True
             if self._stop_wanted():
                 return False
@@ -201,7 +206,10 @@ class Supervisor:
         deadline = time.monotonic() + self.duration_s if self.duration_s else None
         watcher, next_look = self._newcomers(), time.monotonic() + newcomers.POLL_S
         titles = self._title_hints()
+        restore_until = time.monotonic() + priority.RESTORE_FOR_S
         while child.poll() is None:
+            if time.monotonic() < restore_until:   # a thread born during the first pass
+                priority.run_at_normal(child.pid)
             if titles is not None:
                 titles = self._hint_titles(titles)
             if self._stop_wanted() or (deadline and time.monotonic() >= deadline):
@@ -306,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="a scx_layered flag (repeatable; a profile's [scheduler] table)")
     args = parser.parse_args(argv)
     files = RunFiles(args.run_dir)
+    priority.supervise_at_normal()   # whatever the nice of the command that applied the profile
 
     def log(message: str) -> None:
         print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)

@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from types import SimpleNamespace
@@ -84,6 +85,51 @@ def test_stop_request_unregisters_cleanly(lab):
     assert state.ops == "layered_fake"
     assert state.state_after == "disabled"
     assert state.attach_s > 0
+
+
+# the fake's nice while it "loads" (the 19th field of its stat), then it attaches
+NICE_WHILE_LOADING = """
+trap 'echo "EXIT: unregistered from user space"; echo disabled > $root/state; : > $root/root/ops; exit 0' INT
+read -r st < /proc/$$/stat; set -- ${st##*) }; echo "${17}" > $root/load_nice
+echo layered_fake > $root/root/ops; echo enabled > $root/state
+while true; do sleep 0.05; done
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="raising a priority (nice -20) needs root")
+def test_scx_layered_loads_at_nice_minus_20_and_runs_at_nice_0(lab):
+    said: list[str] = []
+    supervisor = lab(NICE_WHILE_LOADING, log=said.append)
+    seen: dict[str, int] = {}
+
+    def look(state):
+        seen["running"] = os.getpriority(os.PRIO_PROCESS, state.scx_pid)
+        supervisor.stop_requested = True
+
+    when_attached(lab.files, look)
+    supervisor.run()
+    assert (lab.root / "load_nice").read_text().strip() == "-20"
+    assert seen["running"] == 0
+    assert any("(loaded at nice -20, runs at 0)" in line for line in said), said
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="raising a priority (nice -20) needs root")
+def test_the_detached_supervisor_runs_at_nice_0_when_applied_from_nice_minus_20(lab, tmp_path):
+    """A test driver (or a user) may run `threadwise apply` at nice -20: the supervisor it starts
+    and scx_layered still run at nice 0 once attached."""
+    parent_nice = 'echo "$(ps -o ni= -p $PPID)" > $root/parent_nice\n'
+    lab(NICE_WHILE_LOADING.replace("while true", parent_nice + "while true"))
+    code = (f"import os, sys; from pathlib import Path; os.nice(-20)\n"
+            f"from threadwise.runtime import scx; scx.SCHED_EXT = Path({str(lab.root)!r})\n"
+            f"from threadwise.runtime import supervisor; supervisor.DISABLE_WAIT_S = 3.0\n"
+            f"sys.exit(supervisor.main(['--run-dir', {str(lab.files.root)!r}, '--source', 't.json', "
+            f"'--duration', '1']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (lab.root / "load_nice").read_text().strip() == "-20"
+    assert (lab.root / "parent_nice").read_text().strip() == "0"
+    assert "(loaded at nice -20, runs at 0)" in done.stdout, done.stdout
 
 
 def test_duration_ends_the_run(lab):
