@@ -33,10 +33,11 @@ REFUSED = [GOOD[0], {"name": "rest", "matches": [[{"CommPrefix": "x"}]], "kind":
 
 
 # The drivers run threadwise's commands at nice -20. Python starts slowly under TCG and beside a
-# spinning workload it starts slower still: at nice 0 beside rolesim, `apply` took 79-99 s of which
-# the attach was 30-35, `status` 28-45 s and `stop` 24-29 (CI, 2026-12-06). What these tests check
-# (layers, placement, state) does not depend on the command's priority, and once attached the
-# supervisor and scx_layered run at nice 0 whatever the nice of `apply` (runtime/priority.py).
+# spinning workload slower still: at nice 0 beside rolesim `apply` took 79 s in CI, of which the
+# attach was 30, and 50 s at nice -20 (placement, 2026-12-06; `status` and `stop`, run while
+# scx_layered is attached, were not shorter). What these tests check (layers, placement, state)
+# does not depend on the command's priority, and once attached the supervisor and scx_layered run
+# at nice 0 whatever the nice of `apply` (runtime/priority.py).
 DRIVER_NICE = -20
 
 
