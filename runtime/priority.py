@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from pathlib import Path
 
 LOAD_NICE = -20
 RUN_NICE = 0
@@ -48,26 +47,13 @@ def nice_of(pid: int) -> int | None:
         return None
 
 
-def thread_nices(pid: int) -> dict[int, int]:
-    """Each thread of `pid` -> its nice value ({} once it has gone)."""
-    nices = {}
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            nices[int(task.name)] = os.getpriority(os.PRIO_PROCESS, int(task.name))
-        except (OSError, ValueError):   # it ended while we looked
-            continue
-    return nices
-
-
-def run_at_normal(pid: int) -> int:
-    """Every thread of `pid` not at RUN_NICE goes to it; how many were moved."""
-    moved = 0
-    for tid, nice in thread_nices(pid).items():
-        if nice == RUN_NICE:
-            continue
-        try:
-            os.setpriority(os.PRIO_PROCESS, tid, RUN_NICE)
-            moved += 1
-        except OSError:   # it ended, or we may not: it keeps the priority it was born with
-            continue
-    return moved
+def run_at_normal(pid: int) -> None:
+    """Every thread of `pid` to RUN_NICE (one already there is set again: harmless)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:   # it has gone
+        return
+    for tid in tids:
+        # it ended, or we may not: it keeps the priority it was born with
+        with contextlib.suppress(OSError, ValueError):
+            os.setpriority(os.PRIO_PROCESS, int(tid), RUN_NICE)

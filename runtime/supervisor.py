@@ -106,7 +106,6 @@ class Supervisor:
         self.stop_requested = False
         self.state = RunState(Phase.STARTING, source=source, config=str(config))
         self._hint_map: hints.HintMap | None = None
-        self._load_nice: int | None = None   # the nice scx_layered loaded at (priority.py)
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self.stop_requested = True
@@ -153,7 +152,6 @@ class Supervisor:
                 preexec_fn=_child_setup,  # noqa: PLW1509
             )
         self.state.scx_pid, self.state.scx_start = child.pid, proc_start_time(child.pid)
-        self._load_nice = priority.nice_of(child.pid)   # exec'd already: Popen waited for it
         self.state.scx_binary = str(binary)
         self._save()
         try:
@@ -188,12 +186,13 @@ class Supervisor:
             snap = scx.sched_ext_state()
             if snap.layered_attached:
                 attach_s = time.monotonic() - started
-                priority.run_at_normal(child.pid)   # it loaded at nice -20
+                load_nice = priority.nice_of(child.pid)   # it loaded at nice -20 (priority.py)
+                priority.run_at_normal(child.pid)
                 self.state.phase, self.state.ops = Phase.ATTACHED, snap.ops
                 self.state.attached_at, self.state.attach_s = time.time(), attach_s
                 self._save()
-                self.log(f"attached: {snap.ops} after {attach_s:.1f} s (loaded at nice "
-                         f"{self._load_nice}, runs at {priority.nice_of(child.pid)})")
+                self.log(f"attached: {snap.ops} after {attach_s:.1f} s (loaded at nice {load_nice}, "
+                         f"runs at {priority.nice_of(child.pid)})")
                 return True
             if self._stop_wanted():
                 return False
