@@ -21,7 +21,13 @@ stamp_file=$VENV/.threadwise-stamp        # the full set
 core_stamp=$VENV/.threadwise-stamp-demo    # threadwise's own dependencies only
 
 up_to_date() { [[ -x $VENV/bin/python && -f $1 && $(cat "$1") == "$stamp_want" ]]; }
+# threadwise's own bytecode, written even where PYTHONDONTWRITEBYTECODE is set (pip compiles the
+# dependencies anyway): without it every command compiles ~60 modules again, and the lab guest, which
+# sees this checkout read-only, always does. `threadwise stop` in an idle guest under TCG: 9.7 s from
+# source, 6.6 s from bytecode (docs/layout.md "How long"). Only stale files are compiled again.
+compile_bytecode() { $VENV/bin/python -m compileall -q -j0 threadwise observe analyze synthesize refine runtime >/dev/null; }
 if up_to_date "$stamp_file" || { [[ $SET == demo ]] && up_to_date "$core_stamp"; }; then
+    compile_bytecode
     echo "setup-python: .venv up to date"
     exit 0
 fi
@@ -48,5 +54,6 @@ else
 fi
 # Build matplotlib's font cache now: the first report plot would pause and warn about it mid-train.
 $VENV/bin/python -c 'import matplotlib.font_manager' 2>/dev/null || true
+compile_bytecode
 echo "$stamp_want" > "$stamp_file"
 echo "setup-python: ok ($($VENV/bin/python --version))"

@@ -52,3 +52,11 @@ def test_package_data_takes_every_data_file():
                if path.suffix != ".py"
                and not any(fnmatch.fnmatch(path.name, glob) for glob in package_data.get(package, []))]
     assert not missing, f"not in any package-data glob (a wheel would leave them out): {missing}"
+
+
+def test_setup_compiles_the_bytecode_of_every_package_folder():
+    """setup-python.sh writes threadwise's bytecode (the lab guest cannot): all of its folders."""
+    script = (ROOT / "scripts" / "setup-python.sh").read_text()
+    line = next(line for line in script.splitlines() if line.startswith("compile_bytecode()"))
+    compiled = set(line.split("compileall -q -j0 ")[1].split(" >")[0].split())
+    assert compiled == set(SETUPTOOLS["package-dir"].values())

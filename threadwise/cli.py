@@ -4,8 +4,11 @@ Each stage owns its commands in `<stage>/cli.py` and registers them here with
 `register(app)`; a command is a few lines that parse options and call the
 library. Errors from the library are ThreadwiseError subclasses and become one
 clear message and exit code in `main` (never a traceback for bad input).
-Heavy imports (duckdb, polars, sklearn) happen inside commands, so `--help`
-stays fast.
+Heavy imports (duckdb, polars, sklearn) happen inside commands, and a command
+line imports the CLI of the one stage that owns its command (`COMMANDS`), so a
+command starts fast: under the lab's emulation each Python import costs about
+30 times what it does on the host (docs/layout.md "How long"). `--help`, no
+command and an unknown one load every stage.
 """
 
 from __future__ import annotations
@@ -16,18 +19,12 @@ import signal
 import sys
 import threading
 import tomllib
+from collections.abc import Callable
 
 import typer
 
-from threadwise import demo, termination
-from threadwise.analyze import cli as analyze_cli
+from threadwise import termination
 from threadwise.errors import FindingsReported, InputError, PermissionProblem, ThreadwiseError, UsageError
-from threadwise.observe import cli as observe_cli
-from threadwise.refine import cli as refine_cli
-from threadwise.refine.evidence import record_note
-from threadwise.runtime import cli as runtime_cli
-from threadwise.synthesize import cli as synthesize_cli
-from threadwise.synthesize.api import thread_layers
 from threadwise.termination import Terminated
 
 app = typer.Typer(
@@ -44,20 +41,93 @@ app = typer.Typer(
 )
 
 
-def _register_stages() -> None:
-    if app.registered_commands:   # once a process: the demo runs its steps through _main too
-        return
+@app.callback()
+def _group() -> None:
+    """Keeps `threadwise` a group of commands when one stage with one command (analyze, demo) is
+    all a command line registered: typer runs a lone command as the program itself."""
+
+
+def _register_observe(typer_app: typer.Typer) -> None:
+    # deferred: each stage's CLI is imported only by a command line that runs it (module docstring)
+    from threadwise.observe import cli
+    from threadwise.synthesize.api import thread_layers
+
     # observe's `export --profile` shows a later stage's knowledge (which layer takes a thread):
     # the shell, which sits above every stage, hands synthesize's placement down.
-    observe_cli.register(app, place_threads=thread_layers)
+    cli.register(typer_app, place_threads=thread_layers)
+
+
+def _register_analyze(typer_app: typer.Typer) -> None:
+    # deferred: as in _register_observe
+    from threadwise.analyze import cli
+
+    cli.register(typer_app)
+
+
+def _register_synthesize(typer_app: typer.Typer) -> None:
+    # deferred: as in _register_observe
+    from threadwise.refine.evidence import record_note
+    from threadwise.synthesize import cli
+
     # validate and diff say whether a trained profile is the one its record measured: the record
     # is refine's ladder file, so the shell hands refine's reader down to synthesize likewise.
-    analyze_cli.register(app)
-    synthesize_cli.register(app, record=record_note)
-    refine_cli.register(app)
-    runtime_cli.register(app)
+    cli.register(typer_app, record=record_note)
+
+
+def _register_refine(typer_app: typer.Typer) -> None:
+    # deferred: as in _register_observe
+    from threadwise.refine import cli
+
+    cli.register(typer_app)
+
+
+def _register_runtime(typer_app: typer.Typer) -> None:
+    # deferred: as in _register_observe
+    from threadwise.runtime import cli
+
+    cli.register(typer_app)
+
+
+def _register_demo(typer_app: typer.Typer) -> None:
+    # deferred: as in _register_observe
+    from threadwise import demo
+
     # the demo runs each step as the command line a user would type, through this shell's runner
-    demo.register(app, run=run_command)
+    demo.register(typer_app, run=run_command)
+
+
+# Each stage's registration, in the order `threadwise --help` lists them ...
+STAGES: dict[str, Callable[[typer.Typer], None]] = {
+    "observe": _register_observe, "analyze": _register_analyze, "synthesize": _register_synthesize,
+    "refine": _register_refine, "runtime": _register_runtime, "demo": _register_demo,
+}
+# ... and the top-level commands and groups each registers (tests/test_cli.py checks the two agree).
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "observe": ("observe", "show", "clean", "export", "import"),
+    "analyze": ("analyze",),
+    "synthesize": ("synthesize", "validate", "compile", "lint", "diff"),
+    "refine": ("rejudge", "canary", "ladder", "train", "refine", "workload"),
+    "runtime": ("apply", "status", "stop", "info", "lab"),
+    "demo": ("demo",),
+}
+_registered: set[str] = set()
+
+
+def stage_of(argv: list[str]) -> str | None:
+    """The stage whose CLI a command line needs alone, or None for all of them: the first
+    argument names the command (the top level takes no option but --help)."""
+    first = argv[0] if argv else None
+    return next((stage for stage, names in COMMANDS.items() if first in names), None)
+
+
+def _register_stages(argv: list[str] | None = None) -> None:
+    """Register the stage `argv` needs, or every stage (argv None, --help, no or an unknown
+    command); once a stage a process: the demo runs its steps through `_main` too."""
+    needed = None if argv is None else stage_of(argv)
+    for stage, register in STAGES.items():
+        if (needed is None or stage == needed) and stage not in _registered:
+            register(app)
+            _registered.add(stage)
     _unwrap_help(app)
 
 
@@ -168,7 +238,7 @@ def _main(argv: list[str] | None = None) -> int:
     Exceptions that stand for bad input or a refused operation (see `translate`)
     are reported the same way; anything else is a bug and keeps its traceback.
     """
-    _register_stages()
+    _register_stages(sys.argv[1:] if argv is None else argv)
     click_error, click_usage_error = _click_errors()
     try:
         status = app(args=argv, prog_name="threadwise", standalone_mode=False)
