@@ -70,13 +70,18 @@ def test_perf_sched_record_of_rolesim_gives_its_ground_truth(tmp_path):
     perf = _perf()
     data = tmp_path / "perf.data"
     # rolesim at nice -10 (nice execs it: its comm stays rolesim): on a busy machine the ground
-    # truth (hot threads compute-bound) needs the workload to get its CPU
-    givenclock.run([perf, "sched", "record", "-o", str(data), "--", "nice", "-n", "-10",
+    # truth (hot threads compute-bound) needs the workload to get its CPU. perf sched records the
+    # whole host, where the fast tier starts rolesims of its own: the import takes this one by its
+    # pid (sh writes its pid, then execs nice, which execs rolesim: one pid throughout).
+    pidfile = tmp_path / "rolesim.pid"
+    givenclock.run([perf, "sched", "record", "-o", str(data), "--", "sh", "-c",
+                    f'echo $$ > {pidfile}; exec nice -n -10 "$@"', "sh",
                     str(build("rolesim")), "--hot", "2", "--workers", "3", "--duration", "5"],
                    check=True, capture_output=True, timeout=120)
     out = tmp_path / "rolesim.duckdb"
-    done = givenclock.run([sys.executable, "-m", "threadwise.cli", "import", str(data), "--comm", "rolesim",
-                           "-o", str(out)], capture_output=True, text=True, timeout=300, check=False)
+    done = givenclock.run([sys.executable, "-m", "threadwise.cli", "import", str(data),
+                           "--pid", pidfile.read_text().strip(), "-o", str(out)],
+                          capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     analysis = analyze_capture(out)
     groups = {row["pattern"]: row for row in analysis.groups.iter_rows(named=True)}
