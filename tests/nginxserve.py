@@ -81,7 +81,10 @@ def worker_pids(master: int) -> list[int]:
     """The master's children that already run as their service user with a worker's title."""
     found = []
     for pid in procfs.children_of(master):
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes() if Path(f"/proc/{pid}").exists() else b""
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (FileNotFoundError, ProcessLookupError):  # exited since it was listed (a reload's old worker)
+            continue
         credentials = procfs.process_credentials(pid)
         # the title is written and the uid dropped after the fork: until both, it is no worker yet
         if b"worker process" in cmdline and credentials and credentials[0] != 0:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from threadwise.refine.measure import store
@@ -21,6 +22,7 @@ from threadwise.refine.measure.workload import Workload
 from threadwise.refine.search import loop, screen
 from threadwise.refine.search.candidate import Candidate
 from threadwise.refine.search.screen_guide import ScreenLosses
+from threadwise.refine.search.step_ladders import once_more_after_tcg_oops
 from threadwise.refine.search.vetting import Vetted, vet
 from threadwise.shape import Shape
 from threadwise.synthesize.api import Profile
@@ -68,11 +70,14 @@ def screen_step(start: Profile, shape: Shape, plan: ScreenPlan, *, workload: Wor
     progress(f"train: screen: the start, the null arm and {len(candidates)} candidates side by side "
              f"(levels {list(plan.levels)}, {plan.repeats} repeat(s)); the top one is confirmed next")
 
+    def ladder(arms: list[Arm], raw: str) -> LadderRun:
+        return run_ladder(workload, workload_toml, arms, ladder_file=ladder_file, place=place,
+                          levels=list(plan.levels), repeats=plan.repeats, seed=seed, purpose="screen",
+                          command=command, progress=progress, keep_raw=work / raw, trace=False)
+
     def measure(arms: list[Arm]) -> Judged:
-        result: LadderRun = run_ladder(workload, workload_toml, arms, ladder_file=ladder_file, place=place,
-                                       levels=list(plan.levels), repeats=plan.repeats, seed=seed,
-                                       purpose="screen", command=command, progress=progress,
-                                       keep_raw=work / "raw-screen", trace=False)
+        # the screen's boot dies of TCG's patching race as a step's does: once more, as a step's
+        result = once_more_after_tcg_oops(partial(ladder, arms), "screen", "the screen", progress)
         runs.append(result.run_id)
         return result.judged
 

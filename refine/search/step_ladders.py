@@ -111,20 +111,21 @@ def lost_early(measured: stats.Measured, *, primary: Metric, secondary: Sequence
                             twins=(BASELINE, AA_ARM), primary=primary, secondary=secondary)
 
 
-def once_more_after_tcg_oops(ladder: Callable[[str], LadderRun], step: int,
+def once_more_after_tcg_oops(ladder: Callable[[str], LadderRun], name: str, what: str,
                              progress: Callable[[str], None]) -> LadderRun:
-    """Step `step`'s ladder (`ladder(raw folder)`), run once more in a new boot when the guest died
+    """A ladder (`ladder(raw folder)`: `raw-NAME`), run once more in a new boot when the guest died
     of multi-threaded TCG's code-patching race (docs/lab.md: an `int3` oops while static keys are
     patched, seen when sched_ext is enabled or disabled), which is the emulator's, not the
-    candidate's. The partial run stays in the ladder file; any other failure is raised."""
+    candidate's. `what` names the ladder in the progress line (`step 2`, `the screen`). The
+    partial run stays in the ladder file; any other failure is raised."""
     try:
-        return ladder(f"raw-step{step}")
+        return ladder(f"raw-{name}")
     except LabError as error:
         if TCG_PATCHING_OOPS not in error.message:
             raise
         progress(f"train: the lab guest oopsed ({TCG_PATCHING_OOPS}: TCG's code-patching race, "
-                 f"docs/lab.md); step {step}'s ladder runs once more in a new boot")
-        return ladder(f"raw-step{step}-again")
+                 f"docs/lab.md); {what}'s ladder runs once more in a new boot")
+        return ladder(f"raw-{name}-again")
 
 
 class StepLadders:
@@ -145,7 +146,8 @@ class StepLadders:
         step = len(self.runs)
         plan = ladder_plan({arm.name for arm in arms}, step=step, seed=self.training.seed,
                            early_stop=self.training.early_stop, repeats=self.training.repeats)
-        result = once_more_after_tcg_oops(partial(self._run, arms, plan), step, self.training.progress)
+        result = once_more_after_tcg_oops(partial(self._run, arms, plan), f"step{step}", f"step {step}",
+                                          self.training.progress)
         self.runs.append(result.run_id)
         if not result.ingested.completed:
             self.training.progress(f"train: step {step}'s ladder {result.ingested.stopped_reason}")

@@ -18,7 +18,8 @@ GUEST = "threadwise.runtime.lab"
 # The console line of multi-threaded TCG's code-patching race (docs/lab.md): the kernel's
 # int3-based text patching (static keys flip when sched_ext is enabled or disabled) oopses.
 # The emulator's, not the command's: the guests retry a boot that died of it (vng.py,
-# initramfs.py), and a training runs a step's ladder once more (refine/search/step_ladders.py).
+# initramfs.py), and a training runs a step's or the screen's ladder once more
+# (refine/search/step_ladders.py).
 TCG_PATCHING_OOPS = "Oops: int3"
 
 

@@ -206,8 +206,11 @@ def test_a_step_ladder_runs_once_more_after_tcgs_patching_oops_and_only_then() -
             raise oops
         return "run"
 
-    assert once_more_after_tcg_oops(crashes_once, 5, said.append) == "run"  # type: ignore[arg-type]
-    assert calls == ["raw-step5", "raw-step5-again"] and "runs once more" in said[0]
+    assert once_more_after_tcg_oops(crashes_once, "step5", "step 5", said.append) == "run"  # type: ignore[arg-type]
+    assert calls == ["raw-step5", "raw-step5-again"] and "step 5's ladder runs once more" in said[0]
+    calls.clear()
+    assert once_more_after_tcg_oops(crashes_once, "screen", "the screen", said.append) == "run"  # type: ignore[arg-type]
+    assert calls == ["raw-screen", "raw-screen-again"] and "the screen's ladder runs once more" in said[-1]
 
     def always(error: LabError):  # type: ignore[no-untyped-def]
         def ladder(raw: str) -> object:
@@ -217,9 +220,10 @@ def test_a_step_ladder_runs_once_more_after_tcgs_patching_oops_and_only_then() -
 
     calls.clear()
     with pytest.raises(LabError, match="Oops: int3"):           # twice: the search stops there
-        once_more_after_tcg_oops(always(oops), 2, said.append)  # type: ignore[arg-type]
+        once_more_after_tcg_oops(always(oops), "step2", "step 2", said.append)  # type: ignore[arg-type]
     assert calls == ["raw-step2", "raw-step2-again"]
     calls.clear()
     with pytest.raises(LabError, match="timed out"):            # not the emulator's race: no retry
-        once_more_after_tcg_oops(always(LabError("the guest timed out")), 3, said.append)  # type: ignore[arg-type]
+        once_more_after_tcg_oops(always(LabError("the guest timed out")), "step3", "step 3",  # type: ignore[arg-type]
+                                 said.append)
     assert calls == ["raw-step3"]
