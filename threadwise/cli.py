@@ -101,7 +101,7 @@ STAGES: dict[str, Callable[[typer.Typer], None]] = {
     "observe": _register_observe, "analyze": _register_analyze, "synthesize": _register_synthesize,
     "refine": _register_refine, "runtime": _register_runtime, "demo": _register_demo,
 }
-# ... and the top-level commands and groups each registers (tests/test_cli.py checks the two agree).
+# ... and the top-level commands and groups each registers (tests/test_cli_stages.py checks the two agree).
 COMMANDS: dict[str, tuple[str, ...]] = {
     "observe": ("observe", "show", "clean", "export", "import"),
     "analyze": ("analyze",),
