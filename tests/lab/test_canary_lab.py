@@ -5,10 +5,10 @@ service it started (rolesim, its report lines the probe; or Redis); each canary'
 and time are printed. What must hold every time:
 - a profile that starves the workers (a ladder measured their p99 3.8-6.2x worse at bg 0) is
   never kept: measured through the real switch and probe, it is rolled back as worse, or as no
-  benefit at its 2-minute cap; the default scheduler confirmed;
+  benefit at its 90-s cap; the default scheduler confirmed;
 - the committed profiles/redis.toml (its record of 2026-12-06: get_rps 2.09x better at bg 2), on
   Redis with two spinners the test starts and redis-benchmark as the probe, is never called worse: it is kept
-  (attached until `threadwise stop`), or undecided at its 2-minute cap and rolled back, or rolled
+  (attached until `threadwise stop`), or undecided at its 90-s cap and rolled back, or rolled
   back because the guest kernel ejected scx_layered (its watchdogs; the reason must say so);
 - the catch-all alone (the nearest a live canary gets to A/A) is never called better;
 - a canary SIGKILLed while its profile is attached cannot roll back: the supervisor, which it
