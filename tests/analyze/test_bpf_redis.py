@@ -8,7 +8,12 @@ all from the main thread). So the structural fact is checked always (the io
 threads' wakeups come from the main thread, with lift), and the verdict the
 analysis draws from it is checked against its own rules: a causal edge and a
 chain at the minimum edge rate, and the groups "in a wake chain" at the busiest
-chains' minimum rate.
+chains' minimum rate, where the lift test can fire at all. Its lift is the
+edge's share of the wakee's wakeups over the waker's share of its busiest CPU,
+so a main thread that held its CPU more than half the capture cannot reach a lift
+of 2 even at a share of 1 (analyze/wakegraph.py: a thread that holds its CPU
+cannot be told from a bystander). Beside two spinners at nice 0 (Redis at -10)
+its CPU share read 0.52: share 1.0, lift 1.9, no causal edge and no chain.
 """
 
 from __future__ import annotations
@@ -57,7 +62,9 @@ def test_redis_groups(redis_analysis):
         assert why, (bio, redis_analysis.caveats)
         print(f"bio threads kept apart: {why[0]}")
     # "in a wake chain" means one of the busiest chains, at >= busiest_min_rate wakeups/s
-    if _main_to_io(redis_analysis)["wakeups_per_s"].sum() >= WakeParams().busiest_min_rate:
+    main_to_io = _main_to_io(redis_analysis)
+    if (main_to_io["wakeups_per_s"].sum() >= WakeParams().busiest_min_rate
+            and _lift_can_tell(_busiest(main_to_io))):
         assert groups["redis-server"]["in_wake_chain"]
 
 
@@ -66,13 +73,29 @@ def _main_to_io(analysis) -> pl.DataFrame:
                                       & pl.col("wakee").str.starts_with("io_thd_"))
 
 
+def _busiest(main_to_io: pl.DataFrame) -> dict:
+    return main_to_io.sort("wakeups", descending=True).row(0, named=True)
+
+
+def _lift_can_tell(edge: dict) -> bool:
+    """Whether the lift test can call this edge causal: its waker's chance (share / lift, its
+    share of its busiest CPU) leaves room for min_lift below a share of 1."""
+    return edge["share_of_wakee"] / edge["lift"] * WakeParams().min_lift <= 1.0
+
+
 def test_main_thread_wakes_the_io_threads(redis_analysis):
     edges = redis_analysis.wake_edges
     main_to_io = _main_to_io(redis_analysis)
     shown = edges.select("waker", "wakee", "wakeups", "wakeups_per_s", "share_of_wakee", "lift", "causal")
     assert main_to_io["wakeups"].sum() > 10, shown
-    busiest = main_to_io.sort("wakeups", descending=True).row(0, named=True)
-    assert busiest["share_of_wakee"] >= 0.5 and busiest["lift"] >= 2, shown
+    busiest = _busiest(main_to_io)
+    assert busiest["share_of_wakee"] >= 0.5, shown
+    if not _lift_can_tell(busiest):
+        print(f"redis-server held its CPU {busiest['share_of_wakee'] / busiest['lift']:.2f} of the capture: "
+              f"lift {busiest['lift']:.2f} at share {busiest['share_of_wakee']:.2f}, the test cannot fire")
+        assert not main_to_io["causal"].any(), shown
+        return
+    assert busiest["lift"] >= 2, shown
     rate = main_to_io["wakeups_per_s"].sum()
     print(f"redis-server -> io_thd_*: {main_to_io['wakeups'].sum()} wakeups, {rate:.1f}/s")
     if rate < WakeParams().min_rate:
