@@ -25,11 +25,12 @@ tier() {  # tier LABEL PYTEST-ARGS...: one pytest run, its lines prefixed with t
 }
 tier fast -m "not bpf and not lab" -n "$workers" &
 fast=$!
-stop_fast() {  # the script stopped early (a TERM to it alone): the fast tier must not run on orphaned
+on_exit() {  # the output file goes; and if the script stopped early (a TERM to it alone), the fast
+    # tier must not run on orphaned
     [[ -n "$fast" ]] && kill -TERM $(ps -o pid= --ppid "$fast") "$fast" 2>/dev/null || true
     rm -f "$output"
 }
-trap stop_fast EXIT
+trap on_exit EXIT
 status=0
 tier bpf -m "bpf and not lab" || status=$?
 wait "$fast" || status=$((status ? status : $?))
