@@ -121,6 +121,8 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
         chains = wg.find_chains(edges, final)
     grouped = threads.filter(pl.col("utid").is_in(list(grouping.key_of)))
     groups = _groups(con, grouped, grouping, info.duration_ns, members)
+    # a thread's group by row: a behaviour split gives two groups one pattern (docs/interfaces.md)
+    group_id = {k: i for i, k in enumerate(groups["pattern"].to_list())} if not groups.is_empty() else {}
 
     other_names = con.execute(ft.sql("capture", "other_names")).fetchall()
     groups = (gr.finish(groups, grouping, other_names=[r[0] for r in other_names],
@@ -134,7 +136,10 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
         threads=threads.with_columns(
             group=pl.col("utid").replace_strict(
                 {u: grouping.pattern_of_key.get(k, k) for u, k in grouping.key_of.items()},
-                default=None, return_dtype=pl.String)),
+                default=None, return_dtype=pl.String),
+            group_id=pl.col("utid").replace_strict(
+                {u: group_id[k] for u, k in grouping.key_of.items() if k in group_id},
+                default=None, return_dtype=pl.Int64)),
         wake_edges=edges, chains=chains, pattern_chains=wg.pattern_chains(chains),
         preemptors=_preemptors(rivals, threads, who),
         smt_corun=_corun(con, info.smt), capture_id=info.capture_id,

@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.bpf, pytest.mark.timeout(1800)]
 
 CAPTURE_S = 6.0
 SHOWN = ("utid", "name", "wakeups", "known", "from_own", "from_other", "from_softirq", "from_hardirq",
-         "request_source", "wake_interval_cv", "slice_p50_ns", "request_driven", "group")
+         "request_source", "wake_interval_cv", "slice_p50_ns", "request_driven", "group", "group_id")
 
 
 def _niced(text: str) -> str:
@@ -79,8 +79,8 @@ def _woken(analysis: Analysis) -> pl.DataFrame:
     threads = analysis.threads.filter(pl.col("wakeups") >= MIN_WAKEUPS).select(SHOWN)
     with pl.Config(tbl_cols=-1, tbl_width_chars=400, fmt_str_lengths=200):   # the measured values, whole
         print(threads)
-        print(analysis.groups.select("pattern", "role", "confidence", "thread_count", "request_driven",
-                                     "in_wake_chain", "request_evidence"))
+        print(analysis.groups.select("group_id", "pattern", "avg_runtime_range_ns", "role", "confidence",
+                                     "thread_count", "request_driven", "in_wake_chain", "request_evidence"))
     return threads
 
 
@@ -106,12 +106,16 @@ def _request_driven(threads: pl.DataFrame, client: str) -> None:
     assert irregular.height >= 1 and (irregular["request_driven"] >= 0.5).all(), threads
 
 
-def _roles_of(analysis: Analysis, threads: pl.DataFrame) -> dict[str, tuple[str, float, str | None]]:
-    """Each group of `threads`: its role, confidence and request evidence in words; its threads'
-    request evidence together (weighted by their wakeups) must count."""
-    groups = {r["pattern"]: r for r in analysis.groups.iter_rows(named=True)}
-    ours = set(threads["group"].to_list())
-    assert all((groups[g]["request_driven"] or 0.0) >= 0.5 for g in ours), [groups[g] for g in ours]
+def _roles_of(analysis: Analysis, threads: pl.DataFrame) -> dict[int, tuple[str, float, str | None]]:
+    """Each group of `threads`, by its row (`group_id`: a behaviour split gives MariaDB two groups
+    named `mariadbd`, one of short runs and one of long, and the connection threads sit in one of
+    them): its role, confidence and request evidence in words; its threads' request evidence
+    together (weighted by their wakeups) must count."""
+    groups = {r["group_id"]: r for r in analysis.groups.iter_rows(named=True)}
+    ours = set(threads["group_id"].to_list())
+    brief = [{k: groups[g][k] for k in ("group_id", "pattern", "avg_runtime_range_ns", "role", "confidence",
+                                        "thread_count", "request_driven")} for g in ours]
+    assert all((groups[g]["request_driven"] or 0.0) >= 0.5 for g in ours), brief
     return {g: (groups[g]["role"], groups[g]["confidence"], groups[g]["request_evidence"]) for g in ours}
 
 

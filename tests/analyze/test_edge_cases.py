@@ -128,6 +128,12 @@ def test_all_threads_share_one_name_split_by_behaviour(tmp_path):
     assert 60_000 < ranges[0][1] < 8 * MS
     long = groups.filter(pl.col("avg_runtime_range_ns").list.first() > 0).row(0, named=True)
     assert long["thread_count"] == 2 and long["role"] == "compute"
+    # both groups are `mariadbd`: a thread names its group by row (group_id), the spinners the long one's
+    spinners = analysis.threads.filter(pl.col("tid").is_in([301, 302]))
+    assert spinners["group"].to_list() == ["mariadbd"] * 2
+    assert spinners["group_id"].to_list() == [long["group_id"]] * 2
+    assert analysis.threads.group_by("group_id").len().filter(pl.col("group_id").is_not_null()).sort(
+        "group_id")["len"].to_list() == analysis.groups.sort("group_id")["thread_count"].to_list()
 
 
 def test_all_threads_share_one_name_no_split_when_unimodal(tmp_path):
