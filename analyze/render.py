@@ -8,7 +8,7 @@ import polars as pl
 
 from threadwise.analyze.contract import POLLER_CPU_PER_WAKEUP_NS, POLLER_SHARE
 from threadwise.analyze.model import Analysis
-from threadwise.analyze.requests import IRREGULAR_CV, SHORT_RUN_NS
+from threadwise.analyze.requests import IRREGULAR_CV, SHORT_RUN_NS, STREAM_PER_S
 
 
 def _us(ns: Any) -> str:
@@ -66,7 +66,8 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
                 f"{POLLER_CPU_PER_WAKEUP_NS / 1e6:g} ms of CPU per wakeup received: they spin between "
                 "wakeups), the busiest named below the table; synthesize gives them no preempt"),
     ("requests", "how far the group is woken by requests from outside the workload, 0..1: a softirq "
-                 f"or another process woke it, irregularly (wake-cv >= {IRREGULAR_CV}), for short runs "
+                 f"or another process woke it, irregularly (wake-cv >= {IRREGULAR_CV}) or at a stream's "
+                 f"rate (>= {STREAM_PER_S:g} wakeups/s), for short runs "
                  f"(slice p50 <= {SHORT_RUN_NS / 1e6:g} ms), weighted by its threads' wakeups; the role "
                  "model reads it as latency evidence beside wake chains, the busiest such thread named "
                  "below the table; - when the capture did not record what woke its threads"),

@@ -15,13 +15,18 @@ multiplied into `request_driven`:
   process's thread. Hard interrupts are left out: on these hosts they are the thread's own
   timers expiring (hrtimer), not work sent to it: memcached's `mc-lrumaint`, which sleeps on an
   adaptive timer, had 99% of 1,507 wakeups from hard interrupts with a wake CV of 0.84.
-- irregular in time: a request stream is, a timer is not. `wake_interval_cv` (the lower of the
-  CVs of the gaps between wakeups and of the sleeps they end; thread_features.sql) counts 0 up to
-  PERIODIC_CV and 1 from IRREGULAR_CV, linear between. Measured here (docs/analyze.md, "Woken by
-  requests"): timers read 0.19 (rolesim's feeder, nanosleep 2 ms, quiet host) and a single
-  closed-loop client pausing a fixed 10 ms between requests 0.21 (indistinguishable from a
-  heartbeat: no evidence); memcached with one mcload connection per worker 0.37 (0.85 of the
-  evidence), two per worker 0.69-1.83, MariaDB's connection threads under sysbench 3.2-4.1.
+- a stream, not a heartbeat: irregular in time, or too frequent for a heartbeat, whichever says
+  more. `wake_interval_cv` (the lower of the CVs of the gaps between wakeups and of the sleeps
+  they end; thread_features.sql) counts 0 up to PERIODIC_CV and 1 from IRREGULAR_CV, linear
+  between. Measured here (docs/analyze.md, "Woken by requests"): timers read 0.19 (rolesim's
+  feeder, nanosleep 2 ms, quiet host) and a single closed-loop client pausing a fixed 10 ms
+  between requests 0.21; memcached with one mcload connection per worker 0.37, two per worker
+  0.69-1.83 on a quiet host but 0.25-0.5 on a busy one (a closed loop on saturated CPUs paces
+  itself), MariaDB's connection threads under sysbench 2-4. So regularity alone cannot tell a
+  busy request worker from a heartbeat; its rate can: heartbeats and keepalives run at tens per
+  second at most (etcd's default heartbeat is 10/s), memcached's workers take 400-500 requests/s
+  each on a busy host. The wakeup rate over the thread's life counts 0 up to HEARTBEAT_PER_S and
+  1 from STREAM_PER_S, log-linear between (the 10-ms closed loop, 100/s: 0.7).
 - short runs: slice p50 up to SHORT_RUN_NS counts fully, nothing from LONG_RUN_NS, log-linear
   between; a thread that computes for long after each request is batch work, whoever sent it.
 A thread with fewer than MIN_WAKEUPS wakeups has no evidence (0); one whose wakeups have no
@@ -40,6 +45,8 @@ import polars as pl
 
 PERIODIC_CV = 0.2          # wake CV at or below this: periodic, no request evidence
 IRREGULAR_CV = 0.4         # at or above: irregular, full evidence
+HEARTBEAT_PER_S = 20.0     # wakeups/s at or below this: a heartbeat's pace, no evidence from the rate
+STREAM_PER_S = 200.0       # at or above: a request stream whatever its rhythm, full evidence
 SHORT_RUN_NS = 1_000_000   # slice p50 up to this: short runs
 LONG_RUN_NS = 10_000_000   # from this: long runs, no request evidence
 MIN_WAKEUPS = 10           # fewer wakeups: nothing to judge (groups.MIN_WAKEUPS)
@@ -59,10 +66,14 @@ def with_request_evidence(threads: pl.DataFrame, sources: pl.DataFrame) -> pl.Da
     known = pl.col("known").cast(pl.Float64)
     share = pl.when(known > 0).then((pl.col("from_softirq") + pl.col("from_other")) / known)
     irregular = _ramp(pl.col("wake_interval_cv").fill_null(0.0), PERIODIC_CV, IRREGULAR_CV)
+    life_s = pl.col("life_ns").cast(pl.Float64).clip(lower_bound=1.0) / 1e9
+    per_s = (pl.col("wakeups").cast(pl.Float64) / life_s).clip(lower_bound=1e-9)
+    frequent = _ramp(per_s.log10(), math.log10(HEARTBEAT_PER_S), math.log10(STREAM_PER_S))
+    stream = pl.max_horizontal(irregular, frequent.fill_null(0.0))
     slice_ns = pl.col("slice_p50_ns").cast(pl.Float64).fill_null(float(LONG_RUN_NS)).clip(lower_bound=1.0)
     short = 1.0 - _ramp(slice_ns.log10(), math.log10(SHORT_RUN_NS), math.log10(LONG_RUN_NS))
     driven = pl.when(known <= 0).then(None).when(pl.col("wakeups") < MIN_WAKEUPS).then(0.0) \
-        .otherwise(share * irregular * short)
+        .otherwise(share * stream * short)
     return t.with_columns(request_share=share, request_driven=driven.round(4))
 
 
@@ -79,7 +90,7 @@ def group_request_driven() -> pl.Expr:
 
 def request_text(row: dict) -> str:
     """A thread's request evidence in words: `mc-worker 99.8% of 911 wakeups from softirqs or
-    other processes (most often over mcload), wake CV 1.83, slice p50 22 us`."""
+    other processes (most often over mcload), wake CV 1.83, 152 wakeups/s, slice p50 22 us`."""
     share = float(row["request_share"] or 0.0)
     over = f" (most often over {row['request_source']})" if row.get("request_source") else ""
     cv = row.get("wake_interval_cv")
@@ -87,6 +98,8 @@ def request_text(row: dict) -> str:
     parts = [f"{row['name'] or '?'} {100 * share:.3g}% of {int(row['known']):,} wakeups from softirqs or "
              f"other processes{over}"]
     parts.append(f"wake CV {cv:.2f}" if cv is not None else "wake CV unknown")
+    if row.get("life_ns"):
+        parts.append(f"{int(row['wakeups']) * 1e9 / row['life_ns']:,.0f} wakeups/s")
     if slice_ns is not None:
         parts.append(f"slice p50 {slice_ns / 1e3:.0f} us")
     return ", ".join(parts)

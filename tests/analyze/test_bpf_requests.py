@@ -24,7 +24,7 @@ import pytest
 from tests.conftest import NICE_WORKLOAD, _free_port, alone_with_labs
 from threadwise.analyze import analyze_capture
 from threadwise.analyze.model import Analysis
-from threadwise.analyze.requests import IRREGULAR_CV, MIN_WAKEUPS
+from threadwise.analyze.requests import IRREGULAR_CV, MIN_WAKEUPS, STREAM_PER_S
 from threadwise.observe.capture import observe
 from threadwise.observe.target import Target
 from threadwise.refine.measure.service import RunningService
@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.bpf, pytest.mark.timeout(1800)]
 
 CAPTURE_S = 6.0
 SHOWN = ("utid", "name", "wakeups", "known", "from_own", "from_other", "from_softirq", "from_hardirq",
-         "request_source", "wake_interval_cv", "slice_p50_ns", "request_driven", "group", "group_id")
+         "request_source", "wake_interval_cv", "per_s", "slice_p50_ns", "request_driven", "group", "group_id")
 
 
 def _niced(text: str) -> str:
@@ -76,7 +76,8 @@ def mariadb(tmp_path_factory: pytest.TempPathFactory, tracer_backend: str) -> An
 
 
 def _woken(analysis: Analysis) -> pl.DataFrame:
-    threads = analysis.threads.filter(pl.col("wakeups") >= MIN_WAKEUPS).select(SHOWN)
+    threads = analysis.threads.filter(pl.col("wakeups") >= MIN_WAKEUPS).with_columns(
+        per_s=(pl.col("wakeups") * 1e9 / pl.col("life_ns")).round(1)).select(SHOWN)
     with pl.Config(tbl_cols=-1, tbl_width_chars=400, fmt_str_lengths=200):   # the measured values, whole
         print(threads)
         print(analysis.groups.select("group_id", "pattern", "avg_runtime_range_ns", "role", "confidence",
@@ -95,15 +96,15 @@ def _request_driven(threads: pl.DataFrame, client: str) -> None:
     one of MariaDB's two connection threads read `(idle)`), and the client for one at least.
     How regular one thread's wake-ups are is not ground truth either: it depends on the
     connections it got and on the host. On a busy host (a fresh clone's make test, 2026-12-06)
-    one of memcached's two workers read a wake CV of 0.215 and the other 0.497. So at least one
-    thread must carry the whole evidence, and the group the evidence of its threads together
-    (`_roles_of`)."""
+    one of memcached's two workers read a wake CV of 0.215 and the other 0.497. A thread that is
+    irregular or takes a stream's rate must carry the whole evidence (requests.py), at least one
+    thread must be such, and the group the evidence of its threads together (`_roles_of`)."""
     assert (threads["known"] == threads["wakeups"]).all(), threads
     assert threads["request_source"].is_in([client, IDLE]).all(), threads
     assert (threads["request_source"] == client).any(), threads
     assert ((threads["from_softirq"] + threads["from_other"]) >= 0.9 * threads["known"]).all(), threads
-    irregular = threads.filter(pl.col("wake_interval_cv") >= IRREGULAR_CV)
-    assert irregular.height >= 1 and (irregular["request_driven"] >= 0.5).all(), threads
+    streams = threads.filter((pl.col("wake_interval_cv") >= IRREGULAR_CV) | (pl.col("per_s") >= STREAM_PER_S))
+    assert streams.height >= 1 and (streams["request_driven"] >= 0.5).all(), threads
 
 
 def _roles_of(analysis: Analysis, threads: pl.DataFrame) -> dict[int, tuple[str, float, str | None]]:

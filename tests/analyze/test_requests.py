@@ -37,18 +37,21 @@ def _irregular(rng: random.Random, mean_ns: int, *, until: int, apart_ns: int = 
 
 
 def services(tmp_path, *, recorded: bool = True):
-    """A service's threads, each on a CPU of its own (2 s, 7 CPUs):
+    """A service's threads, each on a CPU of its own (2 s, 8 CPUs):
     - `worker`: requests from a client on loopback (softirqs over the client's thread), at
       irregular times, 30 us each: request-driven;
     - `req-0`, `req-1`: two more such workers, with three idle `req-*` threads beside them;
     - `tick`: its own 10 ms timer (hard interrupts), 50 us each: periodic housekeeping;
-    - `beat`: a softirq every 5 ms exactly (a heartbeat from the client): from outside, but periodic;
+    - `beat`: a softirq every 100 ms exactly (a heartbeat from the client, etcd's default pace):
+      from outside, but periodic and rare;
+    - `loop`: a softirq every 1 ms exactly (a closed-loop client that never pauses): periodic, but
+      at a rate no heartbeat runs: request-driven;
     - `crunch`: irregular requests that each take 20 ms: long runs, batch work;
     - `rare`: requests, but fewer than MIN_WAKEUPS of them.
     `recorded=False` writes the same wakeups without their context (a capture before schema 7)."""
     rng = random.Random(11)
     until = T0 + 2 * SECOND - 30_000 * US
-    cap = CaptureBuilder(target_tgids=[SVC], duration_ns=2 * SECOND, nr_cpus=7)
+    cap = CaptureBuilder(target_tgids=[SVC], duration_ns=2 * SECOND, nr_cpus=8)
     cap.thread(SVC, SVC, "svc")
     client = cap.thread(CLIENT, CLIENT, "client")
     ctx = (lambda c: c) if recorded else (lambda _c: None)
@@ -61,7 +64,9 @@ def services(tmp_path, *, recorded: bool = True):
         cap.thread(502 + i, SVC, f"req-{i}")   # idle: never woken, never ran
     _serve(cap, cap.thread(510, SVC, "tick"), 2, times=list(range(T0 + 5_000 * US, until, 10_000 * US)),
            run_ns=50 * US, context=ctx(HARDIRQ), current=0)
-    _serve(cap, cap.thread(511, SVC, "beat"), 3, times=list(range(T0 + 3_000 * US, until, 5_000 * US)),
+    _serve(cap, cap.thread(511, SVC, "beat"), 3, times=list(range(T0 + 3_000 * US, until, 100_000 * US)),
+           run_ns=30 * US, context=ctx(SOFTIRQ), current=client)
+    _serve(cap, cap.thread(514, SVC, "loop"), 7, times=list(range(T0 + 500 * US, until, 1_000 * US)),
            run_ns=30 * US, context=ctx(SOFTIRQ), current=client)
     long_runs = _irregular(rng, 40_000 * US, until=until, apart_ns=21_000 * US)
     _serve(cap, cap.thread(512, SVC, "crunch"), 4, times=long_runs, run_ns=20_000 * US, context=ctx(SOFTIRQ),
@@ -95,6 +100,17 @@ def test_requests_from_outside_irregular_and_short_make_latency_work(tmp_path):
     assert evidence.startswith("worker 100% of ") and "over client" in evidence, evidence
 
 
+def test_a_closed_loop_too_frequent_for_a_heartbeat_is_request_driven(tmp_path):
+    """As regular as a timer, but 1,000 wakeups/s from outside for short runs: the rate says
+    request stream (a busy host's memcached workers read wake CV 0.25-0.5, docs/analyze.md)."""
+    analysis = services(tmp_path)
+    loop = _thread(analysis, "loop")
+    assert loop["request_share"] == 1.0 and loop["wake_interval_cv"] < 0.1, loop
+    assert loop["request_driven"] == 1.0
+    group = _group(analysis, "loop")
+    assert group["role"] == "latency" and group["request_evidence"].startswith("loop 100% of "), group
+
+
 def test_idle_members_neither_add_nor_dilute_a_groups_evidence(tmp_path):
     analysis = services(tmp_path)
     group = _group(analysis, "req-*")
@@ -107,8 +123,9 @@ def test_timers_heartbeats_long_runs_and_few_wakeups_are_no_request_evidence(tmp
     tick, beat = _thread(analysis, "tick"), _thread(analysis, "beat")
     assert tick["from_hardirq"] == tick["wakeups"] and tick["request_share"] == 0.0
     assert tick["request_driven"] == 0.0 and _group(analysis, "tick")["role"] == "housekeeping"
-    # from outside, but at a timer's pace: a heartbeat, not a request stream
-    assert beat["request_share"] == 1.0 and beat["wake_interval_cv"] < 0.3 and beat["request_driven"] == 0.0
+    # from outside, but at a heartbeat's pace and rhythm: not a request stream
+    assert beat["wakeups"] >= MIN_WAKEUPS and beat["request_share"] == 1.0
+    assert beat["wake_interval_cv"] < 0.3 and beat["request_driven"] == 0.0
     assert _group(analysis, "beat")["role"] != "latency"
     crunch = _thread(analysis, "crunch")
     assert crunch["request_share"] == 1.0 and crunch["slice_p50_ns"] >= 10_000_000
