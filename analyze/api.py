@@ -122,7 +122,7 @@ def _analyze(con: duckdb.DuckDBPyConnection) -> Analysis:
     grouped = threads.filter(pl.col("utid").is_in(list(grouping.key_of)))
     groups = _groups(con, grouped, grouping, info.duration_ns, members)
     # a thread's group by row: a behaviour split gives two groups one pattern (docs/interfaces.md)
-    group_id = {k: i for i, k in enumerate(groups["pattern"].to_list())} if not groups.is_empty() else {}
+    group_id = {k: i for i, k in enumerate(groups["pattern"].to_list())}
 
     other_names = con.execute(ft.sql("capture", "other_names")).fetchall()
     groups = (gr.finish(groups, grouping, other_names=[r[0] for r in other_names],

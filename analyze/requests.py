@@ -66,8 +66,7 @@ def with_request_evidence(threads: pl.DataFrame, sources: pl.DataFrame) -> pl.Da
     known = pl.col("known").cast(pl.Float64)
     share = pl.when(known > 0).then((pl.col("from_softirq") + pl.col("from_other")) / known)
     irregular = _ramp(pl.col("wake_interval_cv").fill_null(0.0), PERIODIC_CV, IRREGULAR_CV)
-    life_s = pl.col("life_ns").cast(pl.Float64).clip(lower_bound=1.0) / 1e9
-    per_s = (pl.col("wakeups").cast(pl.Float64) / life_s).clip(lower_bound=1e-9)
+    per_s = pl.col("wakeups_per_s").cast(pl.Float64).clip(lower_bound=1e-9)   # wakeups / life
     frequent = _ramp(per_s.log10(), math.log10(HEARTBEAT_PER_S), math.log10(STREAM_PER_S))
     stream = pl.max_horizontal(irregular, frequent.fill_null(0.0))
     slice_ns = pl.col("slice_p50_ns").cast(pl.Float64).fill_null(float(LONG_RUN_NS)).clip(lower_bound=1.0)
@@ -98,8 +97,8 @@ def request_text(row: dict) -> str:
     parts = [f"{row['name'] or '?'} {100 * share:.3g}% of {int(row['known']):,} wakeups from softirqs or "
              f"other processes{over}"]
     parts.append(f"wake CV {cv:.2f}" if cv is not None else "wake CV unknown")
-    if row.get("life_ns"):
-        parts.append(f"{int(row['wakeups']) * 1e9 / row['life_ns']:,.0f} wakeups/s")
+    if row.get("wakeups_per_s") is not None:
+        parts.append(f"{row['wakeups_per_s']:,.0f} wakeups/s")
     if slice_ns is not None:
         parts.append(f"slice p50 {slice_ns / 1e3:.0f} us")
     return ", ".join(parts)

@@ -34,7 +34,8 @@ pytestmark = [pytest.mark.bpf, pytest.mark.timeout(1800)]
 
 CAPTURE_S = 6.0
 SHOWN = ("utid", "name", "wakeups", "known", "from_own", "from_other", "from_softirq", "from_hardirq",
-         "request_source", "wake_interval_cv", "per_s", "slice_p50_ns", "request_driven", "group", "group_id")
+         "request_source", "wake_interval_cv", "wakeups_per_s", "slice_p50_ns", "request_driven", "group",
+         "group_id")
 
 
 def _niced(text: str) -> str:
@@ -76,8 +77,7 @@ def mariadb(tmp_path_factory: pytest.TempPathFactory, tracer_backend: str) -> An
 
 
 def _woken(analysis: Analysis) -> pl.DataFrame:
-    threads = analysis.threads.filter(pl.col("wakeups") >= MIN_WAKEUPS).with_columns(
-        per_s=(pl.col("wakeups") * 1e9 / pl.col("life_ns")).round(1)).select(SHOWN)
+    threads = analysis.threads.filter(pl.col("wakeups") >= MIN_WAKEUPS).select(SHOWN)
     with pl.Config(tbl_cols=-1, tbl_width_chars=400, fmt_str_lengths=200):   # the measured values, whole
         print(threads)
         print(analysis.groups.select("group_id", "pattern", "avg_runtime_range_ns", "role", "confidence",
@@ -103,7 +103,8 @@ def _request_driven(threads: pl.DataFrame, client: str) -> None:
     assert threads["request_source"].is_in([client, IDLE]).all(), threads
     assert (threads["request_source"] == client).any(), threads
     assert ((threads["from_softirq"] + threads["from_other"]) >= 0.9 * threads["known"]).all(), threads
-    streams = threads.filter((pl.col("wake_interval_cv") >= IRREGULAR_CV) | (pl.col("per_s") >= STREAM_PER_S))
+    streams = threads.filter((pl.col("wake_interval_cv") >= IRREGULAR_CV)
+                             | (pl.col("wakeups_per_s") >= STREAM_PER_S))
     assert streams.height >= 1 and (streams["request_driven"] >= 0.5).all(), threads
 
 
