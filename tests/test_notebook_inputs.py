@@ -16,9 +16,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from tests.kernels import execute
 from tests.synthetic.bulk import bulk_capture
 from threadwise import demo, givenclock
 
@@ -37,8 +37,7 @@ def _first_cell(name: str, repo: Path, monkeypatch: pytest.MonkeyPatch, env: dic
     first_code = next(i for i, cell in enumerate(nb.cells) if cell.cell_type == "code")
     nb.cells = nb.cells[:first_code + 1]
     (repo / "notebooks").mkdir(parents=True, exist_ok=True)
-    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=allow_errors,
-                   resources={"metadata": {"path": str(repo / "notebooks")}}).execute()
+    execute(nb, repo / "notebooks", timeout=120, allow_errors=allow_errors)
     return nb.cells[first_code].get("outputs", [])
 
 

@@ -25,9 +25,9 @@ from pathlib import Path
 import duckdb
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from tests.datafiles import OLD_REDIS_LADDER
+from tests.kernels import execute
 from tests.synthetic.bulk import bulk_capture
 from threadwise import givenclock
 
@@ -46,8 +46,7 @@ def _run(name: str, monkeypatch: pytest.MonkeyPatch, **env: str) -> tuple[str, i
     notebook = ROOT / "notebooks" / name
     nb = nbformat.read(notebook, as_version=4)
     began = time.monotonic()
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(notebook.parent)}}).execute()
+    execute(nb, notebook.parent, timeout=300)
     print(f"notebook {name}: executed in {time.monotonic() - began:.1f} s with {env}")
     texts, images = [], 0
     for cell in nb.cells:
@@ -155,8 +154,7 @@ def test_compare_ladder_runs_on_every_committed_ladder_file(ladders):
             "os.environ.pop('THREADWISE_LADDER_RUN', None)"))
         nb.cells += [nbformat.v4.new_code_cell(source) for source in code]
     began = time.monotonic()
-    NotebookClient(nb, timeout=900, kernel_name="python3",
-                   resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    execute(nb, ROOT / "notebooks", timeout=900)
     print(f"compare_ladder on {len(files)} ladder files in {time.monotonic() - began:.1f} s")
     per_file = len(code) + 1
     for i, path in enumerate(files):
