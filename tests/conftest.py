@@ -77,8 +77,17 @@ SLOW_PHASE_S = 60.0
 _CONFIG: list[pytest.Config] = []
 
 
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"{signal.Signals(signum).name} to the test run")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     _CONFIG.append(config)   # the terminal reporter registers later: looked up when needed
+    # A SIGTERM ends the run as Ctrl-C does, with every teardown and `finally`: the lab's VM runs in
+    # a session of its own (vng.py), and a plain SIGTERM death of pytest left it running, orphaned
+    # (a make test stopped by its process group, 2026-12-07).
+    with contextlib.suppress(ValueError):   # not the main thread: signals cannot be caught there
+        signal.signal(signal.SIGTERM, _interrupt)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
