@@ -97,3 +97,11 @@ def test_the_training_at_10s_windows_docs_cite_recomputes() -> None:
     """docs/judge.md "Sample size and power" cites benchmarks/data/rolesim-w10 (train at 8 repeats,
     10-s windows): every verdict it stored must be what the judge gives again."""
     assert recompute_ladder_file(ROOT / "benchmarks" / "data" / "rolesim-w10" / "ladder.duckdb") > 0
+
+
+def test_the_rolesim_retraining_docs_cite_recomputes() -> None:
+    """docs/search.md "Time" cites benchmarks/data/rolesim-retrain-2026-12-07 (train's defaults at
+    levels 0,1,2,4, 35.5 lab minutes, "keep the default"): every verdict it stored must be what the
+    judge gives again."""
+    ladder = ROOT / "benchmarks" / "data" / "rolesim-retrain-2026-12-07" / "ladder.duckdb"
+    assert recompute_ladder_file(ladder) > 0
